@@ -1,0 +1,24 @@
+"""The probabilistic core: model, exact inference, structure and parameter learning.
+
+Pure numpy/scipy; nothing here imports ROS. Typical use::
+
+    from affordance_ros.core import AffordanceNetwork, AffordanceLearner, CaseSet, predict
+    config = AffordanceNetwork.load("config.json")
+    cases = CaseSet.from_csv(config, "cases.csv")
+    model = AffordanceLearner(structure="k2").fit(config, cases).model_
+    predict(model, ["action"], sensors={"obj_vel": 7.1}, values={"Shape": "box"})
+"""
+
+from .cases import CaseSet, Evidence
+from .errors import AffordanceError, DataError, EvidenceError, ModelFormatError
+from .ground_truth import benchmark_network, benchmark_structure, sample_cases
+from .learning import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
+from .network import FORMAT, GROUPS, AffordanceNetwork, SensorModel, Variable
+from .predict import BatchPrediction, Prediction, predict, predict_batch
+
+__all__ = [
+    "AffordanceError", "AffordanceNetwork", "BatchPrediction", "CaseSet", "DataError", "EMResult",
+    "Evidence", "EvidenceError", "FORMAT", "GROUPS", "ModelFormatError", "Prediction", "SensorModel",
+    "Variable", "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "log_likelihood",
+    "map_assign", "predict", "predict_batch", "sample_cases",
+]

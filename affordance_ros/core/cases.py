@@ -1,0 +1,222 @@
+"""Cases (trials): labels of label-observed variables and raw sensor readings, as arrays.
+
+A ``CaseSet`` holds K cases column-wise: for each variable observed by label an
+int array of value codes (-1: not observed), for each sensor a float array of
+readings (NaN: not observed). ``Evidence`` turns them into the per-variable
+likelihood arrays that inference consumes.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import DataError, EvidenceError
+from .network import AffordanceNetwork
+
+MISSING = -1
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Per-variable likelihoods of K cases, each (K, card) with row maximum 1, or None.
+
+    ``log_scale`` (K,) holds what was divided out, so that
+    log p(evidence) = log(sum over joint of prior * likelihoods) + log_scale.
+    """
+
+    likelihoods: tuple
+    log_scale: np.ndarray
+
+    @property
+    def n_cases(self) -> int:
+        return self.log_scale.shape[0]
+
+    def take(self, rows) -> "Evidence":
+        return Evidence(tuple(None if lik is None else lik[rows] for lik in self.likelihoods),
+                        self.log_scale[rows])
+
+
+class CaseSet:
+    """K cases for one network; validated on construction, arrays in and out."""
+
+    def __init__(self, network: AffordanceNetwork, labels: Mapping[str, np.ndarray],
+                 readings: Mapping[str, np.ndarray], trial_ids: Sequence[str] | None = None):
+        self.network = network
+        self.labels = {name: np.asarray(codes, dtype=np.int64) for name, codes in labels.items()}
+        self.readings = {name: np.asarray(x, dtype=float) for name, x in readings.items()}
+        sizes = {a.shape[0] for a in [*self.labels.values(), *self.readings.values()]}
+        if trial_ids is not None:
+            sizes.add(len(trial_ids))
+        if len(sizes) > 1:
+            raise DataError(f"columns of different lengths {sorted(sizes)}")
+        self.n_cases = sizes.pop() if sizes else 0
+        self.trial_ids = (np.asarray(trial_ids, dtype=object) if trial_ids is not None
+                          else np.array([str(i) for i in range(self.n_cases)], dtype=object))
+        for name, codes in self.labels.items():
+            card = network[name].card
+            if codes.size and (codes.min() < MISSING or codes.max() >= card):
+                raise DataError(f"label codes of '{name}' must be in -1..{card - 1}")
+        for name, x in self.readings.items():
+            network.sensor(name)
+            if np.any(np.isinf(x)):
+                raise DataError(f"sensor '{name}' has infinite readings")
+
+    def __len__(self) -> int:
+        return self.n_cases
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def from_columns(cls, network: AffordanceNetwork, columns: Mapping[str, Sequence],
+                     trial_ids: Sequence[str] | None = None) -> "CaseSet":
+        """Columns named by variable (labels, None or '' for unobserved) or sensor (readings,
+        None for unobserved). Non-finite readings and unknown labels raise, naming the case."""
+        labels, readings = {}, {}
+        for name, column in columns.items():
+            if name in network.sensor_variable:
+                readings[name] = _parse_readings(name, column, trial_ids)
+            elif name in network.names:
+                var = network[name]
+                codes = np.full(len(column), MISSING, dtype=np.int64)
+                for k, label in enumerate(column):
+                    if label is None or label == "":
+                        continue
+                    try:
+                        codes[k] = var.code(str(label))
+                    except EvidenceError as exc:
+                        raise DataError(f"{_case_name(k, trial_ids)}: {exc}") from None
+                labels[name] = codes
+            else:
+                raise DataError(
+                    f"column '{name}' is neither a variable {list(network.names)} "
+                    f"nor a sensor {sorted(network.sensor_variable)}")
+        return cls(network, labels, readings, trial_ids)
+
+    @classmethod
+    def from_records(cls, network: AffordanceNetwork, records: Iterable[Mapping]) -> "CaseSet":
+        """Records as the node stores them: {"trial_id", "labels": {var: label}, "readings": {sensor: x}}."""
+        records = list(records)
+        names = sorted({n for r in records for n in r.get("labels", {})})
+        sensors = sorted({n for r in records for n in r.get("readings", {})})
+        columns = {n: [r.get("labels", {}).get(n) for r in records] for n in names}
+        columns.update({s: [r.get("readings", {}).get(s) for r in records] for s in sensors})
+        return cls.from_columns(network, columns, [str(r.get("trial_id", i)) for i, r in enumerate(records)])
+
+    @classmethod
+    def from_csv(cls, network: AffordanceNetwork, path: str | Path) -> "CaseSet":
+        """CSV with a header: trial_id, one column per label-observed variable, one per sensor."""
+        path = Path(path)
+        try:
+            with path.open(newline="", encoding="utf-8") as f:
+                rows = list(csv.reader(f))
+        except OSError as exc:
+            raise DataError(f"cannot read cases file '{path}': {exc.strerror}") from None
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DataError(f"'{path}' is not a readable CSV file: {exc}") from None
+        if not rows:
+            raise DataError(f"'{path}' is empty: expected a header row")
+        header, body = rows[0], [r for r in rows[1:] if r]
+        if "trial_id" not in header:
+            raise DataError(f"'{path}': the header needs a 'trial_id' column, has {header}")
+        for n, row in enumerate(body, start=2):
+            if len(row) != len(header):
+                raise DataError(f"'{path}' line {n}: {len(row)} fields, the header has {len(header)}")
+        cols = {h: [row[j] for row in body] for j, h in enumerate(header)}
+        ids = cols.pop("trial_id")
+        for name in list(cols):
+            if name in network.sensor_variable:
+                cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
+                              for n, x in enumerate(cols[name], start=2)]
+        try:
+            return cls.from_columns(network, cols, ids)
+        except DataError as exc:
+            raise DataError(f"'{path}': {exc}") from None
+
+    def to_csv(self, path: str | Path) -> None:
+        path = Path(path)
+        names = list(self.labels) + list(self.readings)
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["trial_id", *names])
+            for k in range(self.n_cases):
+                row = [self.trial_ids[k]]
+                for n in self.labels:
+                    code = self.labels[n][k]
+                    row.append("" if code == MISSING else self.network[n].values[code])
+                for s in self.readings:
+                    x = self.readings[s][k]
+                    row.append("" if math.isnan(x) else repr(float(x)))
+                writer.writerow(row)
+
+    def take(self, rows) -> "CaseSet":
+        return CaseSet(self.network, {n: c[rows] for n, c in self.labels.items()},
+                       {s: x[rows] for s, x in self.readings.items()}, self.trial_ids[rows])
+
+    def with_network(self, network: AffordanceNetwork) -> "CaseSet":
+        """The same cases for a network with the same variable values (e.g. after learning)."""
+        return CaseSet(network, self.labels, self.readings, self.trial_ids)
+
+    # ---------------------------------------------------------------- evidence
+    def evidence(self, network: AffordanceNetwork | None = None) -> Evidence:
+        """Likelihood arrays of these cases under ``network``'s sensor models (default: own)."""
+        network = network or self.network
+        log_lik = [None] * len(network)
+        for name, codes in self.labels.items():
+            i = network.index(name)
+            hard = np.where(codes[:, None] == np.arange(network.variables[i].card), 0.0, -np.inf)
+            hard[codes == MISSING] = 0.0
+            log_lik[i] = hard
+        for sensor, x in self.readings.items():
+            var, model = network.sensor(sensor)
+            i = network.index(var.name)
+            ll = model.log_likelihood(x)
+            log_lik[i] = ll if log_lik[i] is None else log_lik[i] + ll
+        return evidence_from_log_likelihoods(log_lik, self.n_cases)
+
+
+def evidence_from_log_likelihoods(log_lik: Sequence, n_cases: int) -> Evidence:
+    """Scale each variable's log-likelihood rows to a maximum of 0 before exponentiating."""
+    log_scale = np.zeros(n_cases)
+    likelihoods = []
+    for ll in log_lik:
+        if ll is None:
+            likelihoods.append(None)
+            continue
+        top = ll.max(axis=1)
+        if np.any(np.isneginf(top)):
+            raise EvidenceError("evidence with zero likelihood for every value of a variable")
+        log_scale += top
+        likelihoods.append(np.exp(ll - top[:, None]))
+    return Evidence(tuple(likelihoods), log_scale)
+
+
+def _parse_readings(name: str, column: Sequence, trial_ids) -> np.ndarray:
+    out = np.empty(len(column))
+    for k, x in enumerate(column):
+        if x is None:
+            out[k] = np.nan
+            continue
+        try:
+            out[k] = float(x)
+        except (TypeError, ValueError):
+            raise DataError(f"{_case_name(k, trial_ids)}: reading {x!r} of sensor '{name}' is not a number") from None
+        if not math.isfinite(out[k]):
+            raise DataError(f"{_case_name(k, trial_ids)}: reading of sensor '{name}' is {x}, "
+                            "expected a finite number (leave it out when it is missing)")
+    return out
+
+
+def _float(text: str, name: str, path: Path, line: int) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise DataError(f"'{path}' line {line}: reading {text!r} of sensor '{name}' is not a number") from None
+
+
+def _case_name(k: int, trial_ids) -> str:
+    return f"case {k}" + (f" (trial '{trial_ids[k]}')" if trial_ids is not None else "")

@@ -1,0 +1,173 @@
+"""Parameter learning: EM with sensor readings as soft evidence, and the paper's Discrete baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .cases import MISSING, CaseSet, Evidence
+from .errors import DataError, ModelFormatError
+from .inference import JunctionTree
+from .network import AffordanceNetwork
+from .sensors import mixture_weights
+
+
+@dataclass
+class EMResult:
+    """Trace of one EM run.
+
+    ``log_likelihoods[t]`` is log p(data | CPTs after t iterations); ``log_posteriors`` adds the
+    log Dirichlet prior, which is what EM increases when ``prior`` > 0.
+    """
+
+    log_likelihoods: list = field(default_factory=list)
+    log_posteriors: list = field(default_factory=list)
+    rms_changes: list = field(default_factory=list)
+    iterations: int = 0
+    converged: bool = False
+
+    @property
+    def log_likelihood(self) -> float:
+        return self.log_likelihoods[-1]
+
+
+def family_counts(codes: np.ndarray, cards: Sequence[int], child: int, parents: Sequence[int],
+                  weights: np.ndarray | None = None) -> np.ndarray:
+    """Counts of (parents..., child) configurations over complete cases (K, n) of value codes."""
+    axes = [*parents, child]
+    shape = tuple(int(cards[a]) for a in axes)
+    flat = np.ravel_multi_index(tuple(codes[:, a] for a in axes), shape)
+    return np.bincount(flat, weights=weights, minlength=int(np.prod(shape))).reshape(shape).astype(float)
+
+
+def normalise_counts(counts: np.ndarray, prior: float) -> np.ndarray:
+    """theta = (N_ijk + prior) / (N_ij + r * prior); rows with no data and no prior are uniform."""
+    padded = counts + prior
+    totals = padded.sum(axis=-1, keepdims=True)
+    r = counts.shape[-1]
+    return np.divide(padded, totals, out=np.full_like(padded, 1.0 / r), where=totals > 0)
+
+
+def value_priors(network: AffordanceNetwork, cases: CaseSet) -> list:
+    """p(value) per variable for MAP assignment: the sensor's mixture weights (means fixed)."""
+    priors = []
+    for v in network.variables:
+        if v.sensor is not None and v.sensor.name in cases.readings:
+            priors.append(mixture_weights(v.sensor, cases.readings[v.sensor.name]))
+        else:
+            priors.append(np.full(v.card, 1.0 / v.card))
+    return priors
+
+
+def map_assign(network: AffordanceNetwork, cases: CaseSet, priors: Sequence[np.ndarray] | None = None) -> np.ndarray:
+    """The most probable value of every variable in every case, argmax_v p(evidence | v) p(v).
+
+    Each variable is assigned from its own label and sensor (the paper's equation for e*, o*);
+    ``priors`` defaults to ``value_priors``. Returns codes (K, n).
+    """
+    priors = value_priors(network, cases) if priors is None else priors
+    evidence = cases.evidence(network)
+    codes = np.empty((cases.n_cases, len(network)), dtype=np.int64)
+    for i, lik in enumerate(evidence.likelihoods):
+        p = np.asarray(priors[i], dtype=float)
+        codes[:, i] = np.argmax(p) if lik is None else np.argmax(lik * p, axis=1)
+    return codes
+
+
+def fit_discrete(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0,
+                 priors: Sequence[np.ndarray] | None = None) -> AffordanceNetwork:
+    """The paper's Discrete baseline: MAP-assign every hidden value, then count."""
+    _check_learnable(network, cases)
+    codes = map_assign(network, cases, priors)
+    cards = network.cards
+    return network.with_cpts({
+        v.name: normalise_counts(family_counts(codes, cards, i, network.parent_indices(i)), prior)
+        for i, v in enumerate(network.variables)})
+
+
+def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: float = 1e-3,
+           max_iter: int = 100, init: str = "discrete", chunk_size: int = 4096):
+    """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
+
+    E-step: p(family | case) for every family and case by one junction-tree pass over all
+    cases; M-step: the paper's theta equation with ``prior`` pseudo-counts per CPT entry
+    (0 gives maximum likelihood). Stops when the RMS change of all CPT entries is below
+    ``tol`` or after ``max_iter`` iterations. ``init``: "discrete", "uniform" or "model"
+    (the network's own CPTs). Returns (network with the learned CPTs, EMResult).
+    """
+    _check_learnable(network, cases)
+    if prior < 0 or not np.isfinite(prior):
+        raise ModelFormatError(f"prior must be a finite number >= 0, got {prior}")
+    if tol <= 0 or max_iter < 0:
+        raise ModelFormatError("tol must be > 0 and max_iter >= 0")
+    cpts = _initial_cpts(network, cases, prior, init)
+    engine = JunctionTree(network)
+    evidence = cases.evidence(network)
+    result = EMResult()
+    for _ in range(max_iter):
+        counts, ll = engine.expected_counts(cpts, evidence, chunk_size)
+        result.log_likelihoods.append(ll)
+        result.log_posteriors.append(ll + log_dirichlet(cpts, prior))
+        new = [normalise_counts(c, prior) for c in counts]
+        result.rms_changes.append(rms_difference(new, cpts))
+        result.iterations += 1
+        cpts = new
+        if result.rms_changes[-1] < tol:
+            result.converged = True
+            break
+    ll = float(engine.log_likelihood(cpts, evidence).sum())
+    result.log_likelihoods.append(ll)
+    result.log_posteriors.append(ll + log_dirichlet(cpts, prior))
+    return network.with_cpts(dict(zip(network.names, cpts))), result
+
+
+def log_likelihood(network: AffordanceNetwork, cases: CaseSet | Evidence) -> float:
+    """Total log p(cases | model) under the network's CPTs and sensor models."""
+    evidence = cases.evidence(network) if isinstance(cases, CaseSet) else cases
+    return float(network.engine.log_likelihood([v.cpt for v in network.variables], evidence).sum())
+
+
+def log_dirichlet(cpts: Sequence[np.ndarray], prior: float) -> float:
+    """log of the (unnormalised) Dirichlet prior whose MAP estimate ``normalise_counts`` gives."""
+    if prior == 0:
+        return 0.0
+    return float(sum(prior * np.log(np.maximum(c, 1e-300)).sum() for c in cpts))
+
+
+def rms_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+    diff = np.concatenate([(x - y).ravel() for x, y in zip(a, b)])
+    return float(np.sqrt(np.mean(diff * diff)))
+
+
+def _initial_cpts(network: AffordanceNetwork, cases: CaseSet, prior: float, init: str) -> list:
+    if init == "discrete":
+        start = fit_discrete(network, cases, prior=max(prior, 1.0))
+        return [v.cpt for v in start.variables]
+    if init == "uniform":
+        return [np.full([network[p].card for p in v.parents] + [v.card], 1.0 / v.card)
+                for v in network.variables]
+    if init == "model":
+        if any(v.cpt is None for v in network.variables):
+            raise ModelFormatError("init='model' needs a network with CPTs")
+        return [v.cpt for v in network.variables]
+    raise ModelFormatError(f"unknown EM init '{init}'; expected 'discrete', 'uniform' or 'model'")
+
+
+def _check_learnable(network: AffordanceNetwork, cases: CaseSet) -> None:
+    if not network.structure_known:
+        raise ModelFormatError("learn the structure first: some variables have no 'parents'")
+    unfitted = [v.sensor.name for v in network.variables if v.sensor is not None and not v.sensor.fitted]
+    if unfitted:
+        raise ModelFormatError(f"sensor models {unfitted} have no means/stddevs: fit them first")
+    if cases.n_cases == 0:
+        raise DataError("no cases to learn from")
+    observed = set(cases.labels) | {network.sensor_variable[s] for s in cases.readings}
+    unobserved = [n for n in network.names if n not in observed]
+    if unobserved and len(unobserved) == len(network):
+        raise DataError("the cases observe none of the network's variables")
+
+
+__all__ = ["EMResult", "fit_em", "fit_discrete", "map_assign", "family_counts", "normalise_counts",
+           "log_likelihood", "rms_difference", "value_priors", "MISSING"]

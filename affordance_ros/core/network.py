@@ -1,0 +1,422 @@
+"""The affordance network: discrete variables, their DAG, CPTs and Gaussian sensor models.
+
+One class serves as both configuration (what to learn: CPTs, arcs or sensor
+parameters left out) and learned model (everything present). The JSON form is
+the ``affordance_ros/model/1`` schema documented in the README.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import EvidenceError, ModelFormatError
+
+FORMAT = "affordance_ros/model/1"
+GROUPS = ("action", "object", "effect")
+_NORMALISATION_TOLERANCE = 1e-6
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True, eq=False)
+class SensorModel:
+    """A 1-D Gaussian per value of the hidden variable a sensor observes.
+
+    ``means``/``stddevs`` are None while they are still to be fitted from readings;
+    ``max_components`` bounds the BIC search when the variable's values are not configured.
+    """
+
+    name: str
+    means: np.ndarray | None = None
+    stddevs: np.ndarray | None = None
+    max_components: int = 6
+
+    @property
+    def fitted(self) -> bool:
+        return self.means is not None
+
+    def log_likelihood(self, readings: np.ndarray) -> np.ndarray:
+        """log p(reading | value) as an array (K, card); rows of NaN readings are 0 (no evidence)."""
+        if not self.fitted:
+            raise ModelFormatError(f"sensor '{self.name}' has no means/stddevs yet: fit it first")
+        x = np.asarray(readings, dtype=float).reshape(-1, 1)
+        z = (x - self.means) / self.stddevs
+        out = -0.5 * z * z - np.log(self.stddevs) - _LOG_SQRT_2PI
+        out[np.isnan(x[:, 0])] = 0.0
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Variable:
+    """A discrete variable of the network, in the group action, object or effect."""
+
+    name: str
+    group: str
+    values: tuple[str, ...] | None
+    parents: tuple[str, ...] | None = None
+    sensor: SensorModel | None = None
+    cpt: np.ndarray | None = None
+
+    @property
+    def card(self) -> int:
+        if self.values is None:
+            raise ModelFormatError(f"variable '{self.name}' has no values yet: fit its sensor first")
+        return len(self.values)
+
+    def code(self, label: str) -> int:
+        """Index of a label; EvidenceError naming the allowed labels if unknown."""
+        try:
+            return self.values.index(label)
+        except ValueError:
+            raise EvidenceError(
+                f"unknown label '{label}' for variable '{self.name}'; "
+                f"expected one of {list(self.values)}") from None
+
+
+class AffordanceNetwork:
+    """Variables in a fixed order, validated on construction; immutable by convention.
+
+    Use ``with_structure``/``with_parameters`` to derive new networks.
+    """
+
+    def __init__(self, variables: Sequence[Variable], metadata: Mapping | None = None,
+                 learning: Mapping | None = None):
+        self.variables: tuple[Variable, ...] = tuple(variables)
+        self.metadata = dict(metadata or {})
+        self.learning = dict(learning or {})
+        self.names: tuple[str, ...] = tuple(v.name for v in self.variables)
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._validate()
+        self.sensor_variable = {v.sensor.name: v.name for v in self.variables if v.sensor}
+        self._engine = None
+
+    # ----------------------------------------------------------------- access
+    def __len__(self) -> int:
+        return len(self.variables)
+
+    def __getitem__(self, name: str) -> Variable:
+        return self.variables[self.index(name)]
+
+    def index(self, name: str) -> int:
+        try:
+            return self._index[name]
+        except KeyError:
+            raise EvidenceError(f"unknown variable '{name}'; the network has {list(self.names)}") from None
+
+    @property
+    def cards(self) -> tuple[int, ...]:
+        return tuple(v.card for v in self.variables)
+
+    @property
+    def structure_known(self) -> bool:
+        return all(v.parents is not None for v in self.variables)
+
+    @property
+    def parameterised(self) -> bool:
+        return self.structure_known and all(
+            v.cpt is not None and (v.sensor is None or v.sensor.fitted) for v in self.variables)
+
+    @property
+    def arcs(self) -> list[tuple[str, str]]:
+        return [(p, v.name) for v in self.variables for p in (v.parents or ())]
+
+    def parent_indices(self, i: int) -> tuple[int, ...]:
+        return tuple(self._index[p] for p in self.variables[i].parents)
+
+    def group(self, group: str) -> list[str]:
+        if group not in GROUPS:
+            raise EvidenceError(f"unknown group '{group}'; expected one of {list(GROUPS)}")
+        return [v.name for v in self.variables if v.group == group]
+
+    def sensor(self, sensor_name: str) -> tuple[Variable, SensorModel]:
+        try:
+            var = self[self.sensor_variable[sensor_name]]
+        except KeyError:
+            raise EvidenceError(
+                f"unknown sensor '{sensor_name}'; the network has {sorted(self.sensor_variable)}") from None
+        return var, var.sensor
+
+    def resolve_query(self, query: Iterable[str]) -> list[str]:
+        """Variable names for a query of names and groups, in network order, without repeats."""
+        wanted = set()
+        for item in query:
+            if item in GROUPS:
+                wanted.update(self.group(item))
+            else:
+                wanted.add(self[item].name)
+        if not wanted:
+            raise EvidenceError("empty query: name at least one variable or group")
+        return [n for n in self.names if n in wanted]
+
+    def topological_order(self) -> list[int]:
+        order = _topological_order(self.names, {v.name: v.parents for v in self.variables})
+        return [self._index[n] for n in order]
+
+    @property
+    def engine(self):
+        """The compiled exact-inference engine (a junction tree), built once per network."""
+        if self._engine is None:
+            if not self.parameterised:
+                raise ModelFormatError("the network has no learned parameters yet: learn it first")
+            from .inference import JunctionTree
+            self._engine = JunctionTree(self)
+        return self._engine
+
+    # -------------------------------------------------------------- derivation
+    def replace_variables(self, changes: Mapping[str, Mapping]) -> "AffordanceNetwork":
+        """A new network with some fields of some variables replaced, e.g. {"Size": {"cpt": ...}}."""
+        variables = [dataclasses.replace(v, **changes[v.name]) if v.name in changes else v
+                     for v in self.variables]
+        return AffordanceNetwork(variables, self.metadata, self.learning)
+
+    def with_structure(self, parents: Mapping[str, Sequence[str]]) -> "AffordanceNetwork":
+        """Set every variable's parents; CPTs are dropped (they no longer fit)."""
+        return self.replace_variables(
+            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None} for v in self.variables})
+
+    def with_cpts(self, cpts: Mapping[str, np.ndarray]) -> "AffordanceNetwork":
+        return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float)} for n, c in cpts.items()})
+
+    def cpts(self) -> dict[str, np.ndarray]:
+        return {v.name: v.cpt for v in self.variables}
+
+    # -------------------------------------------------------------- validation
+    def _validate(self) -> None:
+        if not self.variables:
+            raise ModelFormatError("the network has no variables")
+        seen_sensors = set()
+        for v in self.variables:
+            where = f"variable '{v.name}'"
+            if not isinstance(v.name, str) or not v.name:
+                raise ModelFormatError("every variable needs a non-empty string 'name'")
+            if v.name in GROUPS:
+                raise ModelFormatError(f"{where}: a variable cannot be named like a group {list(GROUPS)}")
+            if v.group not in GROUPS:
+                raise ModelFormatError(f"{where}: group '{v.group}' is not one of {list(GROUPS)}")
+            if v.values is not None:
+                if len(v.values) < 1 or any(not isinstance(x, str) or not x for x in v.values):
+                    raise ModelFormatError(f"{where}: 'values' must be a non-empty list of non-empty strings")
+                if len(set(v.values)) != len(v.values):
+                    raise ModelFormatError(f"{where}: repeated values in {list(v.values)}")
+            elif v.sensor is None:
+                raise ModelFormatError(f"{where}: without a sensor its 'values' must be given")
+            if v.sensor is not None:
+                self._validate_sensor(v, where, seen_sensors)
+            if v.parents is not None:
+                for p in v.parents:
+                    if p not in self._index:
+                        raise ModelFormatError(f"{where}: unknown parent '{p}'; variables are {list(self.names)}")
+                    if p == v.name:
+                        raise ModelFormatError(f"{where}: a variable cannot be its own parent")
+                if len(set(v.parents)) != len(v.parents):
+                    raise ModelFormatError(f"{where}: repeated parents {list(v.parents)}")
+            if v.cpt is not None:
+                self._validate_cpt(v, where)
+        if len(self._index) != len(self.variables):
+            raise ModelFormatError(f"repeated variable names in {list(self.names)}")
+        if self.structure_known:
+            _topological_order(self.names, {v.name: v.parents for v in self.variables})
+
+    @staticmethod
+    def _validate_sensor(v: Variable, where: str, seen: set) -> None:
+        s = v.sensor
+        if not isinstance(s.name, str) or not s.name:
+            raise ModelFormatError(f"{where}: its sensor needs a non-empty string 'name'")
+        if s.name in seen:
+            raise ModelFormatError(f"{where}: sensor name '{s.name}' is used twice")
+        seen.add(s.name)
+        if (s.means is None) != (s.stddevs is None):
+            raise ModelFormatError(f"{where}: give both sensor 'means' and 'stddevs', or neither")
+        if s.fitted:
+            if v.values is None:
+                raise ModelFormatError(f"{where}: sensor means are given, so 'values' must be given too")
+            for field in ("means", "stddevs"):
+                arr = getattr(s, field)
+                if arr.shape != (len(v.values),):
+                    raise ModelFormatError(
+                        f"{where}: sensor '{field}' has {arr.size} entries, expected one per value ({len(v.values)})")
+                if not np.all(np.isfinite(arr)):
+                    raise ModelFormatError(f"{where}: sensor '{field}' must be finite numbers")
+            if np.any(s.stddevs <= 0):
+                raise ModelFormatError(f"{where}: sensor 'stddevs' must be > 0")
+        if not isinstance(s.max_components, int) or s.max_components < 1:
+            raise ModelFormatError(f"{where}: sensor 'max_components' must be an integer >= 1")
+
+    def _validate_cpt(self, v: Variable, where: str) -> None:
+        if v.parents is None:
+            raise ModelFormatError(f"{where}: a 'cpt' needs 'parents'")
+        if v.values is None:
+            raise ModelFormatError(f"{where}: a 'cpt' needs 'values'")
+        shape = tuple(len(self.variables[self._index[p]].values or ()) for p in v.parents) + (len(v.values),)
+        if v.cpt.shape != shape:
+            names = [*v.parents, v.name]
+            raise ModelFormatError(
+                f"{where}: cpt has shape {list(v.cpt.shape)}, expected {list(shape)} (axes {names})")
+        if not np.all(np.isfinite(v.cpt)) or np.any(v.cpt < 0):
+            raise ModelFormatError(f"{where}: cpt entries must be finite and >= 0")
+        sums = v.cpt.sum(axis=-1)
+        if np.any(np.abs(sums - 1.0) > _NORMALISATION_TOLERANCE):
+            bad = np.unravel_index(np.argmax(np.abs(sums - 1.0)), sums.shape)
+            raise ModelFormatError(
+                f"{where}: cpt rows must sum to 1; the row for parent values {list(bad)} sums to {sums[bad]:.6g}")
+
+    # ------------------------------------------------------------- (de)serial.
+    def to_dict(self) -> dict:
+        out = []
+        for v in self.variables:
+            d = {"name": v.name, "group": v.group,
+                 "values": list(v.values) if v.values is not None else None}
+            if v.parents is not None:
+                d["parents"] = list(v.parents)
+            if v.cpt is not None:
+                d["cpt"] = v.cpt.tolist()
+            if v.sensor is None:
+                d["sensor"] = None
+            else:
+                s = {"name": v.sensor.name}
+                if v.sensor.fitted:
+                    s["means"] = v.sensor.means.tolist()
+                    s["stddevs"] = v.sensor.stddevs.tolist()
+                else:
+                    s["max_components"] = v.sensor.max_components
+                d["sensor"] = s
+            out.append(d)
+        doc = {"format": FORMAT, "variables": out, "metadata": self.metadata}
+        if self.learning:
+            doc["learning"] = self.learning
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
+        if not isinstance(doc, Mapping):
+            raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
+        if doc.get("format") != FORMAT:
+            raise ModelFormatError(f"'format' is {doc.get('format')!r}, expected {FORMAT!r}")
+        unknown = set(doc) - {"format", "variables", "metadata", "learning"}
+        if unknown:
+            raise ModelFormatError(f"unknown top-level keys {sorted(unknown)}")
+        raw = doc.get("variables")
+        if not isinstance(raw, list):
+            raise ModelFormatError("'variables' must be a list")
+        return cls([_variable_from_dict(d, i) for i, d in enumerate(raw)],
+                   _mapping(doc.get("metadata"), "metadata"), _mapping(doc.get("learning"), "learning"))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the JSON atomically: readers see the old file or the new one, never half."""
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "AffordanceNetwork":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ModelFormatError(f"cannot read model file '{path}': {exc.strerror}") from None
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ModelFormatError(f"'{path}' is not valid JSON: {exc}") from None
+        try:
+            return cls.from_dict(doc)
+        except ModelFormatError as exc:
+            raise ModelFormatError(f"'{path}': {exc}") from None
+
+
+def write_json_atomic(path: str | os.PathLike, doc) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _mapping(value, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ModelFormatError(f"'{what}' must be a JSON object")
+    return dict(value)
+
+
+def _variable_from_dict(d, i: int) -> Variable:
+    if not isinstance(d, Mapping):
+        raise ModelFormatError(f"variables[{i}] must be a JSON object")
+    name = d.get("name")
+    where = f"variable '{name}'" if isinstance(name, str) else f"variables[{i}]"
+    unknown = set(d) - {"name", "group", "values", "parents", "cpt", "sensor"}
+    if unknown:
+        raise ModelFormatError(f"{where}: unknown keys {sorted(unknown)}")
+    values = d.get("values")
+    if values is not None:
+        if not isinstance(values, list):
+            raise ModelFormatError(f"{where}: 'values' must be a list of strings")
+        values = tuple(values)
+    parents = d.get("parents")
+    if parents is not None:
+        if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+            raise ModelFormatError(f"{where}: 'parents' must be a list of variable names")
+        parents = tuple(parents)
+    cpt = d.get("cpt")
+    if cpt is not None:
+        try:
+            cpt = np.asarray(cpt, dtype=float)
+        except (TypeError, ValueError):
+            raise ModelFormatError(f"{where}: 'cpt' must be nested lists of numbers of equal lengths") from None
+    sensor = d.get("sensor")
+    if sensor is not None:
+        sensor = _sensor_from_dict(sensor, where)
+    return Variable(name=name, group=d.get("group"), values=values, parents=parents, sensor=sensor, cpt=cpt)
+
+
+def _sensor_from_dict(s, where: str) -> SensorModel:
+    if not isinstance(s, Mapping):
+        raise ModelFormatError(f"{where}: 'sensor' must be a JSON object or null")
+    unknown = set(s) - {"name", "means", "stddevs", "max_components"}
+    if unknown:
+        raise ModelFormatError(f"{where}: unknown sensor keys {sorted(unknown)}")
+    arrays = {}
+    for field in ("means", "stddevs"):
+        if s.get(field) is not None:
+            try:
+                arrays[field] = np.asarray(s[field], dtype=float).reshape(-1)
+            except (TypeError, ValueError):
+                raise ModelFormatError(f"{where}: sensor '{field}' must be a list of numbers") from None
+    return SensorModel(name=s.get("name"), max_components=s.get("max_components", 6), **arrays)
+
+
+def _topological_order(names: Sequence[str], parents: Mapping[str, Sequence[str]]) -> list[str]:
+    """Kahn's algorithm; ModelFormatError naming the variables on a cycle."""
+    children = {n: [] for n in names}
+    indegree = {n: 0 for n in names}
+    for n in names:
+        for p in parents[n] or ():
+            children[p].append(n)
+            indegree[n] += 1
+    ready = [n for n in names if indegree[n] == 0]
+    order = []
+    while ready:
+        n = ready.pop(0)
+        order.append(n)
+        for c in children[n]:
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                ready.append(c)
+    if len(order) != len(names):
+        cyclic = [n for n in names if indegree[n] > 0]
+        raise ModelFormatError(f"the structure has a cycle through {cyclic}")
+    return order
