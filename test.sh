@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Build/install (tools/setup_env.sh), then run the tests in test/ against the
+# INSTALLED package (.venv, or install/ when ROS 2 is sourced).
+#   ./test.sh                      all tests
+#   ./test.sh -k learn -x          extra pytest arguments
+#   ./test.sh test/test_foo.py     only these paths
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+
+"$ROOT/tools/setup_env.sh"
+
+# Keep this run's DDS traffic to itself: this host only, a domain of its own.
+export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+export ROS_DOMAIN_ID=$(( $$ % 101 + 1 ))
+ROS_LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/affordance_ros-test.XXXXXX")"
+export ROS_LOG_DIR
+# Never put the current directory on sys.path (also for `python -m` in
+# subprocesses): the source tree's affordance_ros/ has no .msg/.srv.
+export PYTHONSAFEPATH=1
+
+if [[ -n "${ROS_DISTRO:-}" ]] && command -v colcon >/dev/null 2>&1 \
+    && [[ "${AFFORDANCE_ROS_FORCE_VENV:-0}" != 1 ]]; then
+  set +u
+  # shellcheck disable=SC1091
+  source "$ROOT/install/setup.bash"
+  set -u
+  PYTEST=(python3 -P -m pytest)
+else
+  PYTEST=("$ROOT/.venv/bin/pytest")
+fi
+
+# Default to test/ unless paths were given.
+have_path=0
+for arg in "$@"; do
+  if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then have_path=1; fi
+done
+DEFAULT_PATHS=()
+if (( ! have_path )); then DEFAULT_PATHS=(test); fi
+
+rc=0
+"${PYTEST[@]}" "${DEFAULT_PATHS[@]}" "$@" || rc=$?
+if (( rc == 0 )); then
+  rm -rf "$ROS_LOG_DIR"
+else
+  echo "test.sh: pytest exited with $rc; ROS logs kept in $ROS_LOG_DIR" >&2
+fi
+exit "$rc"

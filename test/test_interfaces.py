@@ -1,0 +1,285 @@
+"""The generated interfaces and the installed layout of affordance_ros.
+
+Runs against the installed package (.venv or a colcon install), see test.sh.
+"""
+
+import array
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import affordance_ros
+from affordance_ros.msg import Action, Distribution, Features
+from affordance_ros.srv import Learn, Predict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+EXPECTED_FIELDS = {
+    Action: [
+        ('header', 'std_msgs/Header'),
+        ('trial_id', 'string'),
+        ('action', 'string'),
+    ],
+    Features: [
+        ('header', 'std_msgs/Header'),
+        ('trial_id', 'string'),
+        ('names', 'sequence<string>'),
+        ('values', 'sequence<double>'),
+    ],
+    Distribution: [
+        ('variable', 'string'),
+        ('values', 'sequence<string>'),
+        ('probabilities', 'sequence<double>'),
+    ],
+    Learn.Request: [
+        ('structure', 'string'),
+    ],
+    Learn.Response: [
+        ('success', 'boolean'),
+        ('message', 'string'),
+        ('num_cases', 'uint32'),
+        ('arcs', 'sequence<string>'),
+        ('log_likelihood', 'double'),
+        ('iterations', 'uint32'),
+        ('duration', 'double'),
+    ],
+    Predict.Request: [
+        ('query', 'sequence<string>'),
+        ('sensor_names', 'sequence<string>'),
+        ('sensor_values', 'sequence<double>'),
+        ('variable_names', 'sequence<string>'),
+        ('variable_values', 'sequence<string>'),
+    ],
+    Predict.Response: [
+        ('success', 'boolean'),
+        ('message', 'string'),
+        ('marginals', 'sequence<affordance_ros/Distribution>'),
+        ('most_probable', 'sequence<string>'),
+        ('joint_probability', 'double'),
+    ],
+}
+
+NODE_EXECUTABLES = {
+    'learner_node': 'affordance_ros.learner_node:main',
+    'simulated_robot': 'affordance_ros.simulated_robot:main',
+    'replay': 'affordance_ros.replay:main',
+}
+CLI = ('affordance-ros', 'affordance_ros.cli:main')
+
+
+def install_prefix() -> Path:
+    """The prefix the imported affordance_ros was installed into.
+
+    <prefix>/lib/pythonX.Y/site-packages/affordance_ros/msg/__init__.py
+    (Debian/Ubuntu ROS: <prefix>/lib/pythonX.Y/dist-packages/...)
+    """
+    import affordance_ros.msg as generated
+
+    prefix = Path(generated.__file__).resolve().parents[5]
+    assert (prefix / 'share' / 'ament_index' / 'resource_index' / 'packages'
+            / 'affordance_ros').is_file(), prefix
+    return prefix
+
+
+# --- the package under test is the installed one ----------------------------
+
+def test_imports_installed_package_not_source_tree():
+    pkg_dir = Path(affordance_ros.__file__).resolve().parent
+    assert pkg_dir != REPO_ROOT / 'affordance_ros', (
+        'tests imported the source tree; run them with ./test.sh '
+        '(or .venv/bin/pytest test), not `python -m pytest` from the repo root')
+    import affordance_ros.msg as generated_msg
+    import affordance_ros.srv as generated_srv
+    assert Path(generated_msg.__file__).resolve().parent.parent == pkg_dir
+    assert Path(generated_srv.__file__).resolve().parent.parent == pkg_dir
+
+
+def test_hand_written_init_installed_over_generated_one():
+    # rosidl generates an empty affordance_ros/__init__.py; ours replaces it.
+    installed = Path(affordance_ros.__file__).read_text()
+    source = (REPO_ROOT / 'affordance_ros' / '__init__.py').read_text()
+    assert installed == source
+
+
+def test_hand_written_modules_installed():
+    pkg_dir = Path(affordance_ros.__file__).resolve().parent
+    src_dir = REPO_ROOT / 'affordance_ros'
+    for src in src_dir.rglob('*.py'):
+        if '__pycache__' in src.parts:
+            continue
+        rel = src.relative_to(src_dir)
+        assert (pkg_dir / rel).is_file(), f'{rel} not installed (re-run tools/setup_env.sh)'
+
+
+# --- interfaces ---------------------------------------------------------------
+
+@pytest.mark.parametrize('cls', list(EXPECTED_FIELDS), ids=lambda c: c.__qualname__)
+def test_fields_and_types(cls):
+    assert list(cls.get_fields_and_field_types().items()) == EXPECTED_FIELDS[cls]
+
+
+def test_action_construct():
+    from std_msgs.msg import Header
+
+    msg = Action(trial_id='t1', action='grasp')
+    msg.header = Header(frame_id='base')
+    msg.header.stamp.sec = 12
+    assert (msg.trial_id, msg.action, msg.header.frame_id) == ('t1', 'grasp', 'base')
+    assert msg.header.stamp.sec == 12
+
+
+def test_features_construct():
+    msg = Features(trial_id='t1', names=['size', 'shape'], values=[0.5, 1.5])
+    assert list(msg.names) == ['size', 'shape']
+    assert isinstance(msg.values, array.array) and msg.values.typecode == 'd'
+    assert list(msg.values) == [0.5, 1.5]
+    # Field checks are off by default (ROS_PYTHON_CHECK_FIELDS / check_fields).
+    with pytest.raises((AssertionError, TypeError)):
+        Features(values=['not a number'])
+    with pytest.raises(AssertionError):
+        Features(check_fields=True, nmes=['typo'])
+
+
+def test_distribution_construct():
+    msg = Distribution(variable='Effect', values=['moves', 'stays'], probabilities=[0.25, 0.75])
+    assert msg.variable == 'Effect'
+    assert list(msg.values) == ['moves', 'stays']
+    assert list(msg.probabilities) == [0.25, 0.75]
+
+
+def test_learn_construct():
+    req = Learn.Request(structure='k2')
+    assert req.structure == 'k2'
+    assert Learn.Request().structure == ''
+    res = Learn.Response(success=True, message='ok', num_cases=7, arcs=['Action->Effect'],
+                         log_likelihood=-3.5, iterations=2, duration=0.25)
+    assert (res.success, res.num_cases, list(res.arcs)) == (True, 7, ['Action->Effect'])
+    with pytest.raises(AssertionError):
+        Learn.Response(num_cases=-1, check_fields=True)  # uint32
+
+
+def test_predict_construct():
+    req = Predict.Request(query=['effect'], sensor_names=['size'], sensor_values=[0.3],
+                          variable_names=['Action'], variable_values=['grasp'])
+    assert list(req.query) == ['effect']
+    res = Predict.Response(
+        success=True, message='',
+        marginals=[Distribution(variable='Effect', values=['a', 'b'], probabilities=[0.5, 0.5])],
+        most_probable=['a'], joint_probability=0.5)
+    assert res.marginals[0].variable == 'Effect'
+    assert list(res.most_probable) == ['a']
+
+
+def test_serialization_round_trip():
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    samples = [
+        Action(trial_id='t', action='tap'),
+        Features(trial_id='t', names=['a', 'b'], values=[1.0, -2.5]),
+        Distribution(variable='v', values=['x'], probabilities=[1.0]),
+        Learn.Request(structure='mcmc'),
+        Learn.Response(success=True, num_cases=3, arcs=['A->B'], log_likelihood=-1.0,
+                       iterations=10, duration=0.5),
+        Predict.Request(query=['action'], sensor_names=['s'], sensor_values=[0.1]),
+        Predict.Response(success=True, marginals=[Distribution(variable='v', values=['x'],
+                                                               probabilities=[1.0])],
+                         most_probable=['x'], joint_probability=1.0),
+    ]
+    for msg in samples:
+        data = serialize_message(msg)
+        assert deserialize_message(data, type(msg)) == msg
+
+
+def test_service_call_in_process():
+    """Predict over DDS within one process: type support for srv works."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node('test_interfaces_predict', context=context)
+
+        def handle(request, response):
+            response.success = True
+            response.most_probable = [f'{q}!' for q in request.query]
+            response.marginals = [Distribution(variable=q, values=['a'], probabilities=[1.0])
+                                  for q in request.query]
+            response.joint_probability = 1.0
+            return response
+
+        node.create_service(Predict, 'predict', handle)
+        client = node.create_client(Predict, 'predict')
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        deadline = time.monotonic() + 20
+        while not client.service_is_ready():
+            assert time.monotonic() < deadline, 'service never became ready'
+            executor.spin_once(timeout_sec=0.1)
+        future = client.call_async(Predict.Request(query=['effect', 'action']))
+        executor.spin_until_future_complete(future, timeout_sec=20)
+        res = future.result()
+        assert res is not None and res.success
+        assert list(res.most_probable) == ['effect!', 'action!']
+        assert [m.variable for m in res.marginals] == ['effect', 'action']
+        executor.shutdown()
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+# --- installed files ----------------------------------------------------------
+
+def _check_launcher(path: Path, entry_point: str):
+    assert path.is_file(), f'{path} missing'
+    assert path.stat().st_mode & stat.S_IXUSR, f'{path} is not executable'
+    text = path.read_text()
+    first = text.splitlines()[0]
+    assert first.startswith('#!')
+    if first == '#!/bin/sh':  # long/spaced interpreter path: exec'ed via sh
+        interpreter = text.splitlines()[1].split('"')[1]
+    else:
+        interpreter = first[2:].strip()
+    assert os.access(interpreter, os.X_OK), f'{path}: interpreter {interpreter} not found'
+    module, func = entry_point.split(':')
+    assert f'from {module} import {func}\n' in text
+    assert f'sys.exit({func}())' in text
+    compile(text, str(path), 'exec')
+
+
+@pytest.mark.parametrize('name', list(NODE_EXECUTABLES))
+def test_node_executables_installed(name):
+    # where `ros2 run affordance_ros <name>` looks
+    _check_launcher(install_prefix() / 'lib' / 'affordance_ros' / name, NODE_EXECUTABLES[name])
+
+
+def test_cli_installed():
+    name, entry_point = CLI
+    _check_launcher(install_prefix() / 'bin' / name, entry_point)
+
+
+def test_launcher_interpreter_is_this_environment():
+    # In the venv the launchers must use the venv's python (not the base one).
+    prefix = install_prefix()
+    if sys.prefix == sys.base_prefix or Path(sys.prefix).resolve() != prefix:
+        pytest.skip('not a venv install')
+    first = (prefix / 'bin' / CLI[0]).read_text().splitlines()[0]
+    assert first in (f'#!{prefix}/bin/python', f'#!{sys.prefix}/bin/python', '#!/bin/sh')
+
+
+def test_share_files_installed():
+    share = install_prefix() / 'share' / 'affordance_ros'
+    assert (share / 'package.xml').is_file()
+    for name in ('Action.msg', 'Features.msg', 'Distribution.msg'):
+        assert (share / 'msg' / name).is_file()
+    for name in ('Learn.srv', 'Predict.srv'):
+        assert (share / 'srv' / name).is_file()
+    for sub in ('launch', 'config'):
+        src = REPO_ROOT / sub
+        for f in src.rglob('*') if src.is_dir() else []:
+            if f.is_file() and f.name != '.gitkeep' and '__pycache__' not in f.parts:
+                assert (share / sub / f.relative_to(src)).is_file(), f'{f} not installed'
