@@ -12,13 +12,14 @@ Pure numpy/scipy; nothing here imports ROS. Typical use::
 from .cases import CaseSet, Evidence
 from .errors import AffordanceError, DataError, EvidenceError, ModelFormatError
 from .ground_truth import benchmark_network, benchmark_structure, sample_cases
+from .learner import AffordanceLearner, LearnResult, format_arcs
 from .learning import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
 from .network import FORMAT, GROUPS, AffordanceNetwork, SensorModel, Variable
 from .predict import BatchPrediction, Prediction, predict, predict_batch
 
 __all__ = [
-    "AffordanceError", "AffordanceNetwork", "BatchPrediction", "CaseSet", "DataError", "EMResult",
-    "Evidence", "EvidenceError", "FORMAT", "GROUPS", "ModelFormatError", "Prediction", "SensorModel",
-    "Variable", "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "log_likelihood",
+    "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet", "DataError", "EMResult",
+    "Evidence", "EvidenceError", "FORMAT", "GROUPS", "LearnResult", "ModelFormatError", "Prediction", "SensorModel",
+    "Variable", "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "format_arcs", "log_likelihood",
     "map_assign", "predict", "predict_batch", "sample_cases",
 ]

@@ -1,0 +1,196 @@
+"""Structure learning on MAP-assigned values: K2 (Cooper & Herskovits) and MCMC (Madigan & York).
+
+As in the paper, every hidden value is first replaced by its MAP assignment; the
+structure is then scored as if all variables were observed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from scipy.special import gammaln
+
+from .cases import CaseSet
+from .errors import ModelFormatError
+from .learning import family_counts, map_assign
+from .network import GROUPS, AffordanceNetwork
+
+SCORES = ("k2", "bdeu", "bic")
+
+
+@dataclass
+class StructureResult:
+    method: str
+    score_name: str
+    score: float
+    parents: dict
+    arc_probabilities: dict = field(default_factory=dict)
+    acceptance_rate: float | None = None
+    score_trace: list = field(default_factory=list)
+
+
+class FamilyScore:
+    """Decomposable log score of one family on complete data, cached per (child, parents)."""
+
+    def __init__(self, codes: np.ndarray, cards: Sequence[int], score: str = "k2", ess: float = 1.0):
+        if score not in SCORES:
+            raise ModelFormatError(f"score '{score}' is not one of {list(SCORES)}")
+        self.codes, self.cards, self.score, self.ess = codes, list(cards), score, float(ess)
+        self._cache = {}
+
+    def __call__(self, child: int, parents: Sequence[int]) -> float:
+        key = (child, tuple(sorted(parents)))
+        if key not in self._cache:
+            self._cache[key] = self._compute(child, key[1])
+        return self._cache[key]
+
+    def _compute(self, child: int, parents: tuple) -> float:
+        counts = family_counts(self.codes, self.cards, child, parents)
+        r = self.cards[child]
+        n_ijk = counts.reshape(-1, r)
+        n_ij = n_ijk.sum(axis=1)
+        q = n_ijk.shape[0]
+        if self.score == "k2":
+            return float(np.sum(gammaln(r) - gammaln(n_ij + r)) + np.sum(gammaln(n_ijk + 1)))
+        if self.score == "bdeu":
+            a_ij, a_ijk = self.ess / q, self.ess / (q * r)
+            return float(np.sum(gammaln(a_ij) - gammaln(n_ij + a_ij))
+                         + np.sum(gammaln(n_ijk + a_ijk) - gammaln(a_ijk)))
+        ll = np.sum(n_ijk * np.log(np.where(n_ijk > 0, n_ijk, 1.0) / np.where(n_ij > 0, n_ij, 1.0)[:, None]))
+        return float(ll - 0.5 * np.log(max(len(self.codes), 1)) * q * (r - 1))
+
+
+def allowed_arcs(network: AffordanceNetwork, forbidden_arcs=(), forbidden_group_arcs=()) -> np.ndarray:
+    """allowed[u, v]: may u be a parent of v. Group rules like ("effect", "action") forbid whole groups."""
+    n = len(network)
+    allowed = ~np.eye(n, dtype=bool)
+    for pair in forbidden_group_arcs:
+        if len(pair) != 2 or any(g not in GROUPS for g in pair):
+            raise ModelFormatError(f"forbidden group arc {pair} must be two of {list(GROUPS)}")
+        src = [i for i, v in enumerate(network.variables) if v.group == pair[0]]
+        dst = [i for i, v in enumerate(network.variables) if v.group == pair[1]]
+        allowed[np.ix_(src, dst)] = False
+    for pair in forbidden_arcs:
+        if len(pair) != 2:
+            raise ModelFormatError(f"forbidden arc {pair} must be [parent, child]")
+        try:
+            allowed[network.index(pair[0]), network.index(pair[1])] = False
+        except ValueError as exc:
+            raise ModelFormatError(f"forbidden arc {list(pair)}: {exc}") from None
+    return allowed
+
+
+def default_order(network: AffordanceNetwork) -> list[int]:
+    """Actions, then objects, then effects, each group in the configuration's order."""
+    return [i for g in GROUPS for i, v in enumerate(network.variables) if v.group == g]
+
+
+def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int) -> list[tuple]:
+    """Greedy K2: each node takes, from its predecessors in ``order``, the parent that raises its
+    family score most, until none does or it has ``max_parents``."""
+    parents = [() for _ in order]
+    for pos, child in enumerate(order):
+        current = ()
+        best = score(child, current)
+        candidates = [u for u in order[:pos] if allowed[u, child]]
+        while len(current) < max_parents:
+            scored = [(score(child, current + (u,)), u) for u in candidates if u not in current]
+            if not scored:
+                break
+            top, u = max(scored)
+            if top <= best:
+                break
+            best, current = top, current + (u,)
+        parents[child] = tuple(sorted(current))
+    return parents
+
+
+def _reachability(adj: np.ndarray) -> np.ndarray:
+    """reach[u, v]: a directed path u -> ... -> v exists (Warshall on boolean rows)."""
+    reach = adj.copy()
+    for k in range(len(adj)):
+        reach |= reach[:, k:k + 1] & reach[k:k + 1, :]
+    return reach
+
+
+def _legal_moves(adj: np.ndarray, allowed: np.ndarray, max_parents: int):
+    """Single-arc additions that keep the graph acyclic and within limits, and all deletions."""
+    reach = _reachability(adj)
+    n_parents = adj.sum(axis=0)
+    add = allowed & ~adj & ~reach.T & (n_parents < max_parents)[None, :]
+    np.fill_diagonal(add, False)
+    return np.argwhere(add), np.argwhere(adj)
+
+
+def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, start: Sequence[tuple],
+         n_samples: int, burn_in: int, rng: np.random.Generator):
+    """Metropolis-Hastings over DAGs with single-arc additions and deletions (MC^3).
+
+    Returns (best parents visited, its score, arc frequencies after burn-in, acceptance rate, trace).
+    """
+    adj = np.zeros((n, n), dtype=bool)
+    for v, ps in enumerate(start):
+        adj[list(ps), v] = True
+    family = [score(v, tuple(np.flatnonzero(adj[:, v]))) for v in range(n)]
+    total = sum(family)
+    best_total, best_adj = total, adj.copy()
+    freq = np.zeros((n, n))
+    adds, dels = _legal_moves(adj, allowed, max_parents)
+    accepted = 0
+    trace = []
+    for step in range(burn_in + n_samples):
+        n_moves = len(adds) + len(dels)
+        if n_moves:
+            j = rng.integers(n_moves)
+            u, v = adds[j] if j < len(adds) else dels[j - len(adds)]
+            proposal = adj.copy()
+            proposal[u, v] = not adj[u, v]
+            new_family = score(v, tuple(np.flatnonzero(proposal[:, v])))
+            p_adds, p_dels = _legal_moves(proposal, allowed, max_parents)
+            log_ratio = new_family - family[v] + np.log(n_moves) - np.log(len(p_adds) + len(p_dels))
+            if np.log(rng.random()) < log_ratio:
+                adj, adds, dels = proposal, p_adds, p_dels
+                total += new_family - family[v]
+                family[v] = new_family
+                accepted += 1
+                if total > best_total:
+                    best_total, best_adj = total, adj.copy()
+        if step >= burn_in:
+            freq += adj
+        trace.append(total)
+    parents = [tuple(np.flatnonzero(best_adj[:, v])) for v in range(n)]
+    steps = burn_in + n_samples
+    return parents, best_total, freq / max(n_samples, 1), accepted / max(steps, 1), trace
+
+
+def learn_structure(network: AffordanceNetwork, cases: CaseSet, method: str = "k2", score: str = "k2",
+                    max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
+                    forbidden_group_arcs=(("effect", "action"), ("effect", "object")), n_samples: int = 5000,
+                    burn_in: int = 1000, seed: int = 0, ess: float = 1.0):
+    """MAP-assign the hidden values, then K2 or MCMC. Returns (network with the arcs, StructureResult)."""
+    if method not in ("k2", "mcmc"):
+        raise ModelFormatError(f"structure method '{method}' is not 'k2' or 'mcmc'")
+    if not isinstance(max_parents, int) or max_parents < 0:
+        raise ModelFormatError("max_parents must be an integer >= 0")
+    n = len(network)
+    codes = map_assign(network, cases)
+    scorer = FamilyScore(codes, network.cards, score, ess)
+    allowed = allowed_arcs(network, forbidden_arcs, forbidden_group_arcs)
+    if order is None:
+        order_idx = default_order(network)
+    else:
+        order_idx = [network.index(name) for name in order]
+        if sorted(order_idx) != list(range(n)):
+            raise ModelFormatError(f"'order' must name every variable once: {list(network.names)}")
+    parents = k2(scorer, order_idx, allowed, max_parents)
+    result = StructureResult("k2", score, sum(scorer(v, parents[v]) for v in range(n)), {})
+    if method == "mcmc":
+        parents, best, freq, acceptance, trace = mcmc(
+            scorer, n, allowed, max_parents, parents, n_samples, burn_in, np.random.default_rng(seed))
+        probabilities = {(network.names[u], network.names[v]): float(freq[u, v])
+                         for u in range(n) for v in range(n) if freq[u, v] > 0}
+        result = StructureResult("mcmc", score, best, {}, probabilities, acceptance, trace)
+    result.parents = {network.names[v]: tuple(network.names[u] for u in parents[v]) for v in range(n)}
+    return network.with_structure(result.parents), result
