@@ -79,6 +79,7 @@ class JunctionTree:
             self.sep_in_c[c] = tuple(int(cards[v]) if v in sep else 1 for v in cliques[c]) + (-1,)
             self.sep_in_p[c] = tuple(int(cards[v]) if v in sep else 1 for v in cliques[p]) + (-1,)
         self.children = {c: [d for d in self.order if self.parent[d] == c] for c in self.order}
+        self.collect_order = list(reversed(self.order))
         self.children_by_separator = {c: sorted(kids, key=lambda d: -len(self.separator[d]))
                                       for c, kids in self.children.items()}
 
@@ -106,50 +107,59 @@ class JunctionTree:
             tables.append(table)
         return tables
 
-    def _propagate(self, phis: list, ev_tables: list, n_cases: int):
-        """Collect then distribute, keeping beliefs factored as psi * rho.
-
-        psi[c] is the clique's potential times its children's normalised messages; rho[c]
-        (over the separator with its parent) scales it to p(clique | evidence). Beliefs are
-        never formed unless asked for, which saves full passes over the largest arrays.
-        """
-        psi, msgs, totals = {}, {}, {}
+    def _collect(self, phis: list, ev_tables: list, n_cases: int):
+        """Leaves to root: psi[c] is the clique's potential times its children's normalised
+        messages. Returns (psi, messages, message totals, log-likelihood per case, the root's
+        1/total, and the separator posteriors the root's pass gave for free)."""
+        psi, msgs, totals, sep_post = {}, {}, {}, {}
         log_lik = np.zeros(n_cases)
-        for c in reversed(self.order):
-            factors = [t for t in [ev_tables[c]] if t is not None]
-            factors += [msgs[d].reshape(self.sep_in_p[d]) for d in self.children[c]]
-            factors.sort(key=np.size)
-            table = None
-            for f in factors:
-                table = f if table is None else table * f
-            if table is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for c in self.collect_order:
+                factors = [msgs[d].reshape(self.sep_in_p[d]) for d in self.children[c]]
+                if ev_tables[c] is not None:
+                    factors.append(ev_tables[c])
+                factors.sort(key=np.size)
                 table = phis[c]
-            elif table.shape[:-1] == phis[c].shape[:-1] and len(factors) > 1:
-                table *= phis[c]
-            else:
-                table = table * phis[c]
-            psi[c] = table
-            if c == self.root:
-                total = table.reshape(-1, table.shape[-1]).sum(axis=0)
-                self._check_possible(total)
+                if factors:
+                    table = factors[0]
+                    for f in factors[1:]:
+                        table = table * f
+                    if len(factors) > 1 and table.shape[:-1] == phis[c].shape[:-1]:
+                        table *= phis[c]
+                    else:
+                        table = table * phis[c]
+                psi[c] = table
+                if c == self.root:
+                    # The root's largest child separator sum also gives the per-case total.
+                    first = self.children_by_separator[c][:1]
+                    sums = {d: table.sum(axis=self.sep_axes_p[d]) for d in first}
+                    some = sums[first[0]] if first else table
+                    total = some.reshape(-1, some.shape[-1]).sum(axis=0)
+                    root_rho = (1.0 / total).reshape((1,) * (table.ndim - 1) + (-1,))
+                    sep_post.update({d: s / total for d, s in sums.items()})
+                else:
+                    msg = table.sum(axis=self.sep_axes_c[c])
+                    total = msg.reshape(-1, msg.shape[-1]).sum(axis=0)
+                    msgs[c] = msg / total
+                    totals[c] = total
                 log_lik += np.log(total)
-                rho = {c: (1.0 / total).reshape((1,) * (table.ndim - 1) + (-1,))}
-                break
-            msg = table.sum(axis=self.sep_axes_c[c])
-            total = msg.reshape(-1, msg.shape[-1]).sum(axis=0)
-            self._check_possible(total)
-            log_lik += np.log(total)
-            msgs[c] = msg / total
-            totals[c] = total
-        sep_post = {}
+        self._check_possible(log_lik)
+        return psi, msgs, totals, log_lik, root_rho, sep_post
+
+    def _propagate(self, phis: list, ev_tables: list, n_cases: int):
+        """Collect then distribute, keeping beliefs factored as psi * rho: rho[c] (over the
+        separator with its parent) scales psi[c] to p(clique | evidence). Beliefs are never
+        formed unless asked for, which saves full passes over the largest arrays."""
+        psi, msgs, totals, log_lik, root_rho, sep_post = self._collect(phis, ev_tables, n_cases)
+        rho = {self.root: root_rho}
         for c in self.order:
             for d in self.children_by_separator[c]:
-                post = self._separator_posterior(c, d, psi, rho, sep_post)
+                if d not in sep_post:
+                    sep_post[d] = self._separator_posterior(c, d, psi, rho, sep_post)
                 denom = msgs[d] * totals[d]
-                ratio = np.divide(post, denom, out=np.zeros(np.broadcast_shapes(post.shape, denom.shape)),
-                                  where=denom > 0)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = np.where(denom > 0, sep_post[d] / denom, 0.0)
                 rho[d] = ratio.reshape(self.sep_in_c[d])
-                sep_post[d] = post
         return psi, rho, sep_post, log_lik
 
     def _separator_posterior(self, c: int, d: int, psi, rho, sep_post) -> np.ndarray:
@@ -172,22 +182,23 @@ class JunctionTree:
         return Calibration(beliefs, sep_post, log_lik + evidence.log_scale)
 
     @staticmethod
-    def _check_possible(total: np.ndarray) -> None:
-        if not np.all(total > 0):
-            bad = np.flatnonzero(~(total > 0))
+    def _check_possible(log_lik: np.ndarray) -> None:
+        if not np.all(np.isfinite(log_lik)):
+            bad = np.flatnonzero(~np.isfinite(log_lik))
             raise EvidenceError(
                 f"the evidence of case(s) {bad[:10].tolist()} has probability zero under the model")
 
     # ------------------------------------------------------------- answers
     def log_likelihood(self, cpts, evidence: Evidence) -> np.ndarray:
-        """log p(evidence | CPTs) of each case (K,)."""
-        return self.calibrate(cpts, evidence).log_likelihood
+        """log p(evidence | CPTs) of each case (K,), by the collect pass alone."""
+        return self._collect(self.clique_tables(cpts), self.evidence_tables(evidence),
+                             evidence.n_cases)[3] + evidence.log_scale
 
-    def estep(self, evidence: Evidence, chunk_size: int = 2048) -> "EStep":
+    def estep(self, evidence: Evidence, chunk_size: int = 512) -> "EStep":
         """An E-step over fixed evidence, its likelihood tables prepared once for all iterations."""
         return EStep(self, evidence, chunk_size)
 
-    def expected_counts(self, cpts, evidence: Evidence, chunk_size: int = 2048):
+    def expected_counts(self, cpts, evidence: Evidence, chunk_size: int = 512):
         """Sum over cases of p(family | evidence), each shaped like its CPT; and the total log-lik."""
         return self.estep(evidence, chunk_size)(cpts)
 
@@ -256,7 +267,7 @@ class JunctionTree:
 class EStep:
     """Expected family counts for many CPT settings over the same cases (EM's E-step)."""
 
-    def __init__(self, tree: JunctionTree, evidence: Evidence, chunk_size: int = 2048):
+    def __init__(self, tree: JunctionTree, evidence: Evidence, chunk_size: int = 512):
         self.tree = tree
         self.n_cases = evidence.n_cases
         self.log_scale = float(evidence.log_scale.sum())
@@ -264,6 +275,11 @@ class EStep:
         for start in range(0, evidence.n_cases, chunk_size):
             part = evidence.take(slice(start, start + chunk_size))
             self.chunks.append((part.n_cases, tree.evidence_tables(part)))
+
+    def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
+        """Total log p(evidence | CPTs), by the collect pass alone."""
+        phis = self.tree.clique_tables(cpts)
+        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum()) for n, ev in self.chunks)
 
     def __call__(self, cpts: Sequence[np.ndarray]):
         tree = self.tree

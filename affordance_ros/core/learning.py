@@ -88,7 +88,7 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0,
 
 
 def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: float = 1e-3,
-           max_iter: int = 100, init: str = "discrete", chunk_size: int = 4096):
+           max_iter: int = 100, init: str = "uniform", chunk_size: int = 512):
     """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
 
     E-step: p(family | case) for every family and case by one junction-tree pass over all
@@ -105,9 +105,10 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
     cpts = _initial_cpts(network, cases, prior, init)
     engine = JunctionTree(network)
     evidence = cases.evidence(network)
+    estep = engine.estep(evidence, chunk_size)
     result = EMResult()
     for _ in range(max_iter):
-        counts, ll = engine.expected_counts(cpts, evidence, chunk_size)
+        counts, ll = estep(cpts)
         result.log_likelihoods.append(ll)
         result.log_posteriors.append(ll + log_dirichlet(cpts, prior))
         new = [normalise_counts(c, prior) for c in counts]
@@ -117,7 +118,7 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
         if result.rms_changes[-1] < tol:
             result.converged = True
             break
-    ll = float(engine.log_likelihood(cpts, evidence).sum())
+    ll = estep.log_likelihood(cpts)
     result.log_likelihoods.append(ll)
     result.log_posteriors.append(ll + log_dirichlet(cpts, prior))
     return network.with_cpts(dict(zip(network.names, cpts))), result
