@@ -1,0 +1,213 @@
+"""Assemble trials from their three parts (action, object features, effects) as they arrive.
+
+Parts with the same ``trial_id`` belong together. Parts with an empty id are paired by
+their header stamps: the three stamps of a trial lie within ``slop`` seconds of each
+other. A trial still missing a part ``trial_timeout`` seconds after its first part
+arrived is dropped and reported.
+
+Time is whatever clock the caller passes as ``now`` (the node's ROS clock, or a bag's
+receive times), never the wall clock, so a bag replayed at any speed pairs the same.
+Pure Python, no ROS: the node converts its messages into (kind, trial_id, stamp, payload).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .core import AffordanceNetwork
+from .trial import Trial
+
+KINDS = ("action", "object", "effect")
+# Completed trial ids remembered to recognise parts sent again after their trial was stored.
+_REMEMBERED_IDS = 10000
+
+
+class PairingError(ValueError):
+    """A part that cannot be paired; the message says why."""
+
+
+class DuplicatePartError(PairingError):
+    """A part whose trial already has a part of this kind."""
+
+
+@dataclass(frozen=True)
+class DroppedTrial:
+    """An incomplete trial given up on: ``trial_id`` ('' when paired by stamp), its parts, why."""
+
+    trial_id: str
+    stamp: float | None
+    parts: tuple[str, ...]
+    reason: str
+
+
+@dataclass
+class _Pending:
+    trial_id: str
+    first_seen: float
+    parts: dict = field(default_factory=dict)  # kind -> (stamp, payload)
+
+    def stamps(self) -> list[float]:
+        return [stamp for stamp, _ in self.parts.values()]
+
+
+class TrialAssembler:
+    """Feed parts with ``add``; call ``expire`` regularly with the same clock."""
+
+    def __init__(self, slop: float = 0.1, trial_timeout: float = 5.0):
+        if not slop >= 0:
+            raise ValueError(f"slop must be >= 0 seconds, got {slop}")
+        if not trial_timeout > 0:
+            raise ValueError(f"trial_timeout must be > 0 seconds, got {trial_timeout}")
+        self.slop = float(slop)
+        self.trial_timeout = float(trial_timeout)
+        self.counts = {"completed": 0, "duplicate_parts": 0, "dropped": 0}
+        self._by_id: dict[str, _Pending] = {}
+        self._by_stamp: list[_Pending] = []
+        self._completed_ids: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def pending(self) -> int:
+        """Trials waiting for a part."""
+        return len(self._by_id) + len(self._by_stamp)
+
+    def add(self, kind: str, trial_id: str, stamp: float | None, payload, now: float) -> Trial | None:
+        """Add one part; return the trial it completes, or None while parts are missing.
+
+        ``payload``: the action label for 'action', {sensor: reading} for 'object' and 'effect'.
+        Raises PairingError (DuplicatePartError for a part seen before) and leaves the state unchanged.
+        """
+        if kind not in KINDS:
+            raise ValueError(f"unknown part kind '{kind}'; expected one of {list(KINDS)}")
+        if trial_id:
+            pending = self._pending_by_id(kind, trial_id, now)
+        else:
+            pending = self._pending_by_stamp(kind, stamp, now)
+        pending.parts[kind] = (stamp, payload)
+        if len(pending.parts) < len(KINDS):
+            return None
+        return self._complete(pending, now)
+
+    def expire(self, now: float) -> list[DroppedTrial]:
+        """Drop the trials still incomplete ``trial_timeout`` after their first part arrived."""
+        dropped = []
+        for pending in [*self._by_id.values(), *self._by_stamp]:
+            if now < pending.first_seen:  # the clock jumped back (e.g. a bag looped): start over
+                pending.first_seen = now
+            if now - pending.first_seen <= self.trial_timeout:
+                continue
+            if pending.trial_id:
+                del self._by_id[pending.trial_id]
+            else:
+                self._by_stamp.remove(pending)
+            missing = [k for k in KINDS if k not in pending.parts]
+            stamps = pending.stamps()
+            dropped.append(DroppedTrial(
+                trial_id=pending.trial_id, stamp=min(stamps) if stamps else None,
+                parts=tuple(k for k in KINDS if k in pending.parts),
+                reason=f"no {' or '.join(repr(k) for k in missing)} part within trial_timeout "
+                       f"{self.trial_timeout:g} s"))
+        self.counts["dropped"] += len(dropped)
+        return dropped
+
+    # ---------------------------------------------------------------- helpers
+    def _pending_by_id(self, kind: str, trial_id: str, now: float) -> _Pending:
+        if trial_id in self._completed_ids:
+            self.counts["duplicate_parts"] += 1
+            raise DuplicatePartError(f"trial '{trial_id}' is already complete; this '{kind}' part was sent again")
+        pending = self._by_id.get(trial_id)
+        if pending is None:
+            pending = self._by_id[trial_id] = _Pending(trial_id, now)
+        elif kind in pending.parts:
+            self.counts["duplicate_parts"] += 1
+            raise DuplicatePartError(f"trial '{trial_id}' already has a '{kind}' part; kept the first one")
+        return pending
+
+    def _pending_by_stamp(self, kind: str, stamp: float | None, now: float) -> _Pending:
+        if stamp is None or stamp <= 0:
+            raise PairingError(f"'{kind}' part with no trial_id and no header stamp: cannot pair it; "
+                               "set header.stamp or trial_id")
+        best, best_distance = None, None
+        for pending in self._by_stamp:
+            if kind in pending.parts:
+                if pending.parts[kind][0] == stamp:
+                    self.counts["duplicate_parts"] += 1
+                    raise DuplicatePartError(
+                        f"a '{kind}' part with stamp {stamp:.6f} s and no trial_id was already received")
+                continue
+            distance = max(abs(stamp - s) for s in pending.stamps())
+            if distance <= self.slop and (best is None or distance < best_distance):
+                best, best_distance = pending, distance
+        if best is None:
+            best = _Pending("", now)
+            self._by_stamp.append(best)
+        return best
+
+    def _complete(self, pending: _Pending, now: float) -> Trial:
+        action_stamp, action = pending.parts["action"]
+        trial_id = pending.trial_id or f"stamp-{action_stamp:.6f}"
+        try:
+            trial = Trial(trial_id=trial_id, action=action, object_features=dict(pending.parts["object"][1]),
+                          effects=dict(pending.parts["effect"][1]), stamp=action_stamp, received=now)
+        except ValueError as exc:
+            self.counts["dropped"] += 1
+            raise PairingError(f"dropped: {exc}") from None
+        finally:
+            if pending.trial_id:
+                del self._by_id[pending.trial_id]
+            else:
+                self._by_stamp.remove(pending)
+        if pending.trial_id:
+            self._completed_ids[trial_id] = None
+            if len(self._completed_ids) > _REMEMBERED_IDS:
+                self._completed_ids.popitem(last=False)
+        self.counts["completed"] += 1
+        return trial
+
+
+class PartValidator:
+    """What a configuration accepts in each part: one of its action labels, its sensors of the right group.
+
+    The action label is the value of the configuration's one variable in the group 'action';
+    object features are readings of sensors of 'object' variables, effects of 'effect' variables.
+    """
+
+    def __init__(self, config: AffordanceNetwork):
+        actions = config.group("action")
+        if len(actions) != 1:
+            raise ValueError(f"the configuration needs exactly one variable in the group 'action' "
+                             f"(the Action message carries one label), it has {actions}")
+        self.action_variable = actions[0]
+        self.actions = config[self.action_variable].values
+        if self.actions is None:
+            raise ValueError(f"the action variable '{self.action_variable}' needs its 'values' (the action labels)")
+        self.sensors = {kind: sorted(v.sensor.name for v in config.variables if v.group == kind and v.sensor)
+                        for kind in ("object", "effect")}
+
+    def action(self, label: str) -> str:
+        if label not in self.actions:
+            raise PairingError(f"unknown action '{label}'; expected one of {list(self.actions)}")
+        return label
+
+    def readings(self, kind: str, names, values) -> dict[str, float]:
+        """{sensor: reading} from the parallel name and value lists of a Features message."""
+        names, values = list(names), list(values)
+        if len(names) != len(values):
+            raise PairingError(f"{len(names)} names but {len(values)} values; send one value per name")
+        readings = {}
+        for name, value in zip(names, values):
+            if name in readings:
+                raise PairingError(f"sensor '{name}' appears twice")
+            if name not in self.sensors[kind]:
+                other = "effect" if kind == "object" else "object"
+                if name in self.sensors[other]:
+                    raise PairingError(f"sensor '{name}' is an {other} sensor; publish it with the {other} part")
+                raise PairingError(f"unknown sensor '{name}'; the {kind} sensors are {self.sensors[kind]}")
+            value = float(value)
+            if not math.isfinite(value):
+                raise PairingError(f"reading of sensor '{name}' is {value}; send finite numbers only "
+                                   "(leave a sensor out when it has no reading)")
+            readings[name] = value
+        return readings
