@@ -15,11 +15,11 @@ from .ground_truth import benchmark_network, benchmark_structure, sample_cases
 from .learner import AffordanceLearner, LearnResult, format_arcs
 from .learning import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
 from .network import FORMAT, GROUPS, AffordanceNetwork, SensorModel, Variable
-from .predict import BatchPrediction, Prediction, predict, predict_batch
+from .predict import ActionRanking, BatchPrediction, Prediction, predict, predict_batch, rank_actions
 
 __all__ = [
-    "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet", "DataError", "EMResult",
+    "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet", "DataError", "EMResult",
     "Evidence", "EvidenceError", "FORMAT", "GROUPS", "LearnResult", "ModelFormatError", "Prediction", "SensorModel",
     "Variable", "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "format_arcs", "log_likelihood",
-    "map_assign", "predict", "predict_batch", "sample_cases",
+    "map_assign", "predict", "predict_batch", "rank_actions", "sample_cases",
 ]

@@ -194,9 +194,9 @@ class JunctionTree:
         return self._collect(self.clique_tables(cpts), self.evidence_tables(evidence),
                              evidence.n_cases)[3] + evidence.log_scale
 
-    def estep(self, evidence: Evidence, chunk_size: int = 512) -> "EStep":
+    def estep(self, evidence: Evidence, chunk_size: int = 512, readings=None) -> "EStep":
         """An E-step over fixed evidence, its likelihood tables prepared once for all iterations."""
-        return EStep(self, evidence, chunk_size)
+        return EStep(self, evidence, chunk_size, readings)
 
     def expected_counts(self, cpts, evidence: Evidence, chunk_size: int = 512):
         """Sum over cases of p(family | evidence), each shaped like its CPT; and the total log-lik."""
@@ -265,34 +265,57 @@ class JunctionTree:
 
 
 class EStep:
-    """Expected family counts for many CPT settings over the same cases (EM's E-step)."""
+    """Expected family counts for many CPT settings over the same cases (EM's E-step).
 
-    def __init__(self, tree: JunctionTree, evidence: Evidence, chunk_size: int = 512):
+    With ``readings`` ({variable index: readings (K,), NaN where missing}) each call also
+    returns the posterior-weighted moments of those readings per value, (3, card):
+    sum w, sum w*y, sum w*y^2, for re-estimating the sensor models.
+    """
+
+    def __init__(self, tree: JunctionTree, evidence: Evidence, chunk_size: int = 512, readings=None):
         self.tree = tree
         self.n_cases = evidence.n_cases
         self.log_scale = float(evidence.log_scale.sum())
         self.chunks = []
+        readings = readings or {}
         for start in range(0, evidence.n_cases, chunk_size):
-            part = evidence.take(slice(start, start + chunk_size))
-            self.chunks.append((part.n_cases, tree.evidence_tables(part)))
+            rows = slice(start, start + chunk_size)
+            part = evidence.take(rows)
+            powers = {i: _reading_powers(x[rows]) for i, x in readings.items()}
+            self.chunks.append((part.n_cases, tree.evidence_tables(part), powers))
 
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
         """Total log p(evidence | CPTs), by the collect pass alone."""
         phis = self.tree.clique_tables(cpts)
-        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum()) for n, ev in self.chunks)
+        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum()) for n, ev, _ in self.chunks)
 
     def __call__(self, cpts: Sequence[np.ndarray]):
         tree = self.tree
         phis = tree.clique_tables(cpts)
         clique_counts = [np.zeros(shape) for shape in tree.shapes]
+        moments = {}
         total_ll = self.log_scale
-        for n_cases, ev_tables in self.chunks:
+        for n_cases, ev_tables, powers in self.chunks:
             psi, rho, _, log_lik = tree._propagate(phis, ev_tables, n_cases)
             total_ll += float(log_lik.sum())
             for c in range(len(tree.cliques)):
                 clique_counts[c] += _weighted_sum(psi[c], rho[c], (), keep_batch=False)
+            for i, power in powers.items():
+                c = tree.var_home[i]
+                others = tuple(j for j, v in enumerate(tree.cliques[c]) if v != i)
+                posterior = _weighted_sum(psi[c], rho[c], others, keep_batch=True)   # (card, K)
+                moments[i] = moments.get(i, 0.0) + posterior @ power                 # (card, 3)
         counts = [tree._family_from_clique(i, clique_counts[tree.home[i]]) for i in range(len(cpts))]
+        if self.chunks and self.chunks[0][2]:
+            return counts, total_ll, {i: m.T for i, m in moments.items()}
         return counts, total_ll
+
+
+def _reading_powers(x: np.ndarray) -> np.ndarray:
+    """(K, 3): [1, y, y^2] for present readings, zeros where the reading is missing."""
+    present = ~np.isnan(x)
+    y = np.where(present, x, 0.0)
+    return np.stack([present.astype(float), y, y * y], axis=1)
 
 
 def _weighted_sum(table: np.ndarray, weight: np.ndarray, sum_axes: tuple, keep_batch: bool) -> np.ndarray:

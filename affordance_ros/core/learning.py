@@ -10,7 +10,7 @@ import numpy as np
 from .cases import MISSING, CaseSet, Evidence
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
-from .network import AffordanceNetwork
+from .network import AffordanceNetwork, SensorModel
 from .sensors import mixture_weights
 
 
@@ -88,40 +88,92 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0,
 
 
 def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: float = 1e-3,
-           max_iter: int = 100, init: str = "uniform", chunk_size: int = 512):
+           max_iter: int = 100, init: str = "uniform", chunk_size: int = 512,
+           prior_model: AffordanceNetwork | None = None, prior_strength: float = 0.0,
+           fit_sensors: bool = False):
     """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
 
     E-step: p(family | case) for every family and case by one junction-tree pass over all
     cases; M-step: the paper's theta equation with ``prior`` pseudo-counts per CPT entry
     (0 gives maximum likelihood). Stops when the RMS change of all CPT entries is below
-    ``tol`` or after ``max_iter`` iterations. ``init``: "discrete", "uniform" or "model"
+    ``tol`` or after ``max_iter`` iterations. ``init``: "uniform", "discrete" or "model"
     (the network's own CPTs). Returns (network with the learned CPTs, EMResult).
+
+    Beyond the paper: ``prior_model`` with ``prior_strength`` (an equivalent sample size)
+    adds pseudo-counts ``prior_strength * p_prior_model(family)`` so that what an earlier
+    model learned carries over; ``fit_sensors`` re-estimates every sensor's means and
+    stddevs in the M-step too (for sensor models only roughly known).
     """
     _check_learnable(network, cases)
-    if prior < 0 or not np.isfinite(prior):
-        raise ModelFormatError(f"prior must be a finite number >= 0, got {prior}")
+    if prior < 0 or not np.isfinite(prior) or prior_strength < 0 or not np.isfinite(prior_strength):
+        raise ModelFormatError(f"prior and prior_strength must be finite numbers >= 0, got {prior}, {prior_strength}")
     if tol <= 0 or max_iter < 0:
         raise ModelFormatError("tol must be > 0 and max_iter >= 0")
+    pseudo = [np.asarray(float(prior))] * len(network)
+    if prior_model is not None and prior_strength > 0:
+        pseudo = [prior + prior_strength * t for t in family_priors(prior_model, network)]
     cpts = _initial_cpts(network, cases, prior, init)
     engine = JunctionTree(network)
-    evidence = cases.evidence(network)
-    estep = engine.estep(evidence, chunk_size)
+    readings = ({network.index(network.sensor_variable[s]): x for s, x in cases.readings.items()}
+                if fit_sensors else None)
+    estep = engine.estep(cases.evidence(network), chunk_size, readings)
     result = EMResult()
     for _ in range(max_iter):
-        counts, ll = estep(cpts)
+        if fit_sensors:
+            counts, ll, moments = estep(cpts)
+        else:
+            counts, ll = estep(cpts)
         result.log_likelihoods.append(ll)
-        result.log_posteriors.append(ll + log_dirichlet(cpts, prior))
-        new = [normalise_counts(c, prior) for c in counts]
-        result.rms_changes.append(rms_difference(new, cpts))
-        result.iterations += 1
+        result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
+        new = [normalise_counts(c, a) for c, a in zip(counts, pseudo)]
+        change = rms_difference(new, cpts)
         cpts = new
-        if result.rms_changes[-1] < tol:
+        if fit_sensors:
+            network, sensor_change = _reestimate_sensors(network, moments)
+            change = float(np.sqrt(change ** 2 + sensor_change ** 2))
+            estep = engine.estep(cases.evidence(network), chunk_size, readings)
+        result.rms_changes.append(change)
+        result.iterations += 1
+        if change < tol:
             result.converged = True
             break
     ll = estep.log_likelihood(cpts)
     result.log_likelihoods.append(ll)
-    result.log_posteriors.append(ll + log_dirichlet(cpts, prior))
+    result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
     return network.with_cpts(dict(zip(network.names, cpts))), result
+
+
+def family_priors(prior_model: AffordanceNetwork, network: AffordanceNetwork) -> list:
+    """p(parents, child) under ``prior_model`` for each family of ``network``, shaped like its CPT.
+
+    The families may differ from the prior model's (a new structure); the variables and
+    their values must be the same.
+    """
+    for v in network.variables:
+        if v.name not in prior_model.names or prior_model[v.name].values != v.values:
+            raise ModelFormatError(f"the prior model has no variable '{v.name}' with values {list(v.values)}")
+    engine = prior_model.engine
+    calibration = engine.calibrate([v.cpt for v in prior_model.variables],
+                                   Evidence((None,) * len(prior_model), np.zeros(1)))
+    return [engine.joint(calibration, [prior_model.index(n) for n in (*v.parents, v.name)])[0]
+            for v in network.variables]
+
+
+def _reestimate_sensors(network: AffordanceNetwork, moments: dict):
+    """Gaussian M-step per sensor from posterior-weighted reading moments; returns the RMS change."""
+    changes, diffs = {}, []
+    for i, (w, wy, wy2) in moments.items():
+        v = network.variables[i]
+        old = v.sensor
+        weight = np.maximum(w, 1e-12)
+        means = np.where(w > 1e-9, wy / weight, old.means)
+        var = np.where(w > 1e-9, wy2 / weight - means ** 2, old.stddevs ** 2)
+        floor = 1e-3 * max(float(np.ptp(old.means)), 1.0)
+        stddevs = np.sqrt(np.maximum(var, floor ** 2))
+        diffs.append(np.concatenate([means - old.means, stddevs - old.stddevs]))
+        changes[v.name] = {"sensor": SensorModel(old.name, means, stddevs, old.max_components)}
+    change = float(np.sqrt(np.mean(np.concatenate(diffs) ** 2))) if diffs else 0.0
+    return network.replace_variables(changes), change
 
 
 def log_likelihood(network: AffordanceNetwork, cases: CaseSet | Evidence) -> float:
@@ -130,11 +182,13 @@ def log_likelihood(network: AffordanceNetwork, cases: CaseSet | Evidence) -> flo
     return float(network.engine.log_likelihood([v.cpt for v in network.variables], evidence).sum())
 
 
-def log_dirichlet(cpts: Sequence[np.ndarray], prior: float) -> float:
-    """log of the (unnormalised) Dirichlet prior whose MAP estimate ``normalise_counts`` gives."""
-    if prior == 0:
-        return 0.0
-    return float(sum(prior * np.log(np.maximum(c, 1e-300)).sum() for c in cpts))
+def log_dirichlet(cpts: Sequence[np.ndarray], prior) -> float:
+    """log of the (unnormalised) Dirichlet prior whose MAP estimate ``normalise_counts`` gives.
+
+    ``prior``: pseudo-counts, one number for every entry or one array per CPT.
+    """
+    priors = prior if isinstance(prior, (list, tuple)) else [prior] * len(cpts)
+    return float(sum(np.sum(a * np.log(np.maximum(c, 1e-300))) for c, a in zip(cpts, priors)))
 
 
 def rms_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:

@@ -19,12 +19,14 @@ from .network import AffordanceNetwork
 
 @dataclass(frozen=True)
 class BatchPrediction:
-    """Answers for K evidence cases: marginals[var] (K, card), most_probable (K, q) codes."""
+    """Answers for K evidence cases: marginals[var] (K, card), most_probable (K, q) codes,
+    and the joint posterior of the query variables (K, *cards in ``variables`` order)."""
 
     variables: list
     marginals: dict
     most_probable: np.ndarray
     joint_probability: np.ndarray
+    joint: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     for j, name in enumerate(names):
         axes = tuple(1 + a for a in range(len(names)) if a != j)
         marginals[name] = joint.sum(axis=axes) if axes else joint
-    return BatchPrediction(names, marginals, most_probable, flat[np.arange(flat.shape[0]), best])
+    return BatchPrediction(names, marginals, most_probable, flat[np.arange(flat.shape[0]), best], joint)
 
 
 def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float] | None = None,
@@ -88,3 +90,41 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
                  for name in batch.variables}
     best = {name: model[name].values[int(code)] for name, code in zip(batch.variables, batch.most_probable[0])}
     return Prediction(marginals, best, float(batch.joint_probability[0]))
+
+
+@dataclass(frozen=True)
+class ActionRanking:
+    """Actions ordered by p(desired effects | action, evidence), most likely first."""
+
+    action_variable: str
+    actions: list
+    probabilities: list
+
+
+def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: Mapping[str, float] | None = None,
+                 values: Mapping[str, str] | None = None, action: str | None = None) -> ActionRanking:
+    """Rank every action by the probability that it produces the desired effect labels.
+
+    ``effects`` maps effect variables to wanted labels; ``sensors``/``values`` describe the
+    object (any evidence except the action itself). One batched pass over all actions.
+    """
+    if not effects:
+        raise EvidenceError("name at least one desired effect (variable=label)")
+    actions = model.group("action") if action is None else [model[action].name]
+    if len(actions) != 1:
+        raise EvidenceError(f"the model has action variables {actions}: say which one to rank")
+    var = model[actions[0]]
+    if var.name in (values or {}) or var.name in effects:
+        raise EvidenceError(f"'{var.name}' is what is being chosen: do not give it as evidence or effect")
+    wanted = {model[name].name: model[name].code(label) for name, label in effects.items()}
+    k = var.card
+    batch_values = {name: [label] * k for name, label in (values or {}).items()}
+    batch_values[var.name] = list(var.values)
+    batch_sensors = {name: [x] * k for name, x in (sensors or {}).items()}
+    for sensor, x in (sensors or {}).items():
+        if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
+            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+    batch = predict_batch(model, list(wanted), batch_sensors, batch_values)
+    probability = batch.joint[(slice(None), *[wanted[n] for n in batch.variables])]
+    ranked = np.argsort(-probability, kind="stable")
+    return ActionRanking(var.name, [var.values[j] for j in ranked], [float(probability[j]) for j in ranked])

@@ -1,0 +1,109 @@
+"""The model file contract: round trips, and every malformed file says exactly what is wrong."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from affordance_ros.core import AffordanceNetwork, CaseSet, DataError, ModelFormatError, benchmark_network
+
+
+@pytest.fixture
+def doc():
+    return benchmark_network("montesano", sigma=3.0, seed=0).to_dict()
+
+
+def test_schema_fields(doc):
+    assert doc["format"] == "affordance_ros/model/1"
+    contact = next(v for v in doc["variables"] if v["name"] == "Contact")
+    assert contact["parents"] == ["Action", "Shape", "Size", "ObjHandVel"]
+    assert np.shape(contact["cpt"]) == (3, 2, 3, 3, 2)
+    assert contact["sensor"] == {"name": "contact", "means": [0.0, 5.0], "stddevs": [3.0, 3.0]}
+    assert AffordanceNetwork.from_dict(json.loads(json.dumps(doc))).to_dict() == doc
+
+
+def mutate(doc, name, **changes):
+    doc = copy.deepcopy(doc)
+    var = next(v for v in doc["variables"] if v["name"] == name)
+    var.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: mutate(d, "Shape", cpt=[0.5, 0.4]), "rows must sum to 1"),
+    (lambda d: mutate(d, "Shape", cpt=[0.5, 0.25, 0.25]), r"shape \[3\], expected \[2\]"),
+    (lambda d: mutate(d, "Shape", cpt=[1.5, -0.5]), ">= 0"),
+    (lambda d: mutate(d, "Shape", cpt=[[0.5], [0.5, 0.5]]), "nested lists"),
+    (lambda d: mutate(d, "Shape", parents=["Nope"]), "unknown parent 'Nope'"),
+    (lambda d: mutate(d, "Shape", parents=["Shape"], cpt=None), "own parent"),
+    (lambda d: mutate(mutate(d, "Action", parents=["Contact"], cpt=None), "Contact", cpt=None), "cycle"),
+    (lambda d: mutate(d, "Shape", group="thing"), "group 'thing'"),
+    (lambda d: mutate(d, "Shape", values=["circle", "circle"]), "repeated values"),
+    (lambda d: mutate(d, "Shape", sensor={"name": "shape", "means": [0.0], "stddevs": [1.0]}), "one per value"),
+    (lambda d: mutate(d, "Shape", sensor={"name": "shape", "means": [0.0, 1.0], "stddevs": [1.0, 0.0]}), "> 0"),
+    (lambda d: mutate(d, "Shape", sensor={"name": "size", "means": [0.0, 1], "stddevs": [1.0, 1]}), "used twice"),
+    (lambda d: mutate(d, "Shape", colour="red"), "unknown keys"),
+    (lambda d: {**d, "format": "other/2"}, "'format'"),
+    (lambda d: {**d, "variables": {}}, "must be a list"),
+    (lambda d: {**d, "extra": 1}, "unknown top-level keys"),
+])
+def test_invalid_models_are_rejected_with_the_reason(doc, change, message):
+    with pytest.raises(ModelFormatError, match=message):
+        AffordanceNetwork.from_dict(change(doc))
+
+
+def test_corrupt_and_missing_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "affordance_ros/model/1", "variables": [')
+    with pytest.raises(ModelFormatError, match="not valid JSON"):
+        AffordanceNetwork.load(bad)
+    with pytest.raises(ModelFormatError, match="cannot read"):
+        AffordanceNetwork.load(tmp_path / "missing.json")
+
+
+def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path):
+    net = benchmark_network("simple", sigma=1.0, seed=0)
+    path = tmp_path / "models" / "m.json"
+    net.save(path)
+    net.save(path)
+    assert [p.name for p in path.parent.iterdir()] == ["m.json"]
+
+
+def test_config_without_cpts_and_parents_is_valid(doc):
+    for v in doc["variables"]:
+        del v["cpt"], v["parents"]
+    net = AffordanceNetwork.from_dict(doc)
+    assert not net.structure_known and not net.parameterised
+
+
+def write_csv(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_cases_csv(tmp_path):
+    net = benchmark_network("montesano", sigma=3.0, seed=0)
+    path = write_csv(tmp_path / "c.csv", "trial_id,Action,obj_vel,contact\nt1,tap,1.5,\nt2,,2.0,7\n")
+    cases = CaseSet.from_csv(net, path)
+    assert cases.n_cases == 2
+    assert cases.labels["Action"].tolist() == [1, -1]
+    assert np.isnan(cases.readings["contact"][0]) and cases.readings["contact"][1] == 7.0
+    cases.to_csv(tmp_path / "out.csv")
+    again = CaseSet.from_csv(net, tmp_path / "out.csv")
+    np.testing.assert_array_equal(again.readings["obj_vel"], cases.readings["obj_vel"])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("trial_id,Action\nt1,kick\n", "unknown label 'kick'"),
+    ("trial_id,obj_vel\nt1,nan\n", "finite"),
+    ("trial_id,obj_vel\nt1,fast\n", "not a number"),
+    ("trial_id,speed\nt1,1\n", "column 'speed'"),
+    ("Action\ntap\n", "trial_id"),
+    ("trial_id,obj_vel\nt1,1,2\n", "line 2"),
+    ("", "empty"),
+])
+def test_bad_cases_csv(tmp_path, text, message):
+    net = benchmark_network("montesano", sigma=3.0, seed=0)
+    with pytest.raises(DataError, match=message):
+        CaseSet.from_csv(net, write_csv(tmp_path / "c.csv", text))
