@@ -1,8 +1,7 @@
 """One trial as the robot reports it: the action done, object features before, effects after.
 
-This is what the node pairs from its three topics, what the case database stores
-and what bag import/export reads and writes. ``to_case`` turns it into the record
-``CaseSet.from_records`` learns from. Pure Python, no ROS.
+This is what the node pairs from its three topics. ``to_record`` turns it into the
+record the case database stores and ``CaseSet.from_records`` learns from. Pure Python, no ROS.
 """
 
 from __future__ import annotations
@@ -52,7 +51,10 @@ class Trial:
             return self.effects
         raise ValueError(f"unknown source '{source}'; expected one of {list(SOURCES)}")
 
-    def to_case(self, action_variable: str) -> dict:
-        """The record the core learns from, with the action as the label of ``action_variable``."""
+    def to_record(self, action_variable: str) -> dict:
+        """The record the case database stores and the core learns from (``CaseSet.from_records``):
+        the action as the label of ``action_variable``, every reading with its source."""
         return {"trial_id": self.trial_id, "labels": {action_variable: self.action},
-                "readings": {**self.object_features, **self.effects}}
+                "readings": {**self.object_features, **self.effects},
+                "sources": {**{s: "object" for s in self.object_features}, **{s: "effect" for s in self.effects}},
+                "stamp": self.stamp, "received": self.received}

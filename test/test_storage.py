@@ -11,7 +11,7 @@ from affordance_ros.trial import Trial
 
 def trial(k, action="tap"):
     return Trial(trial_id=f"t{k}", action=action, object_features={"color": 1.5 * k, "shape": -2.0},
-                 effects={"obj_vel": 10.25}, stamp=100.0 + k, received=200.0 + k)
+                 effects={"obj_vel": 10.25}, stamp=100.0 + k, received=200.0 + k).to_record("Action")
 
 
 def test_add_and_read_back(tmp_path):
@@ -27,7 +27,7 @@ def test_add_and_read_back(tmp_path):
 def test_duplicate_trial_id_changes_nothing(tmp_path):
     with CaseStore(tmp_path / "cases.db") as store:
         store.add(trial(1))
-        other = Trial(trial_id="t1", action="grasp", object_features={"size": 3.0}, effects={})
+        other = Trial(trial_id="t1", action="grasp", object_features={"size": 3.0}).to_record("Action")
         assert store.add(other) is False
         assert store.records() == [trial(1)]
 
@@ -38,7 +38,7 @@ def test_cases_survive_reopening_and_creates_folders(tmp_path):
         for k in range(5):
             store.add(trial(k))
     with CaseStore(path) as store:
-        assert [t.trial_id for t in store.records()] == [f"t{k}" for k in range(5)]
+        assert [r["trial_id"] for r in store.records()] == [f"t{k}" for k in range(5)]
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -88,7 +88,7 @@ def test_concurrent_writers_and_readers(tmp_path):
         def read():
             for _ in range(20):
                 records = store.records()
-                assert all(len(t.object_features) == 2 and len(t.effects) == 1 for t in records)
+                assert all(len(r["readings"]) == 3 and len(r["sources"]) == 3 for r in records)
 
         threads = [threading.Thread(target=write, args=(o,)) for o in (0, 1000)] + [threading.Thread(target=read)]
         for t in threads:
@@ -99,6 +99,45 @@ def test_concurrent_writers_and_readers(tmp_path):
         assert store.count() == 100
 
 
+def test_read_only(tmp_path):
+    path = tmp_path / "cases.db"
+    with pytest.raises(CaseStoreError, match="does not exist"):
+        CaseStore(path, read_only=True)
+    assert not path.exists()
+    with CaseStore(path) as store:
+        store.add(trial(1))
+    with CaseStore(path, read_only=True) as store:
+        assert store.records() == [trial(1)]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.add(trial(2))
+
+
+def test_records_learn_in_the_core(tmp_path):
+    from affordance_ros.core import CaseSet
+    from affordance_ros.core.ground_truth import benchmark_structure
+    with CaseStore(tmp_path / "cases.db") as store:
+        store.add(trial(1))
+        store.add(trial(2, "grasp"))
+        cases = CaseSet.from_records(benchmark_structure("montesano", 1.0), store.records())
+    assert cases.n_cases == 2 and list(cases.trial_ids) == ["t1", "t2"]
+    assert list(cases.labels["Action"]) == [1, 0]
+    assert list(cases.readings["color"]) == [1.5, 3.0]
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"labels": {"Action": "tap"}}, "trial_id"),
+    ({"trial_id": "x", "labels": {}}, "exactly the action label"),
+    ({"trial_id": "x", "labels": {"Action": "tap"}, "readings": {"color": 1.0}}, "source of sensor 'color'"),
+    ({"trial_id": "x", "labels": {"Action": "tap"}, "readings": {"color": float("nan")},
+      "sources": {"color": "object"}}, "finite"),
+])
+def test_malformed_records_are_refused(tmp_path, record, message):
+    with CaseStore(tmp_path / "cases.db") as store:
+        with pytest.raises(CaseStoreError, match=message):
+            store.add(record)
+        assert store.count() == 0
+
+
 def test_trial_validation():
     with pytest.raises(ValueError, match="finite"):
         Trial(trial_id="x", action="tap", object_features={"color": float("nan")})
@@ -106,6 +145,8 @@ def test_trial_validation():
         Trial(trial_id="x", action="tap", object_features={"color": 1.0}, effects={"color": 2.0})
     with pytest.raises(ValueError, match="trial_id"):
         Trial(trial_id="", action="tap")
-    assert trial(1).to_case("Action") == {
+    assert trial(1) == {
         "trial_id": "t1", "labels": {"Action": "tap"},
-        "readings": {"color": 1.5, "shape": -2.0, "obj_vel": 10.25}}
+        "readings": {"color": 1.5, "shape": -2.0, "obj_vel": 10.25},
+        "sources": {"color": "object", "shape": "object", "obj_vel": "effect"},
+        "stamp": 101.0, "received": 201.0}
