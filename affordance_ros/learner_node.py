@@ -1,0 +1,402 @@
+"""The affordance learner node: stores the robot's trials, learns the network, answers predictions.
+
+Topics (relative names, remappable): ``action`` (Action), ``object_features`` and ``effects``
+(Features). Services: ``~/learn`` (Learn), ``~/predict`` (Predict). Every completed trial
+is committed to the case database at once; the learned model is written atomically to
+``model_path`` and loaded again at start-up.
+
+Threads: the subscriptions and the timers share one mutually exclusive callback group
+(so the trial assembler needs no lock); predict has its own group; learn is reentrant so
+that a second request can be answered "busy" while the first one runs. A
+MultiThreadedExecutor with enough threads for all three runs them side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import rclpy
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from .core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from .core.learner import STRUCTURES
+from .msg import Action, Distribution, Features
+from .pairing import DuplicatePartError, PairingError, PartValidator, TrialAssembler
+from .srv import Learn, Predict
+from .storage import CaseStore, CaseStoreError
+
+NODE_NAME = "affordance_learner"
+EXECUTOR_THREADS = 4  # ingest + predict + a running learn + answering a second learn "busy"
+
+
+class StartupError(RuntimeError):
+    """The node cannot start (bad configuration, unusable database); the message says what to fix."""
+
+
+def ros_home() -> Path:
+    """$ROS_HOME, else ~/.ros (where ROS 2 keeps logs and other per-user state)."""
+    return Path(os.path.expanduser(os.environ.get("ROS_HOME") or "~/.ros"))
+
+
+def share_directory() -> Path:
+    """share/affordance_ros of the installed package (ament index, else next to the Python package)."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return Path(get_package_share_directory("affordance_ros"))
+    except (ImportError, LookupError, OSError):
+        # <prefix>/lib/pythonX.Y/site-packages/affordance_ros/learner_node.py -> <prefix>/share/affordance_ros
+        return Path(__file__).resolve().parents[4] / "share" / "affordance_ros"
+
+
+def stamp_seconds(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+class LearnerNode(Node):
+
+    def __init__(self, **kwargs):
+        super().__init__(NODE_NAME, **kwargs)
+        try:
+            self._declare_parameters()
+            self._setup()
+        except BaseException:
+            self.destroy_node()
+            raise
+
+    # ------------------------------------------------------------- set-up
+    def _declare_parameters(self) -> None:
+        def describe(text, read_only=True, **ranges):
+            return ParameterDescriptor(description=text, read_only=read_only, **ranges)
+
+        self.declare_parameter("config_path", str(share_directory() / "config" / "montesano.json"), describe(
+            "Configuration in the model schema (JSON): variables, their groups and values, sensors, "
+            "optionally arcs and 'learning' options. Default: the montesano config the simulated robot matches."))
+        self.declare_parameter("database_path", str(ros_home() / "affordance_ros" / "cases.db"), describe(
+            "SQLite case database; every completed trial is committed here at once. "
+            "Default: $ROS_HOME/affordance_ros/cases.db ($ROS_HOME defaults to ~/.ros)."))
+        self.declare_parameter("model_path", str(ros_home() / "affordance_ros" / "model.json"), describe(
+            "Where ~/learn writes the learned model (atomically) and where it is loaded from at start-up. "
+            "Default: $ROS_HOME/affordance_ros/model.json."))
+        self.declare_parameter("structure", "k2", describe(
+            "How ~/learn finds the arcs when the request leaves 'structure' empty: k2 (greedy search), "
+            "mcmc (sampling), fixed (keep the current model's arcs, else the configured ones).",
+            read_only=False, additional_constraints=f"one of {list(STRUCTURES)}"))
+        self.declare_parameter("slop", 0.1, describe(
+            "Seconds the header stamps of the three parts of a trial may differ by when they are paired "
+            "by stamp (empty trial_id). Keep it below half the time between trials.",
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)]))
+        self.declare_parameter("trial_timeout", 5.0, describe(
+            "Seconds (node clock) after its first part after which an incomplete trial is dropped with a warning.",
+            floating_point_range=[FloatingPointRange(from_value=0.001, to_value=86400.0)]))
+        self.declare_parameter("qos_depth", 100, describe(
+            "History depth of the three reliable subscriptions: messages buffered while the node is busy.",
+            integer_range=[IntegerRange(from_value=1, to_value=100000)]))
+        self.declare_parameter("status_period", 10.0, describe(
+            "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
+            "written only when they changed; 0 turns them off.",
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=86400.0)]))
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+    def _setup(self) -> None:
+        param = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.config_path = Path(param("config_path") or share_directory() / "config" / "montesano.json")
+        self.database_path = Path(param("database_path") or ros_home() / "affordance_ros" / "cases.db")
+        self.model_path = Path(param("model_path") or ros_home() / "affordance_ros" / "model.json")
+        self._check_structure(param("structure"))
+        try:
+            self.config = AffordanceNetwork.load(self.config_path)
+            self.parts = PartValidator(self.config)
+        except (AffordanceError, ValueError) as exc:
+            raise StartupError(f"config_path '{self.config_path}': {exc}") from None
+        try:
+            self.store = CaseStore(self.database_path)
+        except CaseStoreError as exc:
+            raise StartupError(str(exc)) from None
+        self.assembler = TrialAssembler(slop=param("slop"), trial_timeout=param("trial_timeout"))
+        self.counts = Counter()
+        self._counts_lock = threading.Lock()
+        self._logged_counts = None
+        self._learning = threading.Lock()
+        self._learn_started = 0.0
+        self.model = self._load_model()
+
+        ingest = MutuallyExclusiveCallbackGroup()
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=param("qos_depth"),
+                         reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(Action, "action", self._on_action, qos, callback_group=ingest)
+        self.create_subscription(Features, "object_features", self._on_object_features, qos, callback_group=ingest)
+        self.create_subscription(Features, "effects", self._on_effects, qos, callback_group=ingest)
+        self.create_timer(min(1.0, self.assembler.trial_timeout / 4), self._expire_trials, callback_group=ingest)
+        if param("status_period") > 0:
+            self.create_timer(param("status_period"), self._log_status, callback_group=ingest)
+        self.create_service(Learn, "~/learn", self._on_learn, callback_group=ReentrantCallbackGroup())
+        self.create_service(Predict, "~/predict", self._on_predict, callback_group=MutuallyExclusiveCallbackGroup())
+
+        self.get_logger().info(
+            f"config {self.config_path} ({len(self.config)} variables, action variable "
+            f"'{self.parts.action_variable}'); {self.store.count()} cases in {self.database_path}; "
+            + (f"model loaded from {self.model_path}" if self.model else "no model yet: call ~/learn"))
+
+    def _load_model(self) -> AffordanceNetwork | None:
+        if not self.model_path.exists():
+            return None
+        try:
+            model = AffordanceNetwork.load(self.model_path)
+            if not model.parameterised:
+                raise AffordanceError("it has no learned parameters")
+            mismatch = _mismatch(model, self.config)
+            if mismatch:
+                raise AffordanceError(f"it does not fit the configuration: {mismatch}")
+        except AffordanceError as exc:
+            self.get_logger().error(
+                f"not using the model in {self.model_path}: {exc}. Predictions wait for the next ~/learn, "
+                "which replaces that file.")
+            return None
+        return model
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        for p in params:
+            if p.name == "structure":
+                try:
+                    self._check_structure(p.value)
+                except StartupError as exc:
+                    return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    @staticmethod
+    def _check_structure(value) -> None:
+        if value not in STRUCTURES:
+            raise StartupError(f"structure '{value}' is not one of {list(STRUCTURES)}")
+
+    # ------------------------------------------------------------- trials
+    def _on_action(self, msg: Action) -> None:
+        self._take_part("action", msg, lambda: self.parts.action(msg.action))
+
+    def _on_object_features(self, msg: Features) -> None:
+        self._take_part("object", msg, lambda: self.parts.readings("object", msg.names, msg.values))
+
+    def _on_effects(self, msg: Features) -> None:
+        self._take_part("effect", msg, lambda: self.parts.readings("effect", msg.names, msg.values))
+
+    def _take_part(self, kind: str, msg, payload) -> None:
+        self._count(f"received_{kind}")
+        what = f"'{kind}' part of trial '{msg.trial_id}'" if msg.trial_id else f"'{kind}' part without trial_id"
+        try:
+            if msg.trial_id and self.store.contains(msg.trial_id):
+                self._count("duplicate_trials")
+                self.get_logger().warning(f"ignored the {what}: a case with this trial_id is already stored")
+                return
+            trial = self.assembler.add(kind, msg.trial_id, stamp_seconds(msg.header.stamp), payload(), self._now())
+        except DuplicatePartError as exc:
+            self._count("duplicate_parts")
+            self.get_logger().warning(f"ignored the {what}: {exc}")
+            return
+        except PairingError as exc:
+            self._count("rejected_parts")
+            self.get_logger().warning(f"rejected the {what}: {exc}")
+            return
+        if trial is not None:
+            self._store(trial)
+
+    def _store(self, trial) -> None:
+        try:
+            added = self.store.add(trial.to_record(self.parts.action_variable))
+        except (CaseStoreError, sqlite3.Error) as exc:
+            self._count("store_errors")
+            self.get_logger().error(f"could not store trial '{trial.trial_id}': {exc}")
+            return
+        if added:
+            self._count("stored")
+        else:
+            self._count("duplicate_trials")
+            self.get_logger().warning(f"trial '{trial.trial_id}' is already stored; kept the stored one")
+
+    def _expire_trials(self) -> None:
+        for dropped in self.assembler.expire(self._now()):
+            self._count("dropped_incomplete")
+            name = f"trial '{dropped.trial_id}'" if dropped.trial_id else f"trial stamped {dropped.stamp:.3f} s"
+            self.get_logger().warning(f"dropped the incomplete {name} (has {', '.join(dropped.parts)}): "
+                                      f"{dropped.reason}")
+
+    # -------------------------------------------------------------- learn
+    def _on_learn(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
+        if not self._learning.acquire(blocking=False):
+            self._count("learn_refused")
+            response.success = False
+            response.message = (f"a learn is already running (for {time.monotonic() - self._learn_started:.1f} s); "
+                                "call ~/learn again when it has finished")
+            return response
+        try:
+            self._learn_started = time.monotonic()
+            self._learn(request.structure or self.get_parameter("structure").value, response)
+        finally:
+            self._learning.release()
+        self._count("learn_ok" if response.success else "learn_failed")
+        log = self.get_logger().info if response.success else self.get_logger().warning
+        log(f"learn: {response.message}")
+        return response
+
+    def _learn(self, structure: str, response: Learn.Response) -> None:
+        response.success = False
+        try:
+            config = self.config
+            if structure == "fixed" and self.model is not None:
+                config = config.with_structure({v.name: v.parents for v in self.model.variables})
+            cases, skipped = self._stored_cases()
+            learner = AffordanceLearner(structure=structure).fit(config, cases)
+        except AffordanceError as exc:
+            response.message = str(exc)
+            return
+        except Exception as exc:  # a bug: answer and keep running rather than take the node down
+            self.get_logger().error(f"learn failed unexpectedly: {exc!r}")
+            response.message = f"internal error while learning: {exc!r}"
+            return
+        try:
+            learner.model_.save(self.model_path)
+        except OSError as exc:
+            response.message = f"could not write the model to {self.model_path} ({exc}); the previous model stays"
+            return
+        self.model = learner.model_
+        result = learner.result_
+        response.success = True
+        response.num_cases = result.num_cases
+        response.arcs = format_arcs(result.arcs)
+        response.log_likelihood = float(result.log_likelihood)
+        response.iterations = int(result.iterations)
+        response.duration = float(result.duration)
+        response.message = (
+            f"learned from {result.num_cases} cases ({structure}, {len(result.arcs)} arcs, "
+            f"{result.iterations} EM iterations{'' if result.converged else ', NOT converged'}) "
+            f"in {result.duration:.2f} s; model written to {self.model_path}"
+            + (f"; skipped {skipped} stored cases that do not fit the configuration" if skipped else ""))
+
+    def _stored_cases(self) -> tuple[CaseSet, int]:
+        """The stored cases that fit the current configuration (it may have changed since they were stored)."""
+        known_sensors = set(self.config.sensor_variable)
+        records = self.store.records()
+        usable = [r for r in records
+                  if set(r["labels"]) == {self.parts.action_variable}
+                  and r["labels"][self.parts.action_variable] in self.parts.actions
+                  and set(r["readings"]) <= known_sensors]
+        return CaseSet.from_records(self.config, usable), len(records) - len(usable)
+
+    # ------------------------------------------------------------ predict
+    def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
+        model = self.model  # a learn running meanwhile swaps in its model only when done
+        response.success = False
+        if model is None:
+            response.message = f"no model yet: call ~/learn first ({self.store.count()} cases stored)"
+        else:
+            try:
+                sensors = _pairs(request.sensor_names, request.sensor_values, "sensor")
+                values = _pairs(request.variable_names, request.variable_values, "variable")
+                answer = predict(model, list(request.query), sensors=sensors, values=values)
+            except AffordanceError as exc:
+                response.message = str(exc)
+            except Exception as exc:  # a bug: answer and keep running
+                self.get_logger().error(f"predict failed unexpectedly: {exc!r}")
+                response.message = f"internal error while predicting: {exc!r}"
+            else:
+                response.success = True
+                response.marginals = [
+                    Distribution(variable=name, values=list(dist), probabilities=list(dist.values()))
+                    for name, dist in answer.marginals.items()]
+                response.most_probable = [answer.most_probable[name] for name in answer.marginals]
+                response.joint_probability = answer.joint_probability
+        if not response.success:
+            self.get_logger().warning(f"predict: {response.message}")
+        self._count("predict_ok" if response.success else "predict_failed")
+        return response
+
+    # --------------------------------------------------------- counters
+    def _count(self, name: str) -> None:
+        with self._counts_lock:
+            self.counts[name] += 1
+
+    def _log_status(self) -> None:
+        with self._counts_lock:
+            counts = dict(self.counts)
+        if counts == self._logged_counts:
+            return
+        self._logged_counts = counts
+        self.get_logger().info(self.status_line(counts))
+
+    def status_line(self, counts=None) -> str:
+        counts = dict(self.counts) if counts is None else counts
+        return (f"cases: {counts.get('stored', 0)} stored this run; trials pending: {self.assembler.pending}; "
+                f"parts received: {counts.get('received_action', 0)} action, {counts.get('received_object', 0)} "
+                f"object, {counts.get('received_effect', 0)} effect; rejected parts: {counts.get('rejected_parts', 0)}; "
+                f"duplicate parts: {counts.get('duplicate_parts', 0)}; duplicate trials: "
+                f"{counts.get('duplicate_trials', 0)}; incomplete trials dropped: {counts.get('dropped_incomplete', 0)}; "
+                f"learn ok/failed/refused: {counts.get('learn_ok', 0)}/{counts.get('learn_failed', 0)}/"
+                f"{counts.get('learn_refused', 0)}; predict ok/failed: {counts.get('predict_ok', 0)}/"
+                f"{counts.get('predict_failed', 0)}")
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def destroy_node(self) -> None:
+        store = getattr(self, "store", None)
+        if store is not None:
+            self.get_logger().info(f"stopping; {self.status_line()}")
+            store.close()
+            self.store = None
+        super().destroy_node()
+
+
+def _pairs(names, values, what: str) -> dict:
+    names, values = list(names), list(values)
+    if len(names) != len(values):
+        raise AffordanceError(f"{len(names)} {what}_names but {len(values)} {what}_values; give one value per name")
+    out = {}
+    for name, value in zip(names, values):
+        if name in out:
+            raise AffordanceError(f"{what} '{name}' is given twice")
+        out[name] = value
+    return out
+
+
+def _mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
+    """'' if the model has the configuration's variables, groups, values and sensors, else what differs."""
+    if model.names != config.names:
+        return f"variables {list(model.names)}, configured {list(config.names)}"
+    for m, c in zip(model.variables, config.variables):
+        if m.group != c.group or (c.values is not None and m.values != c.values):
+            return f"variable '{c.name}' differs (group, values)"
+        if (m.sensor and m.sensor.name) != (c.sensor and c.sensor.name):
+            return f"the sensor of '{c.name}' differs"
+    return ""
+
+
+def main(args=None) -> int:
+    rclpy.init(args=args)
+    try:
+        node = LearnerNode()
+    except StartupError as exc:
+        rclpy.logging.get_logger(NODE_NAME).fatal(str(exc))
+        rclpy.try_shutdown()
+        return 1
+    executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
