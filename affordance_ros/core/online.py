@@ -1,0 +1,69 @@
+"""Online (stepwise) EM: update the CPTs as each case arrives.
+
+Stepwise EM (Cappé & Moulines 2009; Liang & Klein 2009) keeps running averages of the
+expected family counts per case, s <- (1 - eta_t) s + eta_t * E[counts | new cases], with
+eta_t = (t + offset) ** -exponent, exponent in (0.5, 1]; the CPTs are the M-step of
+those averages scaled by the number of cases seen, with the Dirichlet prior.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cases import CaseSet
+from .errors import DataError, ModelFormatError
+from .inference import JunctionTree
+from .learning import normalise_counts
+from .network import AffordanceNetwork
+
+
+class OnlineEM:
+    """Incremental parameter learning for a network whose structure and sensors are known.
+
+    ``partial_fit(cases)`` processes the cases in mini-batches of ``batch_size`` (1: one
+    update per case, as the node does when a trial arrives). Starts from the network's
+    CPTs if it has them, else uniform.
+    """
+
+    def __init__(self, network: AffordanceNetwork, prior: float = 1.0, step_exponent: float = 0.7,
+                 step_offset: float = 2.0, batch_size: int = 1):
+        if not network.structure_known:
+            raise ModelFormatError("online EM needs a structure: learn or configure the arcs first")
+        if not 0.5 < step_exponent <= 1.0:
+            raise ModelFormatError("step_exponent must be in (0.5, 1] for stepwise EM to converge")
+        if step_offset < 1 or batch_size < 1 or prior < 0:
+            raise ModelFormatError("step_offset must be >= 1, batch_size >= 1 and prior >= 0")
+        self.network = network
+        self.prior = prior
+        self.step_exponent = step_exponent
+        self.step_offset = step_offset
+        self.batch_size = batch_size
+        self.tree = JunctionTree(network)
+        self.cpts = [v.cpt if v.cpt is not None else
+                     np.full([network[p].card for p in v.parents] + [v.card], 1.0 / v.card)
+                     for v in network.variables]
+        self.stats = None
+        self.n_seen = 0
+        self.n_updates = 0
+
+    def partial_fit(self, cases: CaseSet) -> "OnlineEM":
+        if cases.n_cases == 0:
+            raise DataError("no cases to update from")
+        evidence = cases.evidence(self.network)
+        for start in range(0, evidence.n_cases, self.batch_size):
+            batch = evidence.take(slice(start, start + self.batch_size))
+            counts, _ = self.tree.expected_counts(self.cpts, batch)
+            mean = [c / batch.n_cases for c in counts]
+            eta = (self.n_updates + self.step_offset) ** -self.step_exponent
+            if self.stats is None:
+                self.stats = mean
+            else:
+                self.stats = [(1 - eta) * s + eta * m for s, m in zip(self.stats, mean)]
+            self.n_seen += batch.n_cases
+            self.n_updates += 1
+            self.cpts = [normalise_counts(s * self.n_seen, self.prior) for s in self.stats]
+        return self
+
+    @property
+    def model_(self) -> AffordanceNetwork:
+        return self.network.with_cpts(dict(zip(self.network.names, self.cpts)))
