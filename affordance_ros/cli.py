@@ -52,8 +52,10 @@ def cmd_learn(args) -> int:
     cases = load_cases(config, args.cases)
     learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
                                 prior=args.prior, method=args.method, seed=args.seed,
-                                mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter)
-    learner.fit(config, cases)
+                                mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter,
+                                fit_sensors=args.fit_sensors or None, prior_strength=args.prior_strength)
+    prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
+    learner.fit(config, cases, prior_model=prior_model)
     learner.model_.save(args.out)
     result = learner.result_
     print(f"learned from {result.num_cases} cases in {result.duration:.2f} s "
@@ -98,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--max-iter", type=int)
     learn.add_argument("--mcmc-samples", type=int)
     learn.add_argument("--seed", type=int)
+    learn.add_argument("--fit-sensors", action="store_true",
+                       help="re-estimate the sensor means/stddevs inside EM (when only roughly known)")
+    learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
+    learn.add_argument("--prior-strength", type=float,
+                       help="how many cases the prior model is worth (equivalent sample size)")
     learn.set_defaults(run=cmd_learn)
 
     pred = sub.add_parser("predict", help="posterior of query variables given labels and sensor readings")
@@ -108,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--value", action="append", metavar="VARIABLE=LABEL", help="known label")
     pred.add_argument("--pretty", action="store_true", help="indent the JSON")
     pred.set_defaults(run=cmd_predict)
+
+    from .bench import add_parser as add_bench_parser
+    add_bench_parser(sub)
     return parser
 
 

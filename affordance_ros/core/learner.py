@@ -21,7 +21,8 @@ from .structure import StructureResult, learn_structure
 STRUCTURES = ("k2", "mcmc", "fixed")
 METHODS = ("em", "discrete")
 _OPTIONS = ("structure", "score", "max_parents", "prior", "tol", "max_iter", "method", "mcmc_samples",
-            "mcmc_burn_in", "seed", "forbidden_arcs", "forbidden_group_arcs", "order", "ess", "em_init")
+            "mcmc_burn_in", "seed", "forbidden_arcs", "forbidden_group_arcs", "order", "ess", "em_init",
+            "fit_sensors", "prior_strength")
 
 
 @dataclass
@@ -54,7 +55,8 @@ class AffordanceLearner:
                  prior: float | None = None, tol: float | None = None, max_iter: int | None = None,
                  method: str | None = None, mcmc_samples: int | None = None, mcmc_burn_in: int | None = None,
                  seed: int | None = None, forbidden_arcs=None, forbidden_group_arcs=None, order=None,
-                 ess: float | None = None, em_init: str | None = None):
+                 ess: float | None = None, em_init: str | None = None, fit_sensors: bool | None = None,
+                 prior_strength: float | None = None):
         self.structure = structure
         self.score = score
         self.max_parents = max_parents
@@ -70,6 +72,8 @@ class AffordanceLearner:
         self.order = order
         self.ess = ess
         self.em_init = em_init
+        self.fit_sensors = fit_sensors
+        self.prior_strength = prior_strength
 
     def options(self, config: AffordanceNetwork) -> dict:
         """The options in force: explicit arguments, then the config's "learning" block, then defaults."""
@@ -79,7 +83,8 @@ class AffordanceLearner:
         defaults = {"structure": "k2", "score": "k2", "max_parents": 4, "prior": 1.0, "tol": 1e-3,
                     "max_iter": 100, "method": "em", "mcmc_samples": 5000, "mcmc_burn_in": 1000, "seed": 0,
                     "forbidden_arcs": [], "forbidden_group_arcs": [["effect", "action"], ["effect", "object"]],
-                    "order": None, "ess": 1.0, "em_init": "uniform"}
+                    "order": None, "ess": 1.0, "em_init": "uniform", "fit_sensors": False,
+                    "prior_strength": 0.0}
         opts = {k: getattr(self, k) if getattr(self, k) is not None else config.learning.get(k, defaults[k])
                 for k in _OPTIONS}
         if opts["structure"] not in STRUCTURES:
@@ -88,7 +93,10 @@ class AffordanceLearner:
             raise ModelFormatError(f"method '{opts['method']}' is not one of {list(METHODS)}")
         return opts
 
-    def fit(self, config: AffordanceNetwork, cases: CaseSet) -> "AffordanceLearner":
+    def fit(self, config: AffordanceNetwork, cases: CaseSet,
+            prior_model: AffordanceNetwork | None = None) -> "AffordanceLearner":
+        """Learn from ``cases``; with ``prior_model`` (and ``prior_strength`` > 0) the CPTs
+        start from what that earlier model knew, worth ``prior_strength`` cases."""
         start = time.perf_counter()
         opts = self.options(config)
         if cases.n_cases == 0:
@@ -108,7 +116,8 @@ class AffordanceLearner:
         em_result = None
         if opts["method"] == "em":
             model, em_result = fit_em(network, cases, prior=opts["prior"], tol=opts["tol"],
-                                      max_iter=opts["max_iter"], init=opts["em_init"])
+                                      max_iter=opts["max_iter"], init=opts["em_init"], prior_model=prior_model,
+                                      prior_strength=opts["prior_strength"], fit_sensors=opts["fit_sensors"])
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
         else:
             model = fit_discrete(network, cases, prior=opts["prior"])
@@ -123,6 +132,8 @@ class AffordanceLearner:
         metadata["learned"] = {
             "num_cases": cases.n_cases, "structure": opts["structure"], "score": opts["score"],
             "method": opts["method"], "prior": opts["prior"], "log_likelihood": ll, "iterations": iterations,
+            "prior_strength": opts["prior_strength"] if prior_model is not None else 0.0,
+            "fit_sensors": opts["fit_sensors"],
             "converged": converged, "duration": round(duration, 4),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
