@@ -81,16 +81,7 @@ class CaseSet:
             if name in network.sensor_variable:
                 readings[name] = _parse_readings(name, column, trial_ids)
             elif name in network.names:
-                var = network[name]
-                codes = np.full(len(column), MISSING, dtype=np.int64)
-                for k, label in enumerate(column):
-                    if label is None or label == "":
-                        continue
-                    try:
-                        codes[k] = var.code(str(label))
-                    except EvidenceError as exc:
-                        raise DataError(f"{_case_name(k, trial_ids)}: {exc}") from None
-                labels[name] = codes
+                labels[name] = _parse_labels(network[name], column, trial_ids)
             else:
                 raise DataError(
                     f"column '{name}' is neither a variable {list(network.names)} "
@@ -195,20 +186,40 @@ def evidence_from_log_likelihoods(log_lik: Sequence, n_cases: int) -> Evidence:
     return Evidence(tuple(likelihoods), log_scale)
 
 
-def _parse_readings(name: str, column: Sequence, trial_ids) -> np.ndarray:
-    out = np.empty(len(column))
-    for k, x in enumerate(column):
-        if x is None:
-            out[k] = np.nan
+def _parse_labels(var, column: Sequence, trial_ids) -> np.ndarray:
+    """Label codes of a column (None or '' -> MISSING), one dictionary look-up per distinct label."""
+    text = np.array(["" if x is None else str(x) for x in column], dtype=object)
+    distinct, inverse = np.unique(text, return_inverse=True) if text.size else (text, np.zeros(0, int))
+    codes_of_distinct = np.empty(len(distinct), dtype=np.int64)
+    for j, label in enumerate(distinct):
+        if label == "":
+            codes_of_distinct[j] = MISSING
             continue
         try:
-            out[k] = float(x)
-        except (TypeError, ValueError):
-            raise DataError(f"{_case_name(k, trial_ids)}: reading {x!r} of sensor '{name}' is not a number") from None
-        if not math.isfinite(out[k]):
-            raise DataError(f"{_case_name(k, trial_ids)}: reading of sensor '{name}' is {x}, "
-                            "expected a finite number (leave it out when it is missing)")
-    return out
+            codes_of_distinct[j] = var.code(label)
+        except EvidenceError as exc:
+            k = int(np.flatnonzero(inverse == j)[0])
+            raise DataError(f"{_case_name(k, trial_ids)}: {exc}") from None
+    return codes_of_distinct[inverse.reshape(-1)]
+
+
+def _parse_readings(name: str, column: Sequence, trial_ids) -> np.ndarray:
+    """Readings as floats (None -> NaN: not observed); non-numbers and NaN/inf name the case."""
+    try:
+        values = np.array([np.nan if x is None else x for x in column], dtype=float).reshape(-1)
+        bad = ~np.isfinite(values) & np.array([x is not None for x in column], dtype=bool).reshape(-1)
+    except (TypeError, ValueError):
+        for k, x in enumerate(column):
+            try:
+                float(x if x is not None else 0.0)
+            except (TypeError, ValueError):
+                raise DataError(f"{_case_name(k, trial_ids)}: reading {x!r} of sensor '{name}' is not a number") from None
+        raise
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise DataError(f"{_case_name(k, trial_ids)}: reading of sensor '{name}' is {column[k]}, "
+                        "expected a finite number (leave it out when it is missing)")
+    return values
 
 
 def _float(text: str, name: str, path: Path, line: int) -> float:
