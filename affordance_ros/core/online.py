@@ -13,7 +13,7 @@ import numpy as np
 from .cases import CaseSet
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
-from .learning import normalise_counts
+from .learning import family_priors, normalise_counts
 from .network import AffordanceNetwork
 
 
@@ -22,17 +22,19 @@ class OnlineEM:
 
     ``partial_fit(cases)`` processes the cases in mini-batches of ``batch_size`` (1: one
     update per case, as the node does when a trial arrives). Starts from the network's
-    CPTs if it has them, else uniform.
+    CPTs if it has them, else uniform; ``start_weight`` says how many cases those CPTs are
+    worth (e.g. the number a batch-learned model was learned from), so that new cases refine
+    them instead of replacing them.
     """
 
     def __init__(self, network: AffordanceNetwork, prior: float = 1.0, step_exponent: float = 0.7,
-                 step_offset: float = 2.0, batch_size: int = 1):
+                 step_offset: float = 2.0, batch_size: int = 1, start_weight: float = 0.0):
         if not network.structure_known:
             raise ModelFormatError("online EM needs a structure: learn or configure the arcs first")
         if not 0.5 < step_exponent <= 1.0:
             raise ModelFormatError("step_exponent must be in (0.5, 1] for stepwise EM to converge")
-        if step_offset < 1 or batch_size < 1 or prior < 0:
-            raise ModelFormatError("step_offset must be >= 1, batch_size >= 1 and prior >= 0")
+        if step_offset < 1 or batch_size < 1 or prior < 0 or start_weight < 0:
+            raise ModelFormatError("step_offset must be >= 1, batch_size >= 1, prior and start_weight >= 0")
         self.network = network
         self.prior = prior
         self.step_exponent = step_exponent
@@ -45,6 +47,9 @@ class OnlineEM:
         self.stats = None
         self.n_seen = 0
         self.n_updates = 0
+        if start_weight > 0 and all(v.cpt is not None for v in network.variables):
+            self.stats = family_priors(network, network)
+            self.n_seen = self.n_updates = start_weight
 
     def partial_fit(self, cases: CaseSet) -> "OnlineEM":
         if cases.n_cases == 0:

@@ -116,3 +116,17 @@ def test_family_priors_are_joint_marginals_even_for_new_families():
     shape = predict(model, ["Shape"]).marginals["Shape"]
     np.testing.assert_allclose(color.sum(axis=1), list(shape.values()), atol=1e-12)
     np.testing.assert_allclose(sum(t.sum() for t in tables), len(other.variables), atol=1e-9)
+
+
+def test_online_em_continues_a_batch_model_instead_of_replacing_it():
+    truth = benchmark_network("montesano", sigma=1.0, seed=3)
+    rng = np.random.default_rng(5)
+    old_cases, _ = sample_cases(truth, 4000, rng, labelled=("Action",))
+    new_cases, _ = sample_cases(truth, 50, rng, labelled=("Action",))
+    batch, _ = fit_em(unlearned(truth), old_cases)
+    continued = OnlineEM(batch, start_weight=4000).partial_fit(new_cases).model_
+    restarted = OnlineEM(batch).partial_fit(new_cases).model_
+    # Stepwise EM weighs new cases more than 1/n (it forgets slowly), so 50 cases move the
+    # model a little; restarting from the same CPTs but with no weight throws them away.
+    assert error(continued, truth) < 1.15 * error(batch, truth)
+    assert error(restarted, truth) > 1.5 * error(continued, truth)
