@@ -14,7 +14,7 @@ import pytest
 
 import affordance_ros
 from affordance_ros.msg import Action, Distribution, Features
-from affordance_ros.srv import Learn, Predict
+from affordance_ros.srv import Learn, Predict, SelectAction
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +60,21 @@ EXPECTED_FIELDS = {
         ('marginals', 'sequence<affordance_ros/Distribution>'),
         ('most_probable', 'sequence<string>'),
         ('joint_probability', 'double'),
+    ],
+    SelectAction.Request: [
+        ('sensor_names', 'sequence<string>'),
+        ('sensor_values', 'sequence<double>'),
+        ('variable_names', 'sequence<string>'),
+        ('variable_values', 'sequence<string>'),
+        ('effect_names', 'sequence<string>'),
+        ('effect_values', 'sequence<string>'),
+    ],
+    SelectAction.Response: [
+        ('success', 'boolean'),
+        ('message', 'string'),
+        ('action_variable', 'string'),
+        ('actions', 'sequence<string>'),
+        ('probabilities', 'sequence<double>'),
     ],
 }
 
@@ -276,7 +291,7 @@ def test_share_files_installed():
     assert (share / 'package.xml').is_file()
     for name in ('Action.msg', 'Features.msg', 'Distribution.msg'):
         assert (share / 'msg' / name).is_file()
-    for name in ('Learn.srv', 'Predict.srv'):
+    for name in ('Learn.srv', 'Predict.srv', 'SelectAction.srv'):
         assert (share / 'srv' / name).is_file()
     for sub in ('launch', 'config'):
         src = REPO_ROOT / sub
