@@ -241,8 +241,11 @@ class LearnerNode(Node):
         finally:
             self._learning.release()
         self._count("learn_ok" if response.success else "learn_failed")
-        log = self.get_logger().info if response.success else self.get_logger().warning
-        log(f"learn: {response.message}")
+        # (rclpy refuses different severities from one line of code)
+        if response.success:
+            self.get_logger().info(f"learn: {response.message}")
+        else:
+            self.get_logger().warning(f"learn: {response.message}")
         return response
 
     def _learn(self, structure: str, response: Learn.Response) -> None:

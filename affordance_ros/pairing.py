@@ -122,7 +122,7 @@ class TrialAssembler:
             pending = self._by_id[trial_id] = _Pending(trial_id, now)
         elif kind in pending.parts:
             self.counts["duplicate_parts"] += 1
-            raise DuplicatePartError(f"trial '{trial_id}' already has a '{kind}' part; kept the first one")
+            raise DuplicatePartError(f"trial '{trial_id}' already has its '{kind}' part; kept the first one")
         return pending
 
     def _pending_by_stamp(self, kind: str, stamp: float | None, now: float) -> _Pending:
@@ -187,6 +187,8 @@ class PartValidator:
                         for kind in ("object", "effect")}
 
     def action(self, label: str) -> str:
+        if not label:
+            raise PairingError(f"the action label is empty; expected one of {list(self.actions)}")
         if label not in self.actions:
             raise PairingError(f"unknown action '{label}'; expected one of {list(self.actions)}")
         return label

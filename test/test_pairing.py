@@ -24,7 +24,7 @@ def test_pairs_by_trial_id_in_any_order():
 def test_duplicate_parts_are_counted_and_first_kept():
     asm = TrialAssembler()
     asm.add("action", "a", 1.0, "tap", now=0.0)
-    with pytest.raises(DuplicatePartError, match="already has a 'action'"):
+    with pytest.raises(DuplicatePartError, match="already has its 'action' part"):
         asm.add("action", "a", 1.0, "grasp", now=0.1)
     asm.add("object", "a", 1.0, OBJ, now=0.2)
     assert asm.add("effect", "a", 1.0, EFF, now=0.3).action == "tap"
