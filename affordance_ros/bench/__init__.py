@@ -1,0 +1,60 @@
+"""`affordance-ros bench`: the paper's experiments, performance figures and the pgmpy comparison.
+
+    affordance-ros bench paper [--quick] [--out DIR]   EM vs Discrete as in the paper, boxplots, table
+    affordance-ros bench perf  [--quick] [--out DIR]   EM/predict timings, growth with cases and nodes, memory
+    affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
+    affordance-ros bench all   [--quick] [--out DIR]   all three
+
+Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+
+SUBCOMMANDS = {
+    "paper": ("paper", "reproduce the paper's EM-vs-Discrete experiments (boxplots, log-likelihood, table)"),
+    "perf": ("performance", "EM time vs cases and nodes, peak memory, predict latency"),
+    "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
+}
+
+
+def _module(name: str):
+    return importlib.import_module(f"{__name__}.{SUBCOMMANDS[name][0]}")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register `bench` and its subcommands on the CLI's subparsers."""
+    bench = subparsers.add_parser("bench", help="benchmarks: the paper's experiments, performance, pgmpy",
+                                  description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter)
+    sub = bench.add_subparsers(dest="bench", required=True)
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        _add_common(p)
+        p.set_defaults(run=lambda args, name=name: _module(name).run(args))
+    every = sub.add_parser("all", help="paper, perf and pgmpy one after the other")
+    _add_common(every)
+    every.set_defaults(run=run_all)
+    return bench
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="CI-sized run: seconds, not minutes")
+    p.add_argument("--out", default="bench-results", help="directory for PNGs, tables and JSON")
+    p.add_argument("--jobs", type=int, default=1, help="processes for the paper's repetitions")
+    p.add_argument("--reps", type=int, help="paper: repetitions (default 30, quick 2)")
+    p.add_argument("--cases", type=int, help="pgmpy: number of cases (default 300, quick 6)")
+    p.add_argument("--iterations", type=int, help="pgmpy: EM iterations to time (default 2, quick 1)")
+
+
+def run_all(args) -> int:
+    status = 0
+    for name in SUBCOMMANDS:
+        if name == "pgmpy" and importlib.util.find_spec("pgmpy") is None:
+            print("bench pgmpy: skipped, pgmpy is not installed (tools/setup_bench.sh installs it)")
+            continue
+        status = max(status, _module(name).run(args))
+        print()
+    return status

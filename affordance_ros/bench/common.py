@@ -1,0 +1,94 @@
+"""Shared by the benchmarks: where results go, the machine they ran on, timing, tables, plots."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+def output_dir(path: str | os.PathLike) -> Path:
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def machine() -> dict:
+    """CPU model, cores usable by this process, Python and numpy versions, BLAS threads."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {
+        "cpu": cpu,
+        "cores_online": os.cpu_count(),
+        "cores_usable": usable,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
+    }
+
+
+def machine_line() -> str:
+    m = machine()
+    return (f"{m['cpu']}, {m['cores_usable']} of {m['cores_online']} cores usable, Python {m['python']}, "
+            f"numpy {m['numpy']}, OPENBLAS_NUM_THREADS={m['openblas_threads']}")
+
+
+def time_call(fn: Callable[[], object], repeats: int = 3) -> tuple[float, object]:
+    """Median wall time of ``repeats`` calls (seconds), and the last call's result."""
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_json(path: Path, doc) -> None:
+    path.write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n")
+
+
+def _jsonable(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def pyplot():
+    """matplotlib.pyplot with the file-only Agg backend (no display needed)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def fmt_seconds(t: float) -> str:
+    if t < 1e-3:
+        return f"{t * 1e6:.0f} µs"
+    if t < 1:
+        return f"{t * 1e3:.1f} ms"
+    return f"{t:.2f} s"

@@ -1,0 +1,111 @@
+"""`affordance-ros bench ... --quick` through the installed command: the benchmark code cannot rot.
+
+Checks that the PNGs, tables and JSON are written and sane; timings are never asserted.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(*args, out: Path):
+    assert EXE, "affordance-ros is not installed next to this Python"
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    done = subprocess.run([EXE, "bench", *args, "--quick", "--out", str(out)], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file(), f"{path} was not written"
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and 5_000 < len(data) < 500_000, path
+
+
+def table_rows(text: str) -> list:
+    """Data rows of the first markdown table in ``text``, as lists of cells."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|---"):
+            continue
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip("|").split("|")])
+        elif rows:
+            break
+    return rows[1:]
+
+
+def finite_numbers(doc):
+    if isinstance(doc, dict):
+        for v in doc.values():
+            yield from finite_numbers(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from finite_numbers(v)
+    elif isinstance(doc, float):
+        yield doc
+
+
+def test_paper_quick(tmp_path):
+    stdout = bench("paper", out=tmp_path)
+    for name in ("paper_rms_simple_sigma1.png", "paper_rms_simple_sigma3.png", "paper_rms_montesano_sigma3.png",
+                 "paper_loglik_montesano_30.png"):
+        assert_png(tmp_path / name)
+    rows = table_rows((tmp_path / "paper_table.md").read_text())
+    settings = {(r[0], r[1], r[2]) for r in rows}
+    assert settings == {("simple", "1", "30"), ("simple", "1", "300"), ("simple", "3", "30"), ("simple", "3", "300"),
+                        ("montesano", "3", "30"), ("montesano", "3", "300"), ("montesano", "3", "1000")}
+    for row in rows:
+        rms = [float(row[i]) for i in (3, 4, 7, 8)]
+        assert all(0 < x < 1 for x in rms), row
+        assert re.fullmatch(r"[+-]\d+\.\d %", row[5]) and row[6], row
+    doc = json.loads((tmp_path / "paper_results.json").read_text())
+    assert doc["repetitions"] == 2 and len(doc["summary"]) == 7
+    for summary in doc["summary"]:
+        assert all(math.isfinite(x) for x in summary["median_rms"].values())
+        assert all(math.isfinite(x) for x in summary["median_weighted_rms"].values())
+    traced = doc["results"]["montesano_sigma3_n30"][0]["methods"]["em_ml"]["trace"]
+    assert len(traced) >= 2 and all(math.isfinite(x) for x in traced)
+    # EM maximises the likelihood: it never ends below where it started.
+    assert traced[-1] >= traced[0] - 1e-6
+    assert "reduction (ML, paper's form)" in stdout
+
+
+def test_perf_quick(tmp_path):
+    stdout = bench("perf", out=tmp_path)
+    assert_png(tmp_path / "perf_em_cases.png")
+    assert_png(tmp_path / "perf_em_nodes.png")
+    doc = json.loads((tmp_path / "perf_results.json").read_text())
+    assert [r["cases"] for r in doc["em_vs_cases"]] == [300, 1000, 3000]
+    assert {(r["shape"], r["nodes"]) for r in doc["em_vs_nodes"]} >= {("chain", 5), ("tree", 20)}
+    for row in doc["em_vs_cases"] + doc["em_vs_nodes"]:
+        assert 0 <= row["per_iteration"] < row["to_convergence"] < 60 and row["iterations"] >= 1
+    assert 0 < doc["memory"]["em_peak_traced_mb"] < doc["memory"]["max_rss_mb"] < 4096
+    assert 0 < doc["predict"]["one_median"] < 1 and 0 < doc["predict"]["batch_seconds"] < 30
+    assert all(math.isfinite(x) for x in finite_numbers(doc))
+    assert "one predict:" in stdout and "predict_batch of 10000:" in stdout
+    assert len(table_rows((tmp_path / "perf_table.md").read_text().split("\n\n", 1)[1])) == 3
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pgmpy") is None,
+                    reason="pgmpy is a benchmark-only extra (tools/setup_bench.sh)")
+def test_pgmpy_quick(tmp_path):
+    stdout = bench("pgmpy", out=tmp_path)
+    doc = json.loads((tmp_path / "pgmpy_results.json").read_text())
+    # Same model, data and start: both learners give the same CPTs.
+    assert doc["max_abs_cpt_difference"] < 1e-9
+    assert doc["ratio"] > 1 and math.isfinite(doc["ratio"])
+    assert "pgmpy/ours per EM iteration:" in stdout
+    assert len(table_rows((tmp_path / "pgmpy_table.md").read_text())) == 2
