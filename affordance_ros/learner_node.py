@@ -228,6 +228,11 @@ class LearnerNode(Node):
                                       f"{dropped.reason}")
 
     # -------------------------------------------------------------- learn
+    @property
+    def learning(self) -> bool:
+        """True while a learn request is being worked on."""
+        return self._learning.locked()
+
     def _on_learn(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
         if not self._learning.acquire(blocking=False):
             self._count("learn_refused")
