@@ -109,3 +109,16 @@ def test_pgmpy_quick(tmp_path):
     assert doc["ratio"] > 1 and math.isfinite(doc["ratio"])
     assert "pgmpy/ours per EM iteration:" in stdout
     assert len(table_rows((tmp_path / "pgmpy_table.md").read_text())) == 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("rclpy") is None, reason="needs ROS 2 (rclpy)")
+def test_dds_quick(tmp_path):
+    stdout = bench("dds", "--cases", "60", out=tmp_path)
+    doc = json.loads((tmp_path / "dds_results.json").read_text())
+    assert [b["trials_published"] for b in doc["bursts"]] == [60, 60]
+    for burst in doc["bursts"]:
+        assert 0 < burst["cases_stored"] <= 60 and burst["lost"] == 60 - burst["cases_stored"]
+        assert burst["cases_per_second"] > 0
+    assert doc["learn_cases"] == doc["bursts"][-1]["cases_stored"]
+    assert 0 < doc["predict_median"] <= doc["predict_p99"] < 10
+    assert "~/predict round trip, median of 100" in stdout

@@ -3,7 +3,8 @@
     affordance-ros bench paper [--quick] [--out DIR]   EM vs Discrete as in the paper, boxplots, table
     affordance-ros bench perf  [--quick] [--out DIR]   EM/predict timings, growth with cases and nodes, memory
     affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
-    affordance-ros bench all   [--quick] [--out DIR]   all three
+    affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
+    affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
 """
@@ -18,6 +19,7 @@ SUBCOMMANDS = {
     "paper": ("paper", "reproduce the paper's EM-vs-Discrete experiments (boxplots, log-likelihood, table)"),
     "perf": ("performance", "EM time vs cases and nodes, peak memory, predict latency"),
     "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
+    "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
 }
 
 
@@ -34,7 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         _add_common(p)
         p.set_defaults(run=lambda args, name=name: _module(name).run(args))
-    every = sub.add_parser("all", help="paper, perf and pgmpy one after the other")
+    every = sub.add_parser("all", help="paper, perf, pgmpy and dds one after the other")
     _add_common(every)
     every.set_defaults(run=run_all)
     return bench
@@ -45,7 +47,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="bench-results", help="directory for PNGs, tables and JSON")
     p.add_argument("--jobs", type=int, default=1, help="processes for the paper's repetitions")
     p.add_argument("--reps", type=int, help="paper: repetitions (default 30, quick 2)")
-    p.add_argument("--cases", type=int, help="pgmpy: number of cases (default 300, quick 6)")
+    p.add_argument("--cases", type=int,
+                   help="pgmpy: number of cases (default 300, quick 6); dds: robot trials (default 5000, quick 200)")
     p.add_argument("--iterations", type=int, help="pgmpy: EM iterations to time (default 2, quick 1)")
 
 
@@ -54,6 +57,9 @@ def run_all(args) -> int:
     for name in SUBCOMMANDS:
         if name == "pgmpy" and importlib.util.find_spec("pgmpy") is None:
             print("bench pgmpy: skipped, pgmpy is not installed (tools/setup_bench.sh installs it)")
+            continue
+        if name == "dds" and importlib.util.find_spec("rclpy") is None:
+            print("bench dds: skipped, rclpy is not importable here")
             continue
         status = max(status, _module(name).run(args))
         print()

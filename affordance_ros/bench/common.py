@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -41,7 +42,21 @@ def machine() -> dict:
         "numpy": np.__version__,
         "platform": platform.platform(),
         "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
+        "commit": _git_commit(),
     }
+
+
+def _git_commit() -> str | None:
+    """The commit of the git checkout the command runs in, if any (with '+' when it has local changes)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=5).stdout.strip()
+        return head.stdout.strip() + ("+" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def machine_line() -> str:
@@ -67,7 +82,18 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
 
 
 def write_json(path: Path, doc) -> None:
-    path.write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n")
+    """Compact JSON, floats to 6 significant digits (the measurements are not more precise)."""
+    path.write_text(json.dumps(_rounded(doc), separators=(",", ":"), default=_jsonable) + "\n")
+
+
+def _rounded(x):
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rounded(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(f"{float(x):.6g}")
+    return x
 
 
 def _jsonable(x):
