@@ -47,6 +47,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="bench-results", help="directory for PNGs, tables and JSON")
     p.add_argument("--jobs", type=int, default=1, help="processes for the paper's repetitions")
     p.add_argument("--reps", type=int, help="paper: repetitions (default 30, quick 2)")
+    p.add_argument("--alpha", type=float, default=1.0,
+                   help="paper: ground-truth CPT rows ~ Dirichlet(alpha) (networks.yaml: 1)")
+    p.add_argument("--em-init", choices=("uniform", "discrete"), default="uniform",
+                   help="paper: EM's starting CPTs: uniform (fit_em's default) or the Discrete estimate")
+    p.add_argument("--discrete-map", choices=("true", "uniform", "fitted"), default="true",
+                   help="paper: p(v) in Discrete's MAP assignment: the true marginal (networks.yaml), "
+                        "uniform (nearest mean) or mixture weights fitted to the readings")
     p.add_argument("--cases", type=int,
                    help="pgmpy: number of cases (default 300, quick 6); dds: robot trials (default 5000, quick 200)")
     p.add_argument("--iterations", type=int, help="pgmpy: EM iterations to time (default 2, quick 1)")

@@ -113,6 +113,8 @@ def pyplot():
 
 
 def fmt_seconds(t: float) -> str:
+    if t < 1e-5:
+        return f"{t * 1e6:.2f} µs"
     if t < 1e-3:
         return f"{t * 1e6:.0f} µs"
     if t < 1:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import benchmark_network, benchmark_structure, fit_discrete, fit_em, log_likelihood, predict_batch, \
-    sample_cases
+from ..core import benchmark_structure, fit_discrete, fit_em, log_likelihood, predict_batch, sample_cases
+from ..core.ground_truth import random_cpts
 from ..core.learning import rms_difference
 from .common import machine, machine_line, markdown_table, output_dir, pyplot, write_json
 
@@ -51,6 +51,9 @@ class Setting:
     paper_cases: int   # the paper's database size
     cases: int         # what this run uses (paper_cases unless --quick)
     paper_reduction: str
+    alpha: float = 1.0            # ground-truth CPT rows ~ Dirichlet(alpha) (networks.yaml: 1)
+    em_init: str = "uniform"      # EM's start: "uniform" (fit_em's default) or "discrete"
+    discrete_map: str = "true"    # p(v) in Discrete's MAP: the "true" marginal, "uniform" or "fitted" weights
 
     @property
     def key(self) -> str:
@@ -70,15 +73,21 @@ PAPER = (
 TRACE_SETTING = ("montesano", 3.0, 300)   # the paper's log-likelihood figure
 
 
-def settings(quick: bool) -> list[Setting]:
+def settings(quick: bool, alpha: float = 1.0, em_init: str = "uniform", discrete_map: str = "true") -> list[Setting]:
     """The paper's seven settings; --quick divides the database sizes by 10."""
-    return [Setting(net, sigma, n, n // 10 if quick else n, reported) for net, sigma, n, reported in PAPER]
+    return [Setting(net, sigma, n, n // 10 if quick else n, reported, alpha, em_init, discrete_map)
+            for net, sigma, n, reported in PAPER]
 
 
 # ------------------------------------------------------------------ one repetition
-def true_marginals(truth) -> list:
-    """p(v) of every variable under the ground truth (no evidence)."""
-    return [predict_batch(truth, [name]).marginals[name][0] for name in truth.names]
+def map_priors(truth, how: str) -> list | None:
+    """p(v) for Discrete's MAP assignment: the ground truth's marginals (networks.yaml), uniform
+    (the nearest mean), or None: the core's default, mixture weights fitted to the readings."""
+    if how == "true":
+        return [predict_batch(truth, [name]).marginals[name][0] for name in truth.names]
+    if how == "uniform":
+        return [np.full(v.card, 1.0 / v.card) for v in truth.variables]
+    return None
 
 
 def parent_weights(truth) -> list:
@@ -123,15 +132,29 @@ def split_rms(learned, truth, weights, n_cases: int, threshold: float = RARE_CAS
     return rms[True], rms[False], count[False] / (count[True] + count[False])
 
 
+def rare_row_shapes(learned, weights, n_cases: int, threshold: float = RARE_CASES) -> tuple:
+    """Of the learned CPT rows that are rare (see split_rms): the share with an entry above 0.95
+    (driven to a corner) and the share left exactly uniform; NaN when there are no rare rows."""
+    corner = uniform = total = 0
+    for a, w in zip(learned, weights):
+        rare = np.broadcast_to(n_cases * w < threshold, a.shape[:-1])
+        rows = a[rare]
+        corner += int((rows.max(axis=-1) > 0.95).sum())
+        uniform += int(np.all(np.abs(rows - 1.0 / a.shape[-1]) < 1e-12, axis=-1).sum())
+        total += rows.shape[0]
+    return (corner / total, uniform / total) if total else (float("nan"), float("nan"))
+
+
 def run_repetition(setting: Setting, rep: int) -> dict:
     """All methods on one ground truth and one database; numbers only (picklable)."""
-    truth = benchmark_network(setting.network, setting.sigma, seed=rep)
     structure = benchmark_structure(setting.network, setting.sigma)
+    # With alpha 1 this is benchmark_network(network, sigma, seed=rep).
+    truth = random_cpts(structure, np.random.default_rng(rep), setting.alpha)
     rng = np.random.default_rng([rep, setting.cases, int(setting.sigma * 1000), NETWORK_INDEX[setting.network]])
     cases, _ = sample_cases(truth, setting.cases, rng)
     true_cpts = [v.cpt for v in truth.variables]
     weights = parent_weights(truth)
-    marginals = true_marginals(truth)
+    marginals = map_priors(truth, setting.discrete_map)
     out = {"rep": rep, "truth_log_lik": log_likelihood(truth, cases), "methods": {}}
 
     def record(key, fit):
@@ -145,6 +168,8 @@ def run_repetition(setting: Setting, rep: int) -> dict:
             "weighted_rms": weighted_rms(cpts, true_cpts, weights),
             "rms_common_rows": common,
             "rms_rare_rows": rare,
+            **dict(zip(("rare_rows_corner", "rare_rows_uniform"),
+                       rare_row_shapes(cpts, weights, setting.cases))),
             "log_lik": em.log_likelihood if em else log_likelihood(model, cases),
             "iterations": em.iterations if em else 0,
             "converged": em.converged if em else True,
@@ -154,8 +179,9 @@ def run_repetition(setting: Setting, rep: int) -> dict:
 
     record("discrete_ml", lambda: (fit_discrete(structure, cases, prior=0.0, priors=marginals), None))
     record("discrete_p1", lambda: (fit_discrete(structure, cases, prior=1.0, priors=marginals), None))
-    record("em_ml", lambda: fit_em(structure, cases, prior=0.0, tol=TOL, max_iter=MAX_ITER))
-    record("em_p1", lambda: fit_em(structure, cases, prior=1.0, tol=TOL, max_iter=MAX_ITER))
+    init = setting.em_init
+    record("em_ml", lambda: fit_em(structure, cases, prior=0.0, tol=TOL, max_iter=MAX_ITER, init=init))
+    record("em_p1", lambda: fit_em(structure, cases, prior=1.0, tol=TOL, max_iter=MAX_ITER, init=init))
     record("em_ml_truth_start", lambda: fit_em(truth, cases, prior=0.0, tol=TOL, max_iter=MAX_ITER, init="model"))
     return out
 
@@ -217,6 +243,8 @@ def summary_rows(all_settings: list[Setting], results: dict) -> list[dict]:
             "median_rms_common_rows": {m: median(reps, m, "rms_common_rows") for m in METHODS},
             "median_rms_rare_rows": {m: median(reps, m, "rms_rare_rows") for m in METHODS},
             "median_rare_entries": float(np.median([r["rare_entries"] for r in reps])),
+            "median_rare_rows_corner": {m: median(reps, m, "rare_rows_corner") for m in COMPARED},
+            "median_rare_rows_uniform": {m: median(reps, m, "rare_rows_uniform") for m in COMPARED},
             "reduction_ml": reduction(reps, "em_ml", "discrete_ml"),
             "reduction_p1": reduction(reps, "em_p1", "discrete_p1"),
             "reduction_p1_vs_discrete_ml": reduction(reps, "em_p1", "discrete_ml"),
@@ -247,6 +275,8 @@ def main_table(rows: list[dict]) -> str:
 
 
 def _pair(d: dict, a: str = "discrete_ml", b: str = "em_ml") -> str:
+    if np.isnan(d[a]):
+        return "–"
     return f"{d[a]:.3f} / {d[b]:.3f}"
 
 
@@ -254,20 +284,29 @@ def _drop(d: dict, a: str = "discrete_ml", b: str = "em_ml") -> str:
     return _pct(1.0 - d[b] / d[a]) if d[a] > 0 else "n/a"
 
 
+def _shares(d: dict, a: str = "discrete_ml", b: str = "em_ml") -> str:
+    if np.isnan(d[a]):
+        return "–"
+    return f"{100 * d[a]:.0f} % / {100 * d[b]:.0f} %"
+
+
 def where_table(rows: list[dict]) -> str:
     """Where the error is: rare CPT rows (parent configuration expected in < RARE_CASES cases) or not."""
     header = ["network", "σ", "cases", f"CPT entries in rare rows (< {RARE_CASES} expected cases)",
-              "rare rows: Discrete (ML) / EM (ML)", "other rows: Discrete (ML) / EM (ML)", "reduction",
+              "rare rows: Discrete (ML) / EM (ML)", "rare rows with an entry > 0.95", "rare rows left uniform",
+              "other rows: Discrete (ML) / EM (ML)", "reduction",
               "weighted by p(parents): Discrete (ML) / EM (ML)", "reduction"]
     body = [[r["network"], f"{r['sigma']:g}", r["cases"], f"{100 * r['median_rare_entries']:.0f} %",
-             _pair(r["median_rms_rare_rows"]), _pair(r["median_rms_common_rows"]), _drop(r["median_rms_common_rows"]),
+             _pair(r["median_rms_rare_rows"]), _shares(r["median_rare_rows_corner"]),
+             _shares(r["median_rare_rows_uniform"]),
+             _pair(r["median_rms_common_rows"]), _drop(r["median_rms_common_rows"]),
              _pair(r["median_weighted_rms"]), _drop(r["median_weighted_rms"])] for r in rows]
     return markdown_table(header, body)
 
 
 def start_table(rows: list[dict]) -> str:
     """EM's start and the likelihood each method reaches, relative to the true CPTs'."""
-    header = ["network", "σ", "cases", "EM (ML) RMS: from Discrete start / from the truth",
+    header = ["network", "σ", "cases", "EM (ML) RMS / the same started at the true CPTs",
               "log-lik − truth's: Discrete (ML)", "EM (ML)", "EM (prior 1)", "EM (ML) iterations (converged)"]
     body = []
     for r in rows:
@@ -345,8 +384,10 @@ def loglik_figure(setting: Setting, reps: list, path: Path) -> None:
 def run(args) -> int:
     out = output_dir(args.out)
     reps = args.reps or (2 if args.quick else 30)
-    all_settings = settings(args.quick)
-    print(f"bench paper: {len(all_settings)} settings x {reps} repetitions{' (quick)' if args.quick else ''}")
+    all_settings = settings(args.quick, args.alpha, args.em_init, args.discrete_map)
+    print(f"bench paper: {len(all_settings)} settings x {reps} repetitions{' (quick)' if args.quick else ''}; "
+          f"ground truth Dirichlet({args.alpha:g}), EM started from {args.em_init}, "
+          f"Discrete's MAP with the {args.discrete_map} p(v)")
     print(f"machine: {machine_line()}")
     results = run_all(all_settings, reps, max(1, args.jobs))
     rows = summary_rows(all_settings, results)
@@ -364,13 +405,16 @@ def run(args) -> int:
     table = main_table(rows)
     diagnostics = where_table(rows) + "\n" + start_table(rows)
     (out / "paper_table.md").write_text(
-        f"Median RMS error of the learned CPT entries against the ground truth ({reps} repetitions).\n"
+        f"Median RMS error of the learned CPT entries against the ground truth ({reps} repetitions; "
+        f"ground-truth CPT rows ~ Dirichlet({args.alpha:g}); EM started from {args.em_init} CPTs; "
+        f"Discrete's MAP assignment with the {args.discrete_map} p(v)).\n"
         "Reduction = 1 - median(EM) / median(Discrete); positive: EM better.\n\n" + table +
         "\nWhere the error is (medians): CPT rows whose parent configuration is rare, the other rows, and the "
         "RMS with every row weighted by the true p(parents).\n\n" + where_table(rows) +
         "\nEM's start and the log-likelihood reached, minus the true CPTs' (medians).\n\n" + start_table(rows))
     write_json(out / "paper_results.json", {
         "machine": machine(), "repetitions": reps, "quick": args.quick, "tol": TOL, "max_iter": MAX_ITER,
+        "alpha": args.alpha, "em_init": args.em_init, "discrete_map": args.discrete_map,
         "summary": rows, "results": results})
     print()
     print(table)

@@ -36,8 +36,8 @@ TARGET_EM_10K, TARGET_PREDICT, TARGET_BATCH = 0.5, 1e-3, 0.2
 # ------------------------------------------------------------------ EM timings
 def em_timing(structure: AffordanceNetwork, cases, repeats: int) -> dict:
     """Seconds per EM iteration (difference of a 12- and a 2-iteration run, so set-up and the
-    final log-likelihood pass cancel out) and to convergence with the defaults (prior 1,
-    tol 0.001, at most 100 iterations)."""
+    final log-likelihood pass cancel out) and to convergence with fit_em's defaults (prior 1,
+    tol 0.001, at most 100 iterations, its default start)."""
     short, long_, extra = 2, 12, 10
     t_short, _ = time_call(lambda: fit_em(structure, cases, tol=1e-300, max_iter=short), repeats)
     t_long, _ = time_call(lambda: fit_em(structure, cases, tol=1e-300, max_iter=long_), repeats)
@@ -82,7 +82,7 @@ def em_vs_nodes(sizes, n_cases: int, log=print) -> list[dict]:
         for n_nodes in sizes:
             truth = shaped_network(shape, n_nodes)
             cases, _ = sample_cases(truth, n_cases, np.random.default_rng(n_nodes))
-            # EM starts from the Discrete estimate (the default), not from the truth's CPTs.
+            # EM starts from fit_em's default start, not from the truth's CPTs.
             row = {"shape": shape, "nodes": n_nodes, **em_timing(truth, cases, repeats=1)}
             rows.append(row)
             log(f"  {shape:>5} of {n_nodes:>2} nodes, {n_cases} cases: {fmt_seconds(row['per_iteration'])} "

@@ -3,7 +3,8 @@
 pgmpy has no continuous children, so every sensor reading is discretised into bins of width
 2.5 (half the distance between two values' means) and each hidden variable V gets a discrete
 child V_bin with the known CPD P(bin | v) of the Gaussian sensor N(5v, sigma). Both learners
-start from the same CPTs (our default start, the Discrete estimate), keep the sensor CPDs
+start from the same CPTs (the Discrete estimate, so that the hidden parts' start is not
+symmetric for either), keep the sensor CPDs
 fixed (pgmpy would re-estimate them: a small subclass puts the known ones back after each
 M-step) and learn the eight hidden variables' CPTs by maximum likelihood. Ours runs on exactly
 the same binned evidence (the likelihood P(bin | v) of each case), so after the same number of
@@ -173,7 +174,7 @@ def run(args) -> int:
     table = markdown_table(
         ["learner", "one EM iteration", "per case", "ratio"],
         [[f"pgmpy {result['pgmpy_version']} DiscreteEM", fmt_seconds(result["pgmpy_seconds_per_iteration"]),
-          fmt_seconds(result["pgmpy_seconds_per_iteration"] / n_cases), f"{result['ratio']:.0f}x slower"],
+          fmt_seconds(result["pgmpy_seconds_per_iteration"] / n_cases), f"{result['ratio']:,.0f} times slower"],
          ["affordance_ros (junction tree)", fmt_seconds(result["ours_seconds_per_iteration"]),
           fmt_seconds(result["ours_seconds_per_iteration"] / n_cases), "1"]])
     note = (f"\nSame network, data ({n_cases} cases, {result['unique_rows']} distinct binned rows) and start; "
@@ -183,7 +184,7 @@ def run(args) -> int:
     write_json(out / "pgmpy_results.json", {"machine": machine(), "quick": args.quick, **result})
     print()
     print(table + note)
-    print(f"pgmpy/ours per EM iteration: {result['ratio']:.0f}")
+    print(f"pgmpy/ours per EM iteration: {result['ratio']:,.0f}")
     print(f"wrote {out / 'pgmpy_table.md'}")
     print(f"wrote {out / 'pgmpy_results.json'}")
     return 0
