@@ -121,10 +121,12 @@ def test_learn_from_bags_of_both_formats(tmp_path):
     for storage in ("sqlite3", "mcap"):
         write_bag(tmp_path / storage, records, storage)
         out = run("learn", "--cases", tmp_path / storage, "--config", default_config_path(),
-                  "--out", tmp_path / f"{storage}.json")
+                  "--out", tmp_path / f"{storage}.json", *(["--progress"] if storage == "mcap" else []))
         assert out.returncode == 0, out.stderr
         assert "read 900 messages" in out.stdout and "built 300 cases" in out.stdout
         assert "learned from 300 cases" in out.stdout
+        # the progress bar only when asked for (stderr is not a terminal here)
+        assert ("reading mcap [" in out.stderr and "100% 900/900" in out.stderr) == (storage == "mcap")
     assert (AffordanceNetwork.load(tmp_path / "sqlite3.json").to_dict()["variables"]
             == AffordanceNetwork.load(tmp_path / "mcap.json").to_dict()["variables"])
 
@@ -400,3 +402,11 @@ def sampled_records(n, seed=0, prefix="r"):
                              parts["object"], parts["effect"], stamp=stamp,
                              received=stamp + 0.01).to_record("Action"))
     return records
+
+
+def test_ros_arguments_are_split_off():
+    from affordance_ros.replay import playback_offsets, split_ros_args
+    assert split_ros_args(["bag", "--rate", "2", "--ros-args", "-r", "a:=b", "--", "--clock"]) == (
+        ["bag", "--rate", "2", "--clock"], ["--ros-args", "-r", "a:=b"])
+    assert split_ros_args(["bag"]) == (["bag"], [])
+    assert playback_offsets([5_000_000_000, 5_500_000_000, 7_000_000_000], rate=2.0) == [0.0, 0.25, 1.0]
