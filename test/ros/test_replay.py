@@ -104,7 +104,7 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         learner = ros.learner()
-        robot = ros.robot(count=30, rate=100.0, seed=2, min_subscribers=2)  # the node and the recorder
+        robot = ros.robot(count=30, rate=20.0, seed=2, min_subscribers=2)  # the node and the recorder
         wait_for(lambda: robot.done.done(), what="the simulated robot to finish")
         wait_for(lambda: learner.store.count() >= 30, what="30 stored cases")
         out, _ = recorder.communicate(timeout=20)
