@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -65,14 +64,16 @@ def machine_line() -> str:
             f"numpy {m['numpy']}, OPENBLAS_NUM_THREADS={m['openblas_threads']}")
 
 
-def time_call(fn: Callable[[], object], repeats: int = 3) -> tuple[float, object]:
-    """Median wall time of ``repeats`` calls (seconds), and the last call's result."""
-    times, result = [], None
+def best_time(fn: Callable[[], object], repeats: int = 3) -> tuple[float, float, object]:
+    """Shortest wall time and shortest CPU time of this process over ``repeats`` calls (seconds;
+    the least disturbed by other work on a shared machine), and the last call's result."""
+    wall, cpu, result = [], [], None
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return min(wall), min(cpu), result
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:

@@ -173,6 +173,9 @@ def run_learner(tmp: Path, env: dict, client: _Client, extra: dict, n_trials: in
         status = _stop(learner)
     log = (tmp / "learner_node.log").read_text().splitlines()
     stopping = next((line for line in reversed(log) if "stopping;" in line), "")
+    if status != 0:
+        print(f"  note: the learner exited with status {status} on SIGINT; the end of its log:")
+        print("\n".join(f"    {line}" for line in log[-12:]))
     return {**throughput, "learner_exit": status, "learner_summary": stopping}, services
 
 

@@ -16,7 +16,6 @@ A diagnostic run of maximum-likelihood EM started at the true CPTs tells apart a
 
 from __future__ import annotations
 
-import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
