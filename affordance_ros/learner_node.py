@@ -5,10 +5,13 @@ Topics (relative names, remappable): ``action`` (Action), ``object_features`` an
 is committed to the case database at once; the learned model is written atomically to
 ``model_path`` and loaded again at start-up.
 
-Threads: the subscriptions and the timers share one mutually exclusive callback group
-(so the trial assembler needs no lock); predict has its own group; learn is reentrant so
-that a second request can be answered "busy" while the first one runs. A
-MultiThreadedExecutor with enough threads for all three runs them side by side.
+Threads: the executor thread takes the messages, pairs and stores trials and answers
+predict; learning runs in a worker thread of its own while the ~/learn callback (a
+coroutine in a reentrant callback group) awaits it, so the executor goes on with
+everything else and a second learn request is answered "busy" at once. rclpy 9's
+MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
+subscription callbacks by seconds (trials then time out); the single-threaded executor
+delivers the same stream in milliseconds.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from pathlib import Path
 import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.exceptions import InvalidHandle
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 
 from .core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
 from .core.learner import STRUCTURES
@@ -35,7 +40,6 @@ from .srv import Learn, Predict
 from .storage import CaseStore, CaseStoreError
 
 NODE_NAME = "affordance_learner"
-EXECUTOR_THREADS = 4  # ingest + predict + a running learn + answering a second learn "busy"
 
 
 class StartupError(RuntimeError):
@@ -138,6 +142,7 @@ class LearnerNode(Node):
         self.create_timer(min(1.0, self.assembler.trial_timeout / 4), self._expire_trials, callback_group=ingest)
         if param("status_period") > 0:
             self.create_timer(param("status_period"), self._log_status, callback_group=ingest)
+        # reentrant: a second request is taken (and refused) while the first one awaits its worker
         self.create_service(Learn, "~/learn", self._on_learn, callback_group=ReentrantCallbackGroup())
         self.create_service(Predict, "~/predict", self._on_predict, callback_group=MutuallyExclusiveCallbackGroup())
 
@@ -233,18 +238,39 @@ class LearnerNode(Node):
         """True while a learn request is being worked on."""
         return self._learning.locked()
 
-    def _on_learn(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
+    async def _on_learn(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
         if not self._learning.acquire(blocking=False):
             self._count("learn_refused")
             response.success = False
             response.message = (f"a learn is already running (for {time.monotonic() - self._learn_started:.1f} s); "
                                 "call ~/learn again when it has finished")
             return response
+        self._learn_started = time.monotonic()
+        structure = request.structure or self.get_parameter("structure").value
+        finished = Future()
+        executor = self.executor
+
+        def work():
+            try:
+                self._learn(structure, response)
+            except BaseException as exc:  # reported by the awaiting callback
+                finished.set_exception(exc)
+            else:
+                finished.set_result(response)
+            finally:
+                self._learning.release()
+                try:
+                    executor.wake()  # the awaiting callback is polled on the executor's next wake-up
+                except InvalidHandle:  # the executor was shut down meanwhile
+                    pass
+
+        threading.Thread(target=work, name="affordance_learn", daemon=True).start()
         try:
-            self._learn_started = time.monotonic()
-            self._learn(request.structure or self.get_parameter("structure").value, response)
-        finally:
-            self._learning.release()
+            await finished
+        except Exception as exc:  # a bug: answer and keep running rather than take the node down
+            self.get_logger().error(f"learn failed unexpectedly: {exc!r}")
+            response.success = False
+            response.message = f"internal error while learning: {exc!r}"
         self._count("learn_ok" if response.success else "learn_failed")
         # (rclpy refuses different severities from one line of code)
         if response.success:
@@ -263,10 +289,6 @@ class LearnerNode(Node):
             learner = AffordanceLearner(structure=structure).fit(config, cases)
         except AffordanceError as exc:
             response.message = str(exc)
-            return
-        except Exception as exc:  # a bug: answer and keep running rather than take the node down
-            self.get_logger().error(f"learn failed unexpectedly: {exc!r}")
-            response.message = f"internal error while learning: {exc!r}"
             return
         try:
             learner.model_.save(self.model_path)
@@ -393,7 +415,7 @@ def main(args=None) -> int:
         rclpy.logging.get_logger(NODE_NAME).fatal(str(exc))
         rclpy.try_shutdown()
         return 1
-    executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+    executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
         executor.spin()

@@ -16,7 +16,7 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 101 + 1))
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import rclpy  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 
@@ -39,26 +39,38 @@ def wait_for(predicate, timeout=20.0, what="condition"):
 
 
 class Ros:
-    """One context, one executor thread, a client node; nodes added are destroyed at the end."""
+    """One context; the learner and a client node on one SingleThreadedExecutor (as learner_node
+    runs it), a simulated robot on another (as simulated_robot runs it), each spinning in a thread.
+    Nodes added are destroyed at the end."""
 
     def __init__(self, tmp_path):
         self.tmp_path = tmp_path
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=6, context=self.context)
-        self.nodes = []
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.nodes = {}  # node -> (executor, thread)
         self.client_node = self.add(rclpy.create_node("test_client", context=self.context))
         self._thread = threading.Thread(target=self.executor.spin, daemon=True)
         self._thread.start()
 
-    def add(self, node):
-        self.nodes.append(node)
-        self.executor.add_node(node)
+    def add(self, node, own_executor=False):
+        executor, thread = self.executor, None
+        if own_executor:
+            executor = SingleThreadedExecutor(context=self.context)
+            thread = threading.Thread(target=executor.spin, daemon=True)
+        executor.add_node(node)
+        if thread:
+            thread.start()
+        self.nodes[node] = (executor, thread)
         return node
 
     def remove(self, node):
-        self.executor.remove_node(node)
-        self.nodes.remove(node)
+        executor, thread = self.nodes.pop(node)
+        if thread is None:
+            executor.remove_node(node)
+        else:
+            executor.shutdown(timeout_sec=10.0)
+            thread.join(timeout=10.0)
         node.destroy_node()
 
     def learner(self, **params) -> LearnerNode:
@@ -71,7 +83,7 @@ class Ros:
     def robot(self, **params) -> SimulatedRobot:
         params.setdefault("rate", 200.0)
         return self.add(SimulatedRobot(context=self.context, parameter_overrides=[
-            Parameter(name, value=value) for name, value in params.items()]))
+            Parameter(name, value=value) for name, value in params.items()]), own_executor=True)
 
     def publisher(self, msg_type, topic):
         pub = self.client_node.create_publisher(msg_type, topic, QoSProfile(
@@ -98,8 +110,11 @@ class Ros:
         return self.call(Predict, "/affordance_learner/predict", **fields)
 
     def close(self):
+        for node, (executor, thread) in list(self.nodes.items()):
+            if thread is not None:
+                self.remove(node)
         self.executor.shutdown(timeout_sec=10.0)
-        for node in reversed(self.nodes):
+        for node in reversed(list(self.nodes)):
             node.destroy_node()
         rclpy.try_shutdown(context=self.context)
         self._thread.join(timeout=10.0)

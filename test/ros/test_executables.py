@@ -16,7 +16,7 @@ PARAMS_FILE = share_directory() / "config" / "learner.params.yaml"
 
 def start(executable, *ros_args, tmp_path, name):
     log = open(tmp_path / f"{name}.log", "w")
-    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     return subprocess.Popen([str(LIB / executable), "--ros-args", *ros_args], stdout=log,
                             stderr=subprocess.STDOUT, env=env)
 
@@ -58,6 +58,7 @@ def test_learner_and_robot_processes(ros, tmp_path):
         learner_status = stop(learner)
         if robot is not None:
             stop(robot)
+        print(output(tmp_path, "learner"), output(tmp_path, "robot"), sep="\n")  # shown when the test fails
     assert learner_status == 0, output(tmp_path, "learner")
     log = output(tmp_path, "learner")
     assert "stopping; cases: 40 stored this run" in log, log
