@@ -1,0 +1,29 @@
+"""The planner example of the README runs against the learner node as written."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from affordance_ros.storage import CaseStore
+
+from conftest import sampled_records
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_planner_example(ros, tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(300):
+            store.add(record)
+    ros.learner()
+    assert ros.learn().success
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) == 1
+    script = tmp_path / "planner.py"
+    script.write_text(blocks[0])
+    result = subprocess.run([sys.executable, "-P", str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["grasp", "tap", "touch"]
+    assert all(re.fullmatch(r"\w+: the object moves fast with probability [01]\.\d\d", line) for line in lines)
