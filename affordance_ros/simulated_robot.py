@@ -8,6 +8,7 @@ exits after ``count`` trials once they are all acknowledged (count 0: runs until
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -46,7 +47,7 @@ class SimulatedRobot(Node):
         self.count = param("count")
         self.min_subscribers = param("min_subscribers")
         self.use_trial_ids = param("use_trial_ids")
-        self.trial_id_prefix = param("trial_id_prefix") or time.strftime("sim-%Y%m%dT%H%M%S")
+        self.trial_id_prefix = param("trial_id_prefix") or f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
         # The trials come from another random stream than the ground truth's CPTs.
         self._rng = np.random.default_rng([param("seed"), 1])
         self._action = self.truth.index(self.truth.group("action")[0])
@@ -89,7 +90,8 @@ class SimulatedRobot(Node):
         self.declare_parameter("use_trial_ids", True, describe(
             "Give the three messages of a trial the same trial_id; false: leave it empty (pairing by stamp)."))
         self.declare_parameter("trial_id_prefix", "", describe(
-            "Trial ids are '<prefix>-<number>'; empty: 'sim-' and the start time, so that runs do not collide."))
+            "Trial ids are '<prefix>-<number>'; empty: 'sim-', the start time and a random tag, so that runs "
+            "do not collide."))
         self.declare_parameter("min_subscribers", 1, describe(
             "Publish only once each topic has this many subscribers (so that no trial is lost).",
             integer_range=[IntegerRange(from_value=0, to_value=1000)]))

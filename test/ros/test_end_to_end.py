@@ -90,3 +90,8 @@ def test_empty_paths_mean_the_defaults(ros, tmp_path, monkeypatch):
     learner = ros.learner(database_path="", model_path="", config_path="")
     assert learner.database_path == tmp_path / "elsewhere" / "affordance_ros" / "cases.db"
     assert learner.config_path == MONTESANO_CONFIG
+
+
+def test_robot_runs_started_together_have_distinct_trial_ids(ros):
+    first, second = ros.robot(count=1, min_subscribers=0), ros.robot(count=1, min_subscribers=0)
+    assert first.trial_id_prefix != second.trial_id_prefix
