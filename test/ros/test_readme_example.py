@@ -18,7 +18,8 @@ def test_readme_planner_example(ros, tmp_path):
             store.add(record)
     ros.learner()
     assert ros.learn().success
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+              if "class AffordanceClient(Node)" in b]
     assert len(blocks) == 1
     script = tmp_path / "planner.py"
     script.write_text(blocks[0])
