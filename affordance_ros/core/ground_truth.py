@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from .cases import MISSING, CaseSet
+from .cases import CaseSet
 from .network import AffordanceNetwork, SensorModel, Variable
 
 NETWORKS = {
@@ -110,4 +110,4 @@ def sample_cases(network: AffordanceNetwork, n: int, rng: np.random.Generator,
 
 
 __all__ = ["NETWORKS", "benchmark_structure", "benchmark_network", "random_cpts", "sample_values",
-           "sample_cases", "sensor_name", "MISSING"]
+           "sample_cases", "sensor_name"]

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .cases import MISSING, CaseSet, Evidence
+from .cases import CaseSet, Evidence
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
 from .network import AffordanceNetwork, SensorModel
@@ -218,11 +218,9 @@ def _check_learnable(network: AffordanceNetwork, cases: CaseSet) -> None:
         raise ModelFormatError(f"sensor models {unfitted} have no means/stddevs: fit them first")
     if cases.n_cases == 0:
         raise DataError("no cases to learn from")
-    observed = set(cases.labels) | {network.sensor_variable[s] for s in cases.readings}
-    unobserved = [n for n in network.names if n not in observed]
-    if unobserved and len(unobserved) == len(network):
+    if not cases.labels and not cases.readings:
         raise DataError("the cases observe none of the network's variables")
 
 
 __all__ = ["EMResult", "fit_em", "fit_discrete", "map_assign", "family_counts", "normalise_counts",
-           "log_likelihood", "rms_difference", "value_priors", "MISSING"]
+           "log_likelihood", "rms_difference", "value_priors"]
