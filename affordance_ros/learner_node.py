@@ -29,13 +29,13 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.exceptions import InvalidHandle
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
 from .core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
 from .core.learner import STRUCTURES
 from .msg import Action, Distribution, Features
 from .pairing import DuplicatePartError, PairingError, PartValidator, TrialAssembler
+from .qos import KEEP_ALL, describe_qos, trial_qos
 from .srv import Learn, Predict
 from .storage import CaseStore, CaseStoreError
 
@@ -101,9 +101,11 @@ class LearnerNode(Node):
         self.declare_parameter("trial_timeout", 5.0, describe(
             "Seconds (node clock) after its first part after which an incomplete trial is dropped with a warning.",
             floating_point_range=[FloatingPointRange(from_value=0.001, to_value=86400.0)]))
-        self.declare_parameter("qos_depth", 100, describe(
-            "History depth of the three reliable subscriptions: messages buffered while the node is busy.",
-            integer_range=[IntegerRange(from_value=1, to_value=100000)]))
+        self.declare_parameter("qos_depth", KEEP_ALL, describe(
+            "History of the three reliable subscriptions. 0 (default): keep all, so a robot publishing "
+            "faster than the node stores is slowed down instead of losing trials. N > 0: keep the last N "
+            "messages per topic (bounded memory; the oldest messages of a longer burst are lost).",
+            integer_range=[IntegerRange(from_value=0, to_value=100000)]))
         self.declare_parameter("status_period", 10.0, describe(
             "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
             "written only when they changed; 0 turns them off.",
@@ -134,8 +136,7 @@ class LearnerNode(Node):
         self.model = self._load_model()
 
         ingest = MutuallyExclusiveCallbackGroup()
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=param("qos_depth"),
-                         reliability=ReliabilityPolicy.RELIABLE)
+        qos = trial_qos(param("qos_depth"))
         self.create_subscription(Action, "action", self._on_action, qos, callback_group=ingest)
         self.create_subscription(Features, "object_features", self._on_object_features, qos, callback_group=ingest)
         self.create_subscription(Features, "effects", self._on_effects, qos, callback_group=ingest)
@@ -149,6 +150,7 @@ class LearnerNode(Node):
         self.get_logger().info(
             f"config {self.config_path} ({len(self.config)} variables, action variable "
             f"'{self.parts.action_variable}'); {self.store.count()} cases in {self.database_path}; "
+            f"trial topics {describe_qos(param('qos_depth'))}; "
             + (f"model loaded from {self.model_path}" if self.model else "no model yet: call ~/learn"))
 
     def _load_model(self) -> AffordanceNetwork | None:

@@ -23,6 +23,7 @@ import time
 from typing import Sequence
 
 from .bag import KINDS, STORAGES, TOPICS, BagError, BagWriter
+from .replay import qos_depth
 
 NODE_NAME = "affordance_recorder"
 
@@ -36,27 +37,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="stop after this many seconds (default 0: no limit)")
     parser.add_argument("--flush-period", type=float, default=1.0,
                         help="seconds between commits of what was recorded (default 1)")
-    parser.add_argument("--qos-depth", type=int, default=1000, help="history depth of the reliable subscriptions")
+    parser.add_argument("--qos-depth", type=qos_depth, default=0,
+                        help="history of the reliable subscriptions: 0 (default) keeps all (a publisher "
+                             "faster than the recorder waits instead of losing messages); N > 0 keeps the last N")
     return parser
 
 
 class BagRecorder:
     """Subscriptions on ``node`` that write the three topics into ``bag`` (a ``BagWriter`` is opened here)."""
 
-    def __init__(self, node, bag, storage: str = "sqlite3", qos_depth: int = 1000, flush_period: float = 1.0,
+    def __init__(self, node, bag, storage: str = "sqlite3", qos_depth: int = 0, flush_period: float = 1.0,
                  trials: int = 0):
         from rclpy.clock import Clock, ClockType
-        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.task import Future
 
         from .msg import Action, Features
+        from .qos import trial_qos
 
         self.node = node
         self.trials = trials
         self.done = Future()
         topics = {kind: node.resolve_topic_name(TOPICS[kind]) for kind in KINDS}
         self.writer = BagWriter(bag, storage, topics)
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=qos_depth, reliability=ReliabilityPolicy.RELIABLE)
+        qos = trial_qos(qos_depth)
         types = {"action": Action, "object": Features, "effect": Features}
         for kind in KINDS:
             node.create_subscription(types[kind], TOPICS[kind], self._writer_of(kind), qos, raw=True)

@@ -42,10 +42,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "NAMESPACE/effects (default /)")
     parser.add_argument("--min-subscribers", type=int, default=1,
                         help="wait until each topic has this many subscribers before playing (default 1; 0: do not wait)")
-    parser.add_argument("--qos-depth", type=int, default=1000, help="history depth of the reliable publishers")
+    parser.add_argument("--qos-depth", type=qos_depth, default=0,
+                        help="history of the reliable publishers: 0 (default) keeps all, so playing waits for a "
+                             "subscriber that is behind instead of dropping messages; N > 0 keeps the last N")
     parser.add_argument("--progress", action="store_true", default=None,
                         help="show a progress bar on stderr (default: only on a terminal)")
     return parser
+
+
+def qos_depth(text: str) -> int:
+    """argparse type of --qos-depth: a whole number >= 0 (0: keep all)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: keep all), got {text}")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -69,15 +82,16 @@ def playback_offsets(log_times: Sequence[int], rate: float) -> list[float]:
 class BagPlayer:
     """Publishes bag messages on their recorded topics with a node of its own (created on ``node``)."""
 
-    def __init__(self, node, messages: Sequence[BagMessage], publish_clock: bool = False, qos_depth: int = 1000):
-        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    def __init__(self, node, messages: Sequence[BagMessage], publish_clock: bool = False, qos_depth: int = 0):
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
         from rosgraph_msgs.msg import Clock
 
         from .msg import Action, Features
+        from .qos import publish_waiting, trial_qos
 
         self.node = node
         self.messages = sorted(messages, key=lambda m: m.log_time)
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=qos_depth, reliability=ReliabilityPolicy.RELIABLE)
+        qos = trial_qos(qos_depth)
         types = {"action": Action, "object": Features, "effect": Features}
         topics = {m.topic: m.kind for m in self.messages}
         self.publishers = {topic: node.create_publisher(types[kind], topic, qos) for topic, kind in topics.items()}
@@ -85,6 +99,7 @@ class BagPlayer:
         self.clock = (node.create_publisher(Clock, CLOCK_TOPIC, QoSProfile(
             depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)) if publish_clock else None)
         self.published = 0
+        self._publish_waiting = publish_waiting
 
     def subscribers_ready(self, minimum: int) -> bool:
         return all(p.get_subscription_count() >= minimum for p in self.publishers.values())
@@ -115,7 +130,7 @@ class BagPlayer:
                 if now - start >= due:
                     break
                 time.sleep(min(start + due, next_tick if self.clock is not None else float("inf")) - now)
-            self.publishers[message.topic].publish(message.raw)
+            self._publish_waiting(self.publishers[message.topic], message.raw, self.node.context.ok)
             self.published += 1
             if progress is not None:
                 progress(k + 1, len(messages))

@@ -17,12 +17,12 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
 from .core import AffordanceNetwork
 from .core.ground_truth import NETWORKS, benchmark_network, sample_values
 from .msg import Action, Features
+from .qos import KEEP_ALL, publish_waiting, trial_qos
 
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
@@ -55,11 +55,11 @@ class SimulatedRobot(Node):
                          for kind in ("object", "effect")}
         self._batch = np.empty((0, len(self.truth)), dtype=np.int64)
         self.published = 0
+        self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
         self._waiting_logged = False
 
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=param("qos_depth"),
-                         reliability=ReliabilityPolicy.RELIABLE)
+        qos = trial_qos(param("qos_depth"))
         self._outputs = {
             "action": self.create_publisher(Action, "action", qos),
             "object": self.create_publisher(Features, "object_features", qos),
@@ -95,8 +95,10 @@ class SimulatedRobot(Node):
         self.declare_parameter("min_subscribers", 1, describe(
             "Publish only once each topic has this many subscribers (so that no trial is lost).",
             integer_range=[IntegerRange(from_value=0, to_value=1000)]))
-        self.declare_parameter("qos_depth", 1000, describe(
-            "History depth of the reliable publishers.", integer_range=[IntegerRange(from_value=1, to_value=100000)]))
+        self.declare_parameter("qos_depth", KEEP_ALL, describe(
+            "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
+            "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",
+            integer_range=[IntegerRange(from_value=0, to_value=100000)]))
 
     def _subscribers_ready(self) -> bool:
         return all(p.get_subscription_count() >= self.min_subscribers for p in self._outputs.values())
@@ -117,7 +119,7 @@ class SimulatedRobot(Node):
 
         action = Action(trial_id=trial_id, action=self.truth.variables[self._action].values[codes[self._action]])
         action.header.stamp = stamp
-        self._outputs["action"].publish(action)
+        self._publish("action", action)
         for kind in ("object", "effect"):
             msg = Features(trial_id=trial_id)
             msg.header.stamp = stamp
@@ -125,15 +127,25 @@ class SimulatedRobot(Node):
                 sensor = self.truth.variables[i].sensor
                 msg.names.append(sensor.name)
                 msg.values.append(float(sensor.means[codes[i]] + sensor.stddevs[codes[i]] * self._rng.standard_normal()))
-            self._outputs[kind].publish(msg)
+            self._publish(kind, msg)
         self.published += 1
         if self.count and self.published == self.count:
             self._timer.cancel()
             self._finish()
 
+    def _publish(self, kind: str, msg) -> None:
+        """Publish; while a subscriber is behind (keep-all history full) wait: trials are delayed, never lost."""
+        self.publish_waits += publish_waiting(self._outputs[kind], msg, self.context.ok, on_wait=self._log_wait)
+
+    def _log_wait(self) -> None:
+        self.get_logger().warning("a subscriber is behind: waiting to publish (the history is full)",
+                                  throttle_duration_sec=5.0)
+
     def _finish(self) -> None:
         acked = all(p.wait_for_all_acked(Duration(seconds=10.0)) for p in self._outputs.values())
         self.get_logger().info(f"published {self.published} trials"
+                               + (f" (waited {self.publish_waits} times for a subscriber to catch up)"
+                                  if self.publish_waits else "")
                                + ("" if acked else "; some were not acknowledged within 10 s"))
         self.done.set_result(self.published)
 

@@ -119,6 +119,7 @@ def test_dds_quick(tmp_path):
     for burst in doc["bursts"]:
         assert 0 < burst["cases_stored"] <= 60 and burst["lost"] == 60 - burst["cases_stored"]
         assert burst["cases_per_second"] > 0
-    assert doc["learn_cases"] == doc["bursts"][-1]["cases_stored"]
+    assert doc["bursts"][0]["setting"] == "learner defaults (keep all)" and doc["bursts"][0]["lost"] == 0
+    assert doc["learn_cases"] == doc["bursts"][0]["cases_stored"]  # the services run with the defaults
     assert 0 < doc["predict_median"] <= doc["predict_p99"] < 10
     assert "~/predict round trip, median of 100" in stdout

@@ -72,3 +72,34 @@ def test_learner_refuses_to_start_with_a_bad_configuration(tmp_path):
     assert learner.wait(30) == 1
     log = output(tmp_path, "learner")
     assert f"config_path '{bad}'" in log and "no variables" in log, log
+
+
+def test_the_robot_at_full_speed_loses_no_trial_with_the_defaults(tmp_path):
+    # Reliable keep-all on both ends: the robot is slowed down to the learner's pace instead of
+    # losing trials (with the former default, keep last 100, most of such a burst was lost).
+    n = 3000
+    db = tmp_path / "cases.db"
+    learner = start("learner_node", "--params-file", str(PARAMS_FILE), "-p", f"database_path:={db}",
+                    "-p", f"model_path:={tmp_path / 'model.json'}", tmp_path=tmp_path, name="learner")
+    robot = None
+    try:
+        robot = start("simulated_robot", "-p", f"count:={n}", "-p", "rate:=10000.0", "-p", "seed:=6",
+                      tmp_path=tmp_path, name="robot")
+        assert robot.wait(120) == 0, output(tmp_path, "robot")
+        assert f"published {n} trials" in output(tmp_path, "robot")
+
+        def stored():
+            with CaseStore(db, read_only=True) as store:
+                return store.count()
+        wait_for(lambda: stored() == n, timeout=60, what=f"{n} cases in the database")
+    finally:
+        learner_status = stop(learner)
+        if robot is not None:
+            stop(robot)
+        print(output(tmp_path, "learner"), output(tmp_path, "robot"), sep="\n")  # shown when the test fails
+    assert learner_status == 0
+    log = output(tmp_path, "learner")
+    assert "trial topics reliable, keep all" in log
+    assert (f"stopping; cases: {n} stored this run; trials pending: 0; parts received: {n} action, {n} object, "
+            f"{n} effect") in log, log
+    assert "incomplete trials dropped: 0" in log, log
