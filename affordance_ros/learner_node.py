@@ -99,7 +99,9 @@ class LearnerNode(Node):
             "by stamp (empty trial_id). Keep it below half the time between trials.",
             floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)]))
         self.declare_parameter("trial_timeout", 5.0, describe(
-            "Seconds (node clock) after its first part after which an incomplete trial is dropped with a warning.",
+            "An incomplete trial is dropped with a warning once the header stamps of the messages received "
+            "after its first part are this many seconds later (data time: replay speed does not matter), or "
+            "when no message at all has arrived for this many seconds of the node clock (use_sim_time applies).",
             floating_point_range=[FloatingPointRange(from_value=0.001, to_value=86400.0)]))
         self.declare_parameter("qos_depth", KEEP_ALL, describe(
             "History of the three reliable subscriptions. 0 (default): keep all, so a robot publishing "
@@ -140,7 +142,9 @@ class LearnerNode(Node):
         self.create_subscription(Action, "action", self._on_action, qos, callback_group=ingest)
         self.create_subscription(Features, "object_features", self._on_object_features, qos, callback_group=ingest)
         self.create_subscription(Features, "effects", self._on_effects, qos, callback_group=ingest)
-        self.create_timer(min(1.0, self.assembler.trial_timeout / 4), self._expire_trials, callback_group=ingest)
+        self._expire_period = min(1.0, self.assembler.trial_timeout / 4)
+        self._last_expire_check = None
+        self.create_timer(self._expire_period, self._expire_trials, callback_group=ingest)
         if param("status_period") > 0:
             self.create_timer(param("status_period"), self._log_status, callback_group=ingest)
         # reentrant: a second request is taken (and refused) while the first one awaits its worker
@@ -196,13 +200,15 @@ class LearnerNode(Node):
 
     def _take_part(self, kind: str, msg, payload) -> None:
         self._count(f"received_{kind}")
+        stamp, now = stamp_seconds(msg.header.stamp), self._now()
+        self._report_dropped(self.assembler.observe(stamp, now))  # data time moves on with every message
         what = f"'{kind}' part of trial '{msg.trial_id}'" if msg.trial_id else f"'{kind}' part without trial_id"
         try:
             if msg.trial_id and self.store.contains(msg.trial_id):
                 self._count("duplicate_trials")
                 self.get_logger().warning(f"ignored the {what}: a case with this trial_id is already stored")
                 return
-            trial = self.assembler.add(kind, msg.trial_id, stamp_seconds(msg.header.stamp), payload(), self._now())
+            trial = self.assembler.add(kind, msg.trial_id, stamp, payload(), now)
         except DuplicatePartError as exc:
             self._count("duplicate_parts")
             self.get_logger().warning(f"ignored the {what}: {exc}")
@@ -228,7 +234,17 @@ class LearnerNode(Node):
             self.get_logger().warning(f"trial '{trial.trial_id}' is already stored; kept the stored one")
 
     def _expire_trials(self) -> None:
-        for dropped in self.assembler.expire(self._now()):
+        """The fallback once messages stop (pairing.TrialAssembler.expire), on the node clock. Not
+        right after the executor was held up (a run late by more than a period): messages that
+        arrived meanwhile are still queued and go first."""
+        now, previous = self._now(), self._last_expire_check
+        self._last_expire_check = now
+        if previous is not None and now - previous > 2 * self._expire_period:
+            return
+        self._report_dropped(self.assembler.expire(now))
+
+    def _report_dropped(self, trials) -> None:
+        for dropped in trials:
             self._count("dropped_incomplete")
             name = f"trial '{dropped.trial_id}'" if dropped.trial_id else f"trial stamped {dropped.stamp:.3f} s"
             self.get_logger().warning(f"dropped the incomplete {name} (has {', '.join(dropped.parts)}): "

@@ -2,11 +2,12 @@
 
 A bag is turned into cases by the learner node's own code: ``PartValidator`` checks each
 message as the node checks it, ``TrialAssembler`` pairs the parts (by trial_id, else by
-header stamps within ``slop``), with the bag's log times as the clock the node would have
-had. Incomplete trials are those the node would drop: a part still missing
-``trial_timeout`` seconds of log time after the trial's first part (the node's timer drops
-them up to one timer period later), or missing when the bag ends. Cases go into the node's
-case database through ``CaseStore``; a trial whose id is stored already is left as it is.
+header stamps within ``slop``) and times incomplete trials out as the node does: a part
+still missing once the header stamps have moved on by ``trial_timeout`` seconds (data
+time, the same at any replay speed), or after ``trial_timeout`` seconds of log time
+without any message (the node's fallback on its clock when messages stop), or when the
+bag ends. Cases go into the node's case database through ``CaseStore``; a trial whose id
+is stored already is left as it is.
 Pure Python, no ROS.
 """
 
@@ -85,13 +86,14 @@ class Assembly:
 
 def assemble_trials(messages: Iterable[BagMessage], validator: PartValidator,
                     slop: float = DEFAULT_SLOP, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT) -> Assembly:
-    """Pair parts into trials as the learner node does, with each message's log time as the clock."""
+    """Pair parts into trials as the learner node does: the same ``TrialAssembler`` calls in the
+    same order, timeouts on data time (header stamps), each message's log time as the receive clock."""
     assembler = TrialAssembler(slop=slop, trial_timeout=trial_timeout)
     out = Assembly()
-    now = -math.inf
     for message in messages:
         now = to_seconds(message.log_time)
-        out.incomplete.extend(assembler.expire(now))
+        out.incomplete.extend(assembler.expire(now))  # the node's timer, during a silence before this message
+        out.incomplete.extend(assembler.observe(message.stamp, now))
         msg = message.msg
         what = (f"'{message.kind}' part of trial '{msg.trial_id}'" if msg.trial_id
                 else f"'{message.kind}' part stamped {message.stamp:.3f} s")

@@ -2,11 +2,23 @@
 
 Parts with the same ``trial_id`` belong together. Parts with an empty id are paired by
 their header stamps: the three stamps of a trial lie within ``slop`` seconds of each
-other. A trial still missing a part ``trial_timeout`` seconds after its first part
-arrived is dropped and reported.
+other.
 
-Time is whatever clock the caller passes as ``now`` (the node's ROS clock, or a bag's
-receive times), never the wall clock, so a bag replayed at any speed pairs the same.
+Incomplete trials are judged on **data time**, the latest header stamp seen, so that a
+bag replayed at any speed pairs and times out exactly as it was recorded:
+
+- every message that arrives goes through ``observe(stamp, now)`` first (also one that is
+  then rejected): data time moves on to its stamp, and a trial still missing a part once
+  data time is ``trial_timeout`` past the data time of its first part is dropped;
+- the fallback for when messages stop: ``expire(now)`` drops every trial still missing a
+  part when no message at all has arrived for ``trial_timeout`` seconds of the *receive
+  clock* (``now``: the node's ROS clock, or a bag's log times), so the last incomplete
+  trials of a stream are still dropped and reported. Offline import calls it before each
+  message (and with ``inf`` when the bag ends), the node on a timer.
+
+A part without a stamp (0) advances data time by the receive-clock time since the
+previous message instead. A stamp more than ``CLOCK_RESTART`` seconds behind data time
+(a simulator or a robot whose clock started over) restarts data time at that stamp.
 Pure Python, no ROS: the node converts its messages into (kind, trial_id, stamp, payload).
 """
 
@@ -23,6 +35,8 @@ from .trial import Trial
 KINDS = ("action", "object", "effect")
 # Completed trial ids remembered to recognise parts sent again after their trial was stored.
 _REMEMBERED_IDS = 10000
+# Seconds a stamp may lie behind data time before it is taken for a clock that started over.
+CLOCK_RESTART = 3600.0
 
 
 class PairingError(ValueError):
@@ -46,7 +60,7 @@ class DroppedTrial:
 @dataclass
 class _Pending:
     trial_id: str
-    first_seen: float
+    started: float  # data time when its first part arrived
     parts: dict = field(default_factory=dict)  # kind -> (stamp, payload)
 
     def stamps(self) -> list[float]:
@@ -54,7 +68,8 @@ class _Pending:
 
 
 class TrialAssembler:
-    """Feed parts with ``add``; call ``expire`` regularly with the same clock."""
+    """For every message: ``observe`` (returns the trials that timed out), then ``add`` if the part is
+    valid (returns the trial it completes). Call ``expire`` between messages with the receive clock."""
 
     def __init__(self, slop: float = 0.1, trial_timeout: float = 5.0):
         if not slop >= 0:
@@ -64,6 +79,9 @@ class TrialAssembler:
         self.slop = float(slop)
         self.trial_timeout = float(trial_timeout)
         self.counts = {"completed": 0, "duplicate_parts": 0, "dropped": 0}
+        self.data_time: float | None = None     # the latest header stamp seen
+        self._stamped = False                   # whether data time comes from a stamp yet
+        self.last_arrival: float | None = None  # receive-clock time of the latest message
         self._by_id: dict[str, _Pending] = {}
         self._by_stamp: list[_Pending] = []
         self._completed_ids: OrderedDict[str, None] = OrderedDict()
@@ -73,31 +91,61 @@ class TrialAssembler:
         """Trials waiting for a part."""
         return len(self._by_id) + len(self._by_stamp)
 
-    def add(self, kind: str, trial_id: str, stamp: float | None, payload, now: float) -> Trial | None:
-        """Add one part; return the trial it completes, or None while parts are missing.
+    def observe(self, stamp: float | None, now: float) -> list[DroppedTrial]:
+        """A message stamped ``stamp`` arrived at ``now`` (receive clock): data time moves on, and
+        the trials it leaves more than ``trial_timeout`` behind are dropped and returned."""
+        previous, self.last_arrival = self.last_arrival, now
+        if stamp is None or not stamp > 0:  # no stamp: the receive clock stands in
+            self.data_time = self._data_time() + (max(0.0, now - previous) if previous is not None else 0.0)
+        elif not self._stamped or stamp < self.data_time - CLOCK_RESTART:
+            # the first stamp, or the sender's clock started over: data time starts (again) here
+            self._stamped = True
+            self.data_time = stamp
+            for pending in self._pendings():
+                pending.started = stamp
+        elif stamp > self.data_time:
+            self.data_time = stamp
+        late = []
+        for pendings in (self._by_id.values(), self._by_stamp):  # each in the order they started
+            for pending in pendings:
+                if self.data_time - pending.started <= self.trial_timeout:
+                    break
+                late.append(pending)
+        return self._drop(late, f"while the header stamps moved on by trial_timeout {self.trial_timeout:g} s")
 
-        ``payload``: the action label for 'action', {sensor: reading} for 'object' and 'effect'.
+    def add(self, kind: str, trial_id: str, stamp: float | None, payload, now: float) -> Trial | None:
+        """Add one part (``observe`` it first); return the trial it completes, or None while parts are missing.
+
+        ``payload``: the action label for 'action', {sensor: reading} for 'object' and 'effect';
+        ``now``: the receive clock, kept as the trial's ``received`` time.
         Raises PairingError (DuplicatePartError for a part seen before) and leaves the state unchanged.
         """
         if kind not in KINDS:
             raise ValueError(f"unknown part kind '{kind}'; expected one of {list(KINDS)}")
         if trial_id:
-            pending = self._pending_by_id(kind, trial_id, now)
+            pending = self._pending_by_id(kind, trial_id)
         else:
-            pending = self._pending_by_stamp(kind, stamp, now)
+            pending = self._pending_by_stamp(kind, stamp)
         pending.parts[kind] = (stamp, payload)
         if len(pending.parts) < len(KINDS):
             return None
         return self._complete(pending, now)
 
     def expire(self, now: float) -> list[DroppedTrial]:
-        """Drop the trials still incomplete ``trial_timeout`` after their first part arrived."""
+        """The fallback once messages stop: if none arrived for more than ``trial_timeout`` of the
+        receive clock before ``now``, drop every incomplete trial (``now`` = inf: drop them all)."""
+        if self.last_arrival is not None and now < self.last_arrival:  # the clock jumped back (a looped bag)
+            self.last_arrival = now
+        if self.last_arrival is None or now - self.last_arrival <= self.trial_timeout:
+            return []
+        return self._drop(self._pendings(), f"and no message at all for trial_timeout {self.trial_timeout:g} s")
+
+    def _pendings(self) -> list[_Pending]:
+        return [*self._by_id.values(), *self._by_stamp]
+
+    def _drop(self, pendings: list[_Pending], why: str) -> list[DroppedTrial]:
         dropped = []
-        for pending in [*self._by_id.values(), *self._by_stamp]:
-            if now < pending.first_seen:  # the clock jumped back (e.g. a bag looped): start over
-                pending.first_seen = now
-            if now - pending.first_seen <= self.trial_timeout:
-                continue
+        for pending in pendings:
             if pending.trial_id:
                 del self._by_id[pending.trial_id]
             else:
@@ -107,25 +155,24 @@ class TrialAssembler:
             dropped.append(DroppedTrial(
                 trial_id=pending.trial_id, stamp=min(stamps) if stamps else None,
                 parts=tuple(k for k in KINDS if k in pending.parts),
-                reason=f"no {' or '.join(repr(k) for k in missing)} part within trial_timeout "
-                       f"{self.trial_timeout:g} s"))
+                reason=f"no {' or '.join(repr(k) for k in missing)} part {why}"))
         self.counts["dropped"] += len(dropped)
         return dropped
 
     # ---------------------------------------------------------------- helpers
-    def _pending_by_id(self, kind: str, trial_id: str, now: float) -> _Pending:
+    def _pending_by_id(self, kind: str, trial_id: str) -> _Pending:
         if trial_id in self._completed_ids:
             self.counts["duplicate_parts"] += 1
             raise DuplicatePartError(f"trial '{trial_id}' is already complete; this '{kind}' part was sent again")
         pending = self._by_id.get(trial_id)
         if pending is None:
-            pending = self._by_id[trial_id] = _Pending(trial_id, now)
+            pending = self._by_id[trial_id] = _Pending(trial_id, self._data_time())
         elif kind in pending.parts:
             self.counts["duplicate_parts"] += 1
             raise DuplicatePartError(f"trial '{trial_id}' already has its '{kind}' part; kept the first one")
         return pending
 
-    def _pending_by_stamp(self, kind: str, stamp: float | None, now: float) -> _Pending:
+    def _pending_by_stamp(self, kind: str, stamp: float | None) -> _Pending:
         if stamp is None or stamp <= 0:
             raise PairingError(f"'{kind}' part with no trial_id and no header stamp: cannot pair it; "
                                "set header.stamp or trial_id")
@@ -141,9 +188,12 @@ class TrialAssembler:
             if distance <= self.slop and (best is None or distance < best_distance):
                 best, best_distance = pending, distance
         if best is None:
-            best = _Pending("", now)
+            best = _Pending("", self._data_time())
             self._by_stamp.append(best)
         return best
+
+    def _data_time(self) -> float:
+        return self.data_time if self.data_time is not None else 0.0
 
     def _complete(self, pending: _Pending, now: float) -> Trial:
         action_stamp, action = pending.parts["action"]

@@ -72,7 +72,7 @@ def known_trials():
                               received=t + 0.3).to_record("Action"))
     obj, eff = readings(99)
     parts += [part(T0 + 20, "action", "late", T0 + 20, "tap"), part(T0 + 20, "object", "late", T0 + 20, obj),
-              part(T0 + 27, "effect", "late", T0 + 20, eff),  # 7 s later: the trial was dropped at 5 s
+              part(T0 + 27, "effect", "late", T0 + 20, eff),  # after 7 s of silence: the trial was dropped at 5 s
               part(T0 + 28, "action", "kick", T0 + 28, "kick"),  # unknown action: rejected
               part(T0 + 28, "object", "kick", T0 + 28, obj), part(T0 + 28, "effect", "kick", T0 + 28, eff),
               part(T0 + 29, "action", "cut", T0 + 29, "grasp")]  # the bag ends before its other parts
@@ -91,7 +91,10 @@ def test_known_trials_give_exactly_their_cases(tmp_path, storage):
     assert f"read {len(parts)} messages" in report and f"({storage})" in report
     assert "built 15 cases (10 paired by trial_id, 5 by stamp)" in report
     assert "4 incomplete trials" in report
-    assert "1 with no 'effect' part within trial_timeout 5 s ('late')" in report
+    # 'late': 7 s without any message before its effect (the node's fallback on its clock drops it), then
+    # its effect alone, dropped once the stamps of 'kick' are 8 s later (data time)
+    assert "1 with no 'effect' part and no message at all for trial_timeout 5 s ('late')" in report
+    assert "1 with no 'action' or 'object' part while the header stamps moved on by trial_timeout 5 s ('late')" in report
     assert "no 'action' part before the bag ends ('kick')" in report
     assert "no 'object' or 'effect' part before the bag ends ('cut')" in report
     assert "1 rejected parts: 'action' part of trial 'kick': unknown action 'kick'" in report

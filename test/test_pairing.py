@@ -66,47 +66,113 @@ def test_stamp_pairing_needs_a_stamp_and_spots_resent_parts():
         asm.add("action", "", 5.0, "tap", now=0.0)
 
 
-def test_incomplete_trials_expire_on_the_given_clock():
+def feed(asm, parts):
+    """Parts (receive time, kind, trial_id, stamp, payload) as the node and offline import feed them:
+    observe every message, then add it; returns what happened, in order."""
+    events = []
+    for now, kind, trial_id, stamp, payload in parts:
+        events += [f"dropped {d.trial_id or d.stamp} ({'stamps' if 'stamps' in d.reason else 'idle'})"
+                   for d in asm.expire(now) + asm.observe(stamp, now)]
+        trial = asm.add(kind, trial_id, stamp, payload, now)
+        if trial:
+            events.append(f"{trial.action} {trial.trial_id}")
+    return events
+
+
+def test_incomplete_trials_time_out_on_data_time():
     asm = TrialAssembler(slop=0.1, trial_timeout=2.0)
-    asm.add("action", "a", 1.0, "tap", now=10.0)
-    asm.add("object", "", 50.0, OBJ, now=11.0)
-    assert asm.expire(now=12.0) == []  # 2.0 s is not more than the timeout
-    dropped = asm.expire(now=12.5)
+    assert asm.observe(100.0, now=10.0) == []
+    asm.add("action", "a", 100.0, "tap", now=10.0)
+    assert asm.observe(102.0, now=10.1) == []  # 2.0 s of stamps is not more than the timeout
+    asm.add("object", "", 102.0, OBJ, now=10.1)
+    dropped = asm.observe(102.5, now=10.2)  # receive time hardly moved: the stamps decide
     assert [(d.trial_id, d.parts) for d in dropped] == [("a", ("action",))]
-    assert "'object' or 'effect'" in dropped[0].reason and "2 s" in dropped[0].reason
-    assert [d.parts for d in asm.expire(now=13.5)] == [("object",)]
+    assert dropped[0].reason == "no 'object' or 'effect' part while the header stamps moved on by trial_timeout 2 s"
+    assert asm.data_time == 102.5 and asm.pending == 1
+    # an old stamp (a late part) does not move data time back
+    assert asm.observe(101.0, now=10.3) == [] and asm.data_time == 102.5
+    assert [d.parts for d in asm.observe(104.2, now=10.4)] == [("object",)]
     assert asm.counts["dropped"] == 2 and asm.pending == 0
     # a dropped id may complete later from scratch
-    asm.add("action", "a", 1.0, "tap", now=20.0)
-    asm.add("object", "a", 1.0, OBJ, now=20.0)
-    assert asm.add("effect", "a", 1.0, EFF, now=20.0).trial_id == "a"
+    for kind, payload in (("action", "tap"), ("object", OBJ), ("effect", EFF)):
+        asm.observe(104.3, now=10.5)
+        trial = asm.add(kind, "a", 104.3, payload, now=10.5)
+    assert trial.trial_id == "a"
 
 
-def test_bag_like_stream_judged_on_receive_times():
-    """Parts in the order and with the receive times a bag holds; no wall clock involved."""
-    parts = [(0.00, "action", 0.00, "tap"), (0.01, "object", 0.00, OBJ), (0.50, "action", 0.50, "grasp"),
-             (0.51, "object", 0.50, OBJ), (0.55, "effect", 0.50, EFF), (0.70, "effect", 0.00, EFF)]
+def test_the_same_stream_gives_the_same_trials_at_any_speed():
+    """A bag-like stream: the late 'effect' of trial 'x' (stamped at its start) comes 6 s after it,
+    while other trials go on; replayed at any rate (receive times scaled) the same trials come out."""
+    parts = []
+    for k in range(10):
+        t = 1000.0 + k
+        parts += [(t, "action", f"t{k}", t, "tap"), (t + 0.01, "object", f"t{k}", t, OBJ),
+                  (t + 0.02, "effect", f"t{k}", t, EFF)]
+    parts += [(1001.5, "action", "x", 1001.5, "grasp"), (1001.51, "object", "x", 1001.5, OBJ),
+              (1007.6, "effect", "x", 1001.5, EFF)]
+    parts.sort(key=lambda p: p[0])
 
-    def run(timeout):
-        asm = TrialAssembler(slop=0.05, trial_timeout=timeout)
-        events = []
-        for now, kind, stamp, payload in parts:
-            events += [f"dropped {d.stamp}" for d in asm.expire(now)]
-            trial = asm.add(kind, "", stamp + 1000.0, payload, now)
-            if trial:
-                events.append(f"{trial.action} {trial.trial_id}")
-        return events
+    def run(rate, timeout=5.0):
+        start = parts[0][0]
+        scaled = [(start + (now - start) / rate, *rest) for now, *rest in parts]
+        return feed(TrialAssembler(trial_timeout=timeout), scaled)
 
-    # the first trial's effect comes 0.7 s after its action
-    assert run(timeout=0.6) == ["grasp stamp-1000.500000", "dropped 1000.0"]
-    assert run(timeout=1.0) == ["grasp stamp-1000.500000", "tap stamp-1000.000000"]
+    at_1x = run(1.0)
+    assert "dropped x (stamps)" in at_1x and not any(e.startswith("grasp") for e in at_1x)
+    assert len([e for e in at_1x if e.startswith("tap")]) == 10
+    assert run(10.0) == run(0.5) == run(1000.0) == at_1x
+    assert "grasp x" in run(1.0, timeout=7.0)
 
 
-def test_clock_jumping_back_restarts_the_wait():
+def test_by_stamp_pairing_times_out_on_data_time_too():
+    parts = [(0.00, "action", "", 1000.00, "tap"), (0.01, "object", "", 1000.00, OBJ),
+             (0.02, "action", "", 1000.50, "grasp"), (0.03, "object", "", 1000.50, OBJ),
+             (0.04, "effect", "", 1000.50, EFF), (0.05, "effect", "", 1000.00, EFF)]
+    # the first trial's effect comes after the stamps moved on by 0.5 s (received at once, as in a fast replay)
+    assert feed(TrialAssembler(slop=0.05, trial_timeout=0.4), parts) == [
+        "dropped 1000.0 (stamps)", "grasp stamp-1000.500000"]
+    assert feed(TrialAssembler(slop=0.05, trial_timeout=0.6), parts) == [
+        "grasp stamp-1000.500000", "tap stamp-1000.000000"]
+
+
+def test_when_messages_stop_the_receive_clock_drops_what_is_left():
+    asm = TrialAssembler(trial_timeout=2.0)
+    asm.observe(500.0, now=10.0)
+    asm.add("action", "a", 500.0, "tap", now=10.0)
+    assert asm.expire(now=12.0) == []
+    dropped = asm.expire(now=12.1)
+    assert [d.trial_id for d in dropped] == ["a"]
+    assert dropped[0].reason == "no 'object' or 'effect' part and no message at all for trial_timeout 2 s"
+    # judged on the receive clock only: stamps do not move on meanwhile
+    asm.observe(600.0, now=20.0)
+    asm.add("action", "b", 600.0, "tap", now=20.0)
+    assert asm.observe(600.0, now=20.5) == []
+    assert asm.expire(now=22.4) == []
+    assert [d.trial_id for d in asm.expire(now=22.6)] == ["b"]
+    assert asm.pending == 0
+
+
+def test_parts_without_stamps_use_the_receive_clock():
     asm = TrialAssembler(trial_timeout=1.0)
-    asm.add("action", "a", 1.0, "tap", now=100.0)
-    assert asm.expire(now=5.0) == []  # e.g. a looped bag: the clock starts over
-    assert asm.expire(now=5.9) == []
+    asm.observe(0.0, now=50.0)
+    asm.add("action", "a", 0.0, "tap", now=50.0)
+    for now in (50.4, 50.8):  # other messages keep coming, none stamped
+        assert asm.observe(0.0, now=now) == []
+    assert [d.trial_id for d in asm.observe(0.0, now=51.2)] == ["a"]
+
+
+def test_a_clock_that_starts_over_restarts_data_time():
+    asm = TrialAssembler(trial_timeout=1.0)
+    asm.observe(1_700_000_000.0, now=0.0)
+    asm.add("action", "a", 1_700_000_000.0, "tap", now=0.0)
+    assert asm.observe(5.0, now=0.1) == []  # e.g. a simulator restarted: its clock starts over
+    assert asm.data_time == 5.0 and asm.pending == 1
+    assert asm.observe(5.9, now=0.2) == []
+    assert len(asm.observe(6.1, now=0.3)) == 1
+    # the receive clock jumping back (a looped bag) restarts the wait for messages
+    asm.observe(6.1, now=100.0)
+    asm.add("action", "b", 6.1, "tap", now=100.0)
+    assert asm.expire(now=5.0) == [] and asm.expire(now=5.9) == []
     assert len(asm.expire(now=6.1)) == 1
 
 

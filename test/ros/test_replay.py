@@ -74,14 +74,42 @@ def test_a_replayed_bag_gives_the_node_the_cases_of_offline_import(ros, tmp_path
     assert learner.counts["rejected_parts"] == 1
 
 
-def test_with_the_bags_clock_a_sim_time_node_times_trials_out_as_offline_import(ros, tmp_path):
-    # 'late' gets its effect 8 s after its other parts: past the 5 s trial_timeout in bag time,
-    # but only 3.2 s later in wall time at rate 2.5; trials keep coming meanwhile
+def late_trial_bag(path):
+    """'late' gets its effect 8 s after its other parts (stamped as they are): past the 5 s
+    trial_timeout, as trials t0..t9 one second apart show meanwhile."""
     parts = [(T0 + 1, "action", "late", T0 + 1, "tap"), (T0 + 1, "object", "late", T0 + 1, OBJECT),
              (T0 + 9, "effect", "late", T0 + 1, EFFECT)]
     for k in range(10):
         parts += trial(T0 + k, f"t{k}", "touch")
-    bag, messages = write_parts(tmp_path / "bag", parts)
+    return write_parts(path, parts)
+
+
+def test_replayed_ten_times_faster_without_clock_trials_time_out_as_offline_import(ros, tmp_path):
+    # at rate 10 'late' gets its effect 0.8 s (wall and node clock) after its other parts; the node
+    # judges the timeout on the header stamps, which have moved on by 8 s: it drops 'late' as import does
+    bag, messages = late_trial_bag(tmp_path / "bag")
+    offline = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
+    assert sorted(r["trial_id"] for r in offline.records) == [f"t{k}" for k in range(10)]
+    assert "1 with no 'effect' part while the header stamps moved on" in "\n".join(offline.report)
+
+    learner = ros.learner()
+    assert not learner.get_parameter("use_sim_time").value
+    started = time.monotonic()
+    player = subprocess.run([CLI, "replay", str(bag), "--rate", "10"], capture_output=True, text=True, timeout=60)
+    assert player.returncode == 0, player.stderr + player.stdout
+    assert f"published {messages} messages" in player.stdout and "with /clock" not in player.stdout
+    wait_for(lambda: learner.store.count() >= len(offline.records), what="the replayed cases")
+    assert time.monotonic() - started < learner.assembler.trial_timeout  # the whole bag in less than the timeout
+    time.sleep(0.3)
+    assert without_received(learner.store.records()) == without_received(offline.records)
+    assert learner.counts["dropped_incomplete"] == 1 and learner.assembler.pending == 1  # the lone late effect
+    wait_for(lambda: learner.assembler.pending == 0, timeout=10, what="the fallback on the node clock")
+    assert learner.counts["dropped_incomplete"] == 2
+
+
+def test_with_the_bags_clock_a_sim_time_node_times_trials_out_as_offline_import(ros, tmp_path):
+    # at rate 2.5 with /clock: the node's clock is the bag's
+    bag, messages = late_trial_bag(tmp_path / "bag")
     offline = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
     assert sorted(r["trial_id"] for r in offline.records) == [f"t{k}" for k in range(10)]
 
