@@ -1,12 +1,13 @@
 """The affordance learner node: stores the robot's trials, learns the network, answers predictions.
 
 Topics (relative names, remappable): ``action`` (Action), ``object_features`` and ``effects``
-(Features). Services: ``~/learn`` (Learn), ``~/predict`` (Predict). Every completed trial
+(Features). Services: ``~/learn`` (Learn), ``~/predict`` (Predict), ``~/select_action``
+(SelectAction: the actions ranked by how likely they produce a desired effect). Every completed trial
 is committed to the case database at once; the learned model is written atomically to
 ``model_path`` and loaded again at start-up.
 
 Threads: the executor thread takes the messages, pairs and stores trials and answers
-predict; learning runs in a worker thread of its own while the ~/learn callback (a
+predict and select_action; learning runs in a worker thread of its own while the ~/learn callback (a
 coroutine in a reentrant callback group) awaits it, so the executor goes on with
 everything else and a second learn request is answered "busy" at once. rclpy 9's
 MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
@@ -31,12 +32,13 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.task import Future
 
-from .core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from .core import (AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, EvidenceError, format_arcs, predict,
+                   rank_actions)
 from .core.learner import STRUCTURES
 from .msg import Action, Distribution, Features
 from .pairing import DuplicatePartError, PairingError, PartValidator, TrialAssembler
 from .qos import KEEP_ALL, describe_qos, trial_qos
-from .srv import Learn, Predict
+from .srv import Learn, Predict, SelectAction
 from .storage import CaseStore, CaseStoreError
 
 NODE_NAME = "affordance_learner"
@@ -149,7 +151,9 @@ class LearnerNode(Node):
             self.create_timer(param("status_period"), self._log_status, callback_group=ingest)
         # reentrant: a second request is taken (and refused) while the first one awaits its worker
         self.create_service(Learn, "~/learn", self._on_learn, callback_group=ReentrantCallbackGroup())
-        self.create_service(Predict, "~/predict", self._on_predict, callback_group=MutuallyExclusiveCallbackGroup())
+        queries = MutuallyExclusiveCallbackGroup()
+        self.create_service(Predict, "~/predict", self._on_predict, callback_group=queries)
+        self.create_service(SelectAction, "~/select_action", self._on_select_action, callback_group=queries)
 
         self.get_logger().info(
             f"config {self.config_path} ({len(self.config)} variables, action variable "
@@ -365,6 +369,31 @@ class LearnerNode(Node):
         self._count("predict_ok" if response.success else "predict_failed")
         return response
 
+    # ------------------------------------------------------ select_action
+    def _on_select_action(self, request: SelectAction.Request,
+                          response: SelectAction.Response) -> SelectAction.Response:
+        model = self.model  # a learn running meanwhile swaps in its model only when done
+        response.success = False
+        if model is None:
+            response.message = f"no model yet: call ~/learn first ({self.store.count()} cases stored)"
+        else:
+            try:
+                ranking = _rank_actions(model, request)
+            except AffordanceError as exc:
+                response.message = str(exc)
+            except Exception as exc:  # a bug: answer and keep running
+                self.get_logger().error(f"select_action failed unexpectedly: {exc!r}")
+                response.message = f"internal error while ranking actions: {exc!r}"
+            else:
+                response.success = True
+                response.action_variable = ranking.action_variable
+                response.actions = list(ranking.actions)
+                response.probabilities = list(ranking.probabilities)
+        if not response.success:
+            self.get_logger().warning(f"select_action: {response.message}")
+        self._count("select_ok" if response.success else "select_failed")
+        return response
+
     # --------------------------------------------------------- counters
     def _count(self, name: str) -> None:
         with self._counts_lock:
@@ -387,7 +416,8 @@ class LearnerNode(Node):
                 f"{counts.get('duplicate_trials', 0)}; incomplete trials dropped: {counts.get('dropped_incomplete', 0)}; "
                 f"learn ok/failed/refused: {counts.get('learn_ok', 0)}/{counts.get('learn_failed', 0)}/"
                 f"{counts.get('learn_refused', 0)}; predict ok/failed: {counts.get('predict_ok', 0)}/"
-                f"{counts.get('predict_failed', 0)}")
+                f"{counts.get('predict_failed', 0)}; select_action ok/failed: {counts.get('select_ok', 0)}/"
+                f"{counts.get('select_failed', 0)}")
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -411,6 +441,22 @@ def _pairs(names, values, what: str) -> dict:
             raise AffordanceError(f"{what} '{name}' is given twice")
         out[name] = value
     return out
+
+
+def _rank_actions(model: AffordanceNetwork, request: SelectAction.Request):
+    """rank_actions for a SelectAction request; the desired effects must be effect variables, and
+    not also given as evidence (by label or by their sensor's reading)."""
+    sensors = _pairs(request.sensor_names, request.sensor_values, "sensor")
+    values = _pairs(request.variable_names, request.variable_values, "variable")
+    effects = _pairs(request.effect_names, request.effect_values, "effect")
+    for name in effects:
+        variable = model[name]
+        if variable.group != "effect":
+            raise EvidenceError(f"'{name}' is not an effect variable (it is in the group '{variable.group}'); "
+                                f"the effects are {model.group('effect')}")
+        if name in values or (variable.sensor and variable.sensor.name in sensors):
+            raise EvidenceError(f"'{name}' is a desired effect: do not also give it as evidence")
+    return rank_actions(model, effects, sensors=sensors, values=values)
 
 
 def _mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
