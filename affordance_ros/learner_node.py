@@ -36,6 +36,7 @@ from .core import (AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSe
                    rank_actions)
 from .core.learner import STRUCTURES
 from .msg import Action, Distribution, Features
+from .online_model import OnlineModel, cases_marker
 from .pairing import DuplicatePartError, PairingError, PartValidator, TrialAssembler
 from .qos import KEEP_ALL, describe_qos, trial_qos
 from .srv import Learn, Predict, SelectAction
@@ -110,6 +111,14 @@ class LearnerNode(Node):
             "faster than the node stores is slowed down instead of losing trials. N > 0: keep the last N "
             "messages per topic (bounded memory; the oldest messages of a longer burst are lost).",
             integer_range=[IntegerRange(from_value=0, to_value=100000)]))
+        self.declare_parameter("online_learning", False, describe(
+            "Update the model with every newly stored case at once (stepwise EM; structure and sensor models "
+            "stay as learned), once a model exists. Predictions use the updated model; ~/learn replaces it and "
+            "the updates restart from the new one."))
+        self.declare_parameter("online_save_period", 10.0, describe(
+            "With online_learning: seconds between writes of the updated model to model_path (atomically; "
+            "also when the node stops); 0 writes it after every update.",
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=86400.0)]))
         self.declare_parameter("status_period", 10.0, describe(
             "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
             "written only when they changed; 0 turns them off.",
@@ -137,7 +146,12 @@ class LearnerNode(Node):
         self._logged_counts = None
         self._learning = threading.Lock()
         self._learn_started = 0.0
+        self.online_learning = param("online_learning")
+        self._online_save_period = param("online_save_period")
+        self._online: OnlineModel | None = None
         self.model = self._load_model()
+        if self.model is not None:
+            self._start_online(self.model)
 
         ingest = MutuallyExclusiveCallbackGroup()
         qos = trial_qos(param("qos_depth"))
@@ -149,6 +163,8 @@ class LearnerNode(Node):
         self.create_timer(self._expire_period, self._expire_trials, callback_group=ingest)
         if param("status_period") > 0:
             self.create_timer(param("status_period"), self._log_status, callback_group=ingest)
+        if self.online_learning and self._online_save_period > 0:
+            self.create_timer(self._online_save_period, self._save_online, callback_group=ingest)
         # reentrant: a second request is taken (and refused) while the first one awaits its worker
         self.create_service(Learn, "~/learn", self._on_learn, callback_group=ReentrantCallbackGroup())
         queries = MutuallyExclusiveCallbackGroup()
@@ -159,7 +175,8 @@ class LearnerNode(Node):
             f"config {self.config_path} ({len(self.config)} variables, action variable "
             f"'{self.parts.action_variable}'); {self.store.count()} cases in {self.database_path}; "
             f"trial topics {describe_qos(param('qos_depth'))}; "
-            + (f"model loaded from {self.model_path}" if self.model else "no model yet: call ~/learn"))
+            + (f"model loaded from {self.model_path}" if self.model else "no model yet: call ~/learn")
+            + ("; online learning on" if self.online_learning else ""))
 
     def _load_model(self) -> AffordanceNetwork | None:
         if not self.model_path.exists():
@@ -225,17 +242,20 @@ class LearnerNode(Node):
             self._store(trial)
 
     def _store(self, trial) -> None:
+        record = trial.to_record(self.parts.action_variable)
         try:
-            added = self.store.add(trial.to_record(self.parts.action_variable))
+            case_id = self.store.insert(record)
         except (CaseStoreError, sqlite3.Error) as exc:
             self._count("store_errors")
             self.get_logger().error(f"could not store trial '{trial.trial_id}': {exc}")
             return
-        if added:
-            self._count("stored")
-        else:
+        if case_id is None:
             self._count("duplicate_trials")
             self.get_logger().warning(f"trial '{trial.trial_id}' is already stored; kept the stored one")
+            return
+        self._count("stored")
+        if self._online is not None:
+            self._update_online(case_id, record)
 
     def _expire_trials(self) -> None:
         """The fallback once messages stop (pairing.TrialAssembler.expire), on the node clock. Not
@@ -269,18 +289,16 @@ class LearnerNode(Node):
             return response
         self._learn_started = time.monotonic()
         structure = request.structure or self.get_parameter("structure").value
+        current = self.current_model()
         finished = Future()
         executor = self.executor
 
         def work():
             try:
-                self._learn(structure, response)
+                finished.set_result(self._learn(structure, current, response))
             except BaseException as exc:  # reported by the awaiting callback
                 finished.set_exception(exc)
-            else:
-                finished.set_result(response)
             finally:
-                self._learning.release()
                 try:
                     executor.wake()  # the awaiting callback is polled on the executor's next wake-up
                 except InvalidHandle:  # the executor was shut down meanwhile
@@ -288,11 +306,15 @@ class LearnerNode(Node):
 
         threading.Thread(target=work, name="affordance_learn", daemon=True).start()
         try:
-            await finished
+            model = await finished
+            if model is not None:
+                self._install_model(model)
         except Exception as exc:  # a bug: answer and keep running rather than take the node down
             self.get_logger().error(f"learn failed unexpectedly: {exc!r}")
             response.success = False
             response.message = f"internal error while learning: {exc!r}"
+        finally:
+            self._learning.release()  # only now: until the new model is in use, online saves wait
         self._count("learn_ok" if response.success else "learn_failed")
         # (rclpy refuses different severities from one line of code)
         if response.success:
@@ -301,23 +323,26 @@ class LearnerNode(Node):
             self.get_logger().warning(f"learn: {response.message}")
         return response
 
-    def _learn(self, structure: str, response: Learn.Response) -> None:
+    def _learn(self, structure: str, current: AffordanceNetwork | None,
+               response: Learn.Response) -> AffordanceNetwork | None:
+        """In the worker thread: the learned model (written to model_path), or None; fills ``response``."""
         response.success = False
         try:
             config = self.config
-            if structure == "fixed" and self.model is not None:
-                config = config.with_structure({v.name: v.parents for v in self.model.variables})
-            cases, skipped = self._stored_cases()
+            if structure == "fixed" and current is not None:
+                config = config.with_structure({v.name: v.parents for v in current.variables})
+            cases, skipped, marker = self._stored_cases()
             learner = AffordanceLearner(structure=structure).fit(config, cases)
         except AffordanceError as exc:
             response.message = str(exc)
-            return
+            return None
+        model = learner.model_
+        model.metadata["cases"] = marker
         try:
-            learner.model_.save(self.model_path)
+            model.save(self.model_path)
         except OSError as exc:
             response.message = f"could not write the model to {self.model_path} ({exc}); the previous model stays"
-            return
-        self.model = learner.model_
+            return None
         result = learner.result_
         response.success = True
         response.num_cases = result.num_cases
@@ -330,20 +355,89 @@ class LearnerNode(Node):
             f"{result.iterations} EM iterations{'' if result.converged else ', NOT converged'}) "
             f"in {result.duration:.2f} s; model written to {self.model_path}"
             + (f"; skipped {skipped} stored cases that do not fit the configuration" if skipped else ""))
+        return model
 
-    def _stored_cases(self) -> tuple[CaseSet, int]:
-        """The stored cases that fit the current configuration (it may have changed since they were stored)."""
+    def _stored_cases(self, after: int = 0) -> tuple[CaseSet, int, dict]:
+        """The stored cases (with ids above ``after``) that fit the current configuration (it may have
+        changed since they were stored), how many did not, and the model metadata naming them."""
         known_sensors = set(self.config.sensor_variable)
-        records = self.store.records()
-        usable = [r for r in records
+        numbered = self.store.numbered_records(after)
+        usable = [r for _, r in numbered
                   if set(r["labels"]) == {self.parts.action_variable}
                   and r["labels"][self.parts.action_variable] in self.parts.actions
                   and set(r["readings"]) <= known_sensors]
-        return CaseSet.from_records(self.config, usable), len(records) - len(usable)
+        last_id, last = numbered[-1] if numbered else (after, None)
+        marker = cases_marker(self.database_path, len(usable), last_id, last and last["trial_id"])
+        return CaseSet.from_records(self.config, usable), len(numbered) - len(usable), marker
+
+    def _install_model(self, model: AffordanceNetwork) -> None:
+        """In the executor thread: a newly learned model takes over; online updates restart from it."""
+        self.model = model
+        self._online = None
+        self._start_online(model)
+
+    # ------------------------------------------------------------- online
+    def _start_online(self, model: AffordanceNetwork) -> None:
+        """With online_learning: updates (re)start from ``model``, first with the stored cases it has not
+        seen (stored while a learn ran, or after the model file was last written)."""
+        if not self.online_learning:
+            return
+        self._online = OnlineModel(model)
+        missed = self._cases_after(model)
+        if missed is None:
+            self.get_logger().info("online learning starts from the current model; it does not say which "
+                                   "stored cases it has seen, so none are caught up on")
+            return
+        for case_id, record in missed:
+            self._update_online(case_id, record)
+        if missed:
+            self.get_logger().info(f"online learning caught up on {len(missed)} stored cases the model had not seen")
+
+    def _cases_after(self, model: AffordanceNetwork) -> list | None:
+        """The stored (case id, record)s after those ``model`` has seen; None if it does not say, or
+        names a case this database does not hold (a model from elsewhere)."""
+        marker = model.metadata.get("cases") or {}
+        last_id = marker.get("last_id")
+        if not isinstance(last_id, int) or isinstance(last_id, bool) or last_id < 0:
+            return None
+        if last_id and self.store.trial_id_of(last_id) != marker.get("last_trial_id"):
+            return None
+        return self.store.numbered_records(after=last_id)
+
+    def _update_online(self, case_id: int, record: dict) -> None:
+        try:
+            self._online.update(case_id, record)
+        except AffordanceError as exc:
+            self._count("online_skipped")
+            self.get_logger().warning(f"online learning skipped trial '{record['trial_id']}': {exc}")
+            return
+        self._count("online_updates")
+        if self._online_save_period == 0:
+            self._save_online()
+
+    def current_model(self) -> AffordanceNetwork | None:
+        """The model in use, with every online update so far (executor thread)."""
+        if self._online is not None:
+            self.model = self._online.model
+        return self.model
+
+    def _save_online(self, stopping: bool = False) -> None:
+        """Write the online-updated model to model_path if it changed; not while a learn runs (that one
+        writes its own model), except when the node stops."""
+        online = self._online
+        if online is None or not online.unsaved or (self.learning and not stopping):
+            return
+        try:
+            self.current_model().save(self.model_path)
+        except OSError as exc:
+            self._count("online_save_errors")
+            self.get_logger().error(f"could not write the online-updated model to {self.model_path}: {exc}")
+            return
+        online.unsaved = False
 
     # ------------------------------------------------------------ predict
     def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
-        model = self.model  # a learn running meanwhile swaps in its model only when done
+        model = self.current_model()  # a learn running meanwhile swaps in its model only when done
         response.success = False
         if model is None:
             response.message = f"no model yet: call ~/learn first ({self.store.count()} cases stored)"
@@ -372,7 +466,7 @@ class LearnerNode(Node):
     # ------------------------------------------------------ select_action
     def _on_select_action(self, request: SelectAction.Request,
                           response: SelectAction.Response) -> SelectAction.Response:
-        model = self.model  # a learn running meanwhile swaps in its model only when done
+        model = self.current_model()
         response.success = False
         if model is None:
             response.message = f"no model yet: call ~/learn first ({self.store.count()} cases stored)"
@@ -417,7 +511,9 @@ class LearnerNode(Node):
                 f"learn ok/failed/refused: {counts.get('learn_ok', 0)}/{counts.get('learn_failed', 0)}/"
                 f"{counts.get('learn_refused', 0)}; predict ok/failed: {counts.get('predict_ok', 0)}/"
                 f"{counts.get('predict_failed', 0)}; select_action ok/failed: {counts.get('select_ok', 0)}/"
-                f"{counts.get('select_failed', 0)}")
+                f"{counts.get('select_failed', 0)}"
+                + (f"; online updates/skipped: {counts.get('online_updates', 0)}/{counts.get('online_skipped', 0)}"
+                   if self.online_learning else ""))
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -425,6 +521,8 @@ class LearnerNode(Node):
     def destroy_node(self) -> None:
         store = getattr(self, "store", None)
         if store is not None:
+            if getattr(self, "_online", None) is not None:
+                self._save_online(stopping=True)
             self.get_logger().info(f"stopping; {self.status_line()}")
             store.close()
             self.store = None

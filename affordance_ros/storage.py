@@ -116,6 +116,11 @@ class CaseStore:
     # ------------------------------------------------------------------ write
     def add(self, record: Mapping) -> bool:
         """Store one record and commit. False (and nothing changed) if its trial_id is already stored."""
+        return self.insert(record) is not None
+
+    def insert(self, record: Mapping) -> int | None:
+        """Store one record and commit; its case id (ids grow with every case stored), or None (and
+        nothing changed) if its trial_id is already stored."""
         trial_id, action_variable, action, rows = _validated(record)
         with self._lock:
             conn = self._conn
@@ -127,7 +132,7 @@ class CaseStore:
                     (trial_id, record.get("stamp"), action_variable, action, record.get("received")))
                 if cursor.rowcount == 0:
                     conn.execute("ROLLBACK")
-                    return False
+                    return None
                 case_id = cursor.lastrowid
                 conn.executemany("INSERT INTO readings (case_id, source, sensor, value) VALUES (?, ?, ?, ?)",
                                  [(case_id, *row) for row in rows])
@@ -135,7 +140,7 @@ class CaseStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        return True
+        return case_id
 
     # ------------------------------------------------------------------- read
     def count(self) -> int:
@@ -146,16 +151,28 @@ class CaseStore:
         with self._lock:
             return self._conn.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
 
+    def trial_id_of(self, case_id: int) -> str | None:
+        """The trial_id of the case with this id, None if there is none."""
+        with self._lock:
+            row = self._conn.execute("SELECT trial_id FROM cases WHERE id = ?", (case_id,)).fetchone()
+        return row[0] if row else None
+
     def records(self) -> list[dict]:
         """Every stored record, oldest first."""
+        return [record for _, record in self.numbered_records()]
+
+    def numbered_records(self, after: int = 0) -> list[tuple[int, dict]]:
+        """(case id, record) of the stored cases with an id above ``after``, oldest first."""
         with self._lock:
             # One read transaction: a case added meanwhile is seen whole or not at all.
             self._conn.execute("BEGIN")
             try:
                 cases = self._conn.execute(
-                    "SELECT id, trial_id, stamp, action_variable, action, received FROM cases ORDER BY id").fetchall()
+                    "SELECT id, trial_id, stamp, action_variable, action, received FROM cases WHERE id > ? "
+                    "ORDER BY id", (after,)).fetchall()
                 readings = self._conn.execute(
-                    "SELECT case_id, source, sensor, value FROM readings ORDER BY case_id, rowid").fetchall()
+                    "SELECT case_id, source, sensor, value FROM readings WHERE case_id > ? ORDER BY case_id, rowid",
+                    (after,)).fetchall()
             finally:
                 self._conn.execute("COMMIT")
         out = {}
@@ -165,7 +182,7 @@ class CaseStore:
         for case_id, source, sensor, value in readings:
             out[case_id]["readings"][sensor] = value
             out[case_id]["sources"][sensor] = source
-        return list(out.values())
+        return list(out.items())
 
     # -------------------------------------------------------------- lifetime
     def close(self) -> None:

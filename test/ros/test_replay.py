@@ -94,14 +94,16 @@ def test_replayed_ten_times_faster_without_clock_trials_time_out_as_offline_impo
 
     learner = ros.learner()
     assert not learner.get_parameter("use_sim_time").value
-    started = time.monotonic()
     player = subprocess.run([CLI, "replay", str(bag), "--rate", "10"], capture_output=True, text=True, timeout=60)
     assert player.returncode == 0, player.stderr + player.stdout
     assert f"published {messages} messages" in player.stdout and "with /clock" not in player.stdout
     wait_for(lambda: learner.store.count() >= len(offline.records), what="the replayed cases")
-    assert time.monotonic() - started < learner.assembler.trial_timeout  # the whole bag in less than the timeout
     time.sleep(0.3)
-    assert without_received(learner.store.records()) == without_received(offline.records)
+    stored = learner.store.records()
+    assert without_received(stored) == without_received(offline.records)
+    # on the node clock the whole bag took less than trial_timeout: judged on it, 'late' would have been kept
+    received = [r["received"] for r in stored]
+    assert max(received) - min(received) < 0.5 * learner.assembler.trial_timeout
     assert learner.counts["dropped_incomplete"] == 1 and learner.assembler.pending == 1  # the lone late effect
     wait_for(lambda: learner.assembler.pending == 0, timeout=10, what="the fallback on the node clock")
     assert learner.counts["dropped_incomplete"] == 2
