@@ -97,6 +97,11 @@ class LearnerNode(Node):
             "How ~/learn finds the arcs when the request leaves 'structure' empty: k2 (greedy search), "
             "mcmc (sampling), fixed (keep the current model's arcs, else the configured ones).",
             read_only=False, additional_constraints=f"one of {list(STRUCTURES)}"))
+        self.declare_parameter("prior_strength", 0.0, describe(
+            "0: ~/learn learns from all stored cases. > 0 (with a current model): ~/learn learns from the cases "
+            "stored since the current model was learned, with that model as a Dirichlet prior worth this many "
+            "cases, so knowledge accumulates across sessions. Can be changed while the node runs.",
+            read_only=False, floating_point_range=[FloatingPointRange(from_value=0.0, to_value=1e9)]))
         self.declare_parameter("slop", 0.1, describe(
             "Seconds the header stamps of the three parts of a trial may differ by when they are paired "
             "by stamp (empty trial_id). Keep it below half the time between trials.",
@@ -196,7 +201,7 @@ class LearnerNode(Node):
         return model
 
     def _on_set_parameters(self, params) -> SetParametersResult:
-        for p in params:
+        for p in params:  # (prior_strength: its descriptor's range is checked by rclpy)
             if p.name == "structure":
                 try:
                     self._check_structure(p.value)
@@ -289,13 +294,14 @@ class LearnerNode(Node):
             return response
         self._learn_started = time.monotonic()
         structure = request.structure or self.get_parameter("structure").value
+        prior_strength = self.get_parameter("prior_strength").value
         current = self.current_model()
         finished = Future()
         executor = self.executor
 
         def work():
             try:
-                finished.set_result(self._learn(structure, current, response))
+                finished.set_result(self._learn(structure, current, prior_strength, response))
             except BaseException as exc:  # reported by the awaiting callback
                 finished.set_exception(exc)
             finally:
@@ -323,16 +329,24 @@ class LearnerNode(Node):
             self.get_logger().warning(f"learn: {response.message}")
         return response
 
-    def _learn(self, structure: str, current: AffordanceNetwork | None,
+    def _learn(self, structure: str, current: AffordanceNetwork | None, prior_strength: float,
                response: Learn.Response) -> AffordanceNetwork | None:
         """In the worker thread: the learned model (written to model_path), or None; fills ``response``."""
         response.success = False
+        prior = current if prior_strength > 0 else None
         try:
             config = self.config
             if structure == "fixed" and current is not None:
                 config = config.with_structure({v.name: v.parents for v in current.variables})
-            cases, skipped, marker = self._stored_cases()
-            learner = AffordanceLearner(structure=structure).fit(config, cases)
+            if prior is None:
+                cases, skipped, marker = self._stored_cases()
+            else:
+                cases, skipped, marker = self._new_cases(prior)
+                # the prior's sensor models (and labels): the new readings mean what its CPTs are about
+                config = config.replace_variables({v.name: {"values": v.values, "sensor": v.sensor}
+                                                   for v in prior.variables if v.sensor is not None})
+            learner = AffordanceLearner(structure=structure, prior_strength=prior_strength).fit(
+                config, cases, prior_model=prior)
         except AffordanceError as exc:
             response.message = str(exc)
             return None
@@ -351,10 +365,15 @@ class LearnerNode(Node):
         response.iterations = int(result.iterations)
         response.duration = float(result.duration)
         response.message = (
-            f"learned from {result.num_cases} cases ({structure}, {len(result.arcs)} arcs, "
+            f"learned from {result.num_cases} cases"
+            + (f" stored since the current model, with it as a prior worth {prior_strength:g} cases"
+               if prior is not None else "")
+            + f" ({structure}, {len(result.arcs)} arcs, "
             f"{result.iterations} EM iterations{'' if result.converged else ', NOT converged'}) "
             f"in {result.duration:.2f} s; model written to {self.model_path}"
-            + (f"; skipped {skipped} stored cases that do not fit the configuration" if skipped else ""))
+            + (f"; skipped {skipped} stored cases that do not fit the configuration" if skipped else "")
+            + ("; no model yet, so no prior (prior_strength applies from the next learn on)"
+               if prior_strength > 0 and current is None else ""))
         return model
 
     def _stored_cases(self, after: int = 0) -> tuple[CaseSet, int, dict]:
@@ -369,6 +388,25 @@ class LearnerNode(Node):
         last_id, last = numbered[-1] if numbered else (after, None)
         marker = cases_marker(self.database_path, len(usable), last_id, last and last["trial_id"])
         return CaseSet.from_records(self.config, usable), len(numbered) - len(usable), marker
+
+    def _new_cases(self, prior: AffordanceNetwork) -> tuple[CaseSet, int, dict]:
+        """_stored_cases of the cases stored after those ``prior`` has seen; AffordanceError if there are
+        none or the model does not say which it has seen."""
+        seen = self._seen_until(prior)
+        if seen is None:
+            raise AffordanceError(
+                "the current model does not record which stored cases it has seen (written by an older "
+                "version, or learned from another database): learn once with prior_strength 0")
+        cases, skipped, marker = self._stored_cases(after=seen)
+        known = prior.metadata["cases"]
+        if cases.n_cases == 0:
+            raise AffordanceError(
+                f"no new cases since the current model was learned (it has seen {known.get('count', 0)} "
+                f"stored cases, up to trial '{known.get('last_trial_id')}'"
+                + (f"; {skipped} newer ones do not fit the configuration" if skipped else "")
+                + "): record more trials first, or set prior_strength to 0 to learn from all stored cases")
+        marker["count"] += int(known.get("count", 0))
+        return cases, skipped, marker
 
     def _install_model(self, model: AffordanceNetwork) -> None:
         """In the executor thread: a newly learned model takes over; online updates restart from it."""
@@ -394,15 +432,20 @@ class LearnerNode(Node):
             self.get_logger().info(f"online learning caught up on {len(missed)} stored cases the model had not seen")
 
     def _cases_after(self, model: AffordanceNetwork) -> list | None:
-        """The stored (case id, record)s after those ``model`` has seen; None if it does not say, or
-        names a case this database does not hold (a model from elsewhere)."""
+        """The stored (case id, record)s after those ``model`` has seen; None if that is not known."""
+        seen = self._seen_until(model)
+        return None if seen is None else self.store.numbered_records(after=seen)
+
+    def _seen_until(self, model: AffordanceNetwork) -> int | None:
+        """The id of the last stored case ``model`` has seen (its metadata "cases"); None if it does not
+        say, or names a case this database does not hold (a model from elsewhere)."""
         marker = model.metadata.get("cases") or {}
         last_id = marker.get("last_id")
         if not isinstance(last_id, int) or isinstance(last_id, bool) or last_id < 0:
             return None
         if last_id and self.store.trial_id_of(last_id) != marker.get("last_trial_id"):
             return None
-        return self.store.numbered_records(after=last_id)
+        return last_id
 
     def _update_online(self, case_id: int, record: dict) -> None:
         try:
