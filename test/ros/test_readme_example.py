@@ -26,5 +26,12 @@ def test_readme_planner_example(ros, tmp_path):
     result = subprocess.run([sys.executable, "-P", str(script)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["grasp", "tap", "touch"]
-    assert all(re.fullmatch(r"\w+: the object moves fast with probability [01]\.\d\d", line) for line in lines)
+    assert [line.split(":")[0] for line in lines[:3]] == ["grasp", "tap", "touch"]
+    assert all(re.fullmatch(r"\w+: the object moves fast with probability [01]\.\d\d", line) for line in lines[:3])
+    p_fast = {line.split(":")[0]: line[-4:] for line in lines[:3]}
+    # ~/select_action: the same probabilities, the actions ranked by them
+    assert len(lines) == 4 and lines[3].startswith("to make it move fast: ")
+    ranked = re.findall(r"(\w+) \(([01]\.\d\d)\)", lines[3])
+    assert sorted(action for action, _ in ranked) == ["grasp", "tap", "touch"]
+    assert all(p == p_fast[action] for action, p in ranked), (lines, ranked)
+    assert [float(p) for _, p in ranked] == sorted((float(p) for _, p in ranked), reverse=True)
