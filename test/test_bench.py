@@ -123,3 +123,18 @@ def test_dds_quick(tmp_path):
     assert doc["learn_cases"] == doc["bursts"][0]["cases_stored"]  # the services run with the defaults
     assert 0 < doc["predict_median"] <= doc["predict_p99"] < 10
     assert "~/predict round trip, median of 100" in stdout
+
+
+def test_beyond_quick(tmp_path):
+    """Online EM vs batch EM and sensors inside EM: a table row per setting, finite figures."""
+    printed = bench("beyond", out=tmp_path)
+    table = (tmp_path / "beyond_table.md").read_text()
+    assert table.strip() in printed
+    rows = table_rows(table)
+    assert [r[0] for r in rows] == ["simple", "montesano"]
+    for row in rows:
+        errors = [float(x) for x in row[3:6]]
+        assert all(0 < e < 1 for e in errors), row
+    results = json.loads((tmp_path / "beyond_results.json").read_text())
+    assert set(results["sensors"][0]) >= {"true_sensors", "rough_fixed", "rough_fitted"}
+    assert all(math.isfinite(x) for x in finite_numbers(results["online"]))

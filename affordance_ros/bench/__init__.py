@@ -4,6 +4,7 @@
     affordance-ros bench perf  [--quick] [--out DIR]   EM/predict timings, growth with cases and nodes, memory
     affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
+    affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -20,6 +21,7 @@ SUBCOMMANDS = {
     "perf": ("performance", "EM time vs cases and nodes, peak memory, predict latency"),
     "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
+    "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
 }
 
 
@@ -36,7 +38,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         _add_common(p)
         p.set_defaults(run=lambda args, name=name: _module(name).run(args))
-    every = sub.add_parser("all", help="paper, perf, pgmpy and dds one after the other")
+    every = sub.add_parser("all", help="paper, perf, pgmpy, dds and beyond one after the other")
     _add_common(every)
     every.set_defaults(run=run_all)
     return bench
