@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..core import benchmark_network, fit_em, sample_cases
-from ..core.learning import rms_difference
+from ..core.parameters import rms_difference
 from ..core.online import OnlineEM
 from .common import machine, output_dir
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import benchmark_structure, fit_discrete, fit_em, log_likelihood, predict_batch, sample_cases
+from ..core import Evidence, benchmark_structure, fit_discrete, fit_em, log_likelihood, predict_batch, sample_cases
 from ..core.ground_truth import random_cpts
-from ..core.learning import rms_difference
+from ..core.parameters import rms_difference
 from .common import machine, machine_line, markdown_table, output_dir, pyplot, write_json
 
 TOL, MAX_ITER = 1e-3, 100
@@ -101,8 +101,7 @@ def parent_weights(truth) -> list:
 
 
 def _no_evidence(network):
-    from ..core.cases import Evidence
-    return Evidence((None,) * len(network), np.zeros(1))
+    return Evidence.empty(len(network))
 
 
 def weighted_rms(learned, truth, weights) -> float:

@@ -24,9 +24,9 @@ import numpy as np
 from scipy.stats import norm
 
 from ..core import benchmark_network, benchmark_structure, fit_discrete, sample_cases
-from ..core.cases import evidence_from_log_likelihoods
+from ..core.evidence import evidence_from_log_likelihoods
 from ..core.inference import JunctionTree
-from ..core.learning import normalise_counts
+from ..core.parameters import normalise_counts
 from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
 
 SIGMA = 3.0

@@ -9,17 +9,19 @@ Pure numpy/scipy; nothing here imports ROS. Typical use::
     predict(model, ["action"], sensors={"obj_vel": 7.1}, values={"Shape": "box"})
 """
 
-from .cases import CaseSet, Evidence
+from .cases import CaseSet
 from .errors import AffordanceError, DataError, EvidenceError, ModelFormatError
+from .evidence import Evidence
 from .ground_truth import benchmark_network, benchmark_structure, sample_cases
 from .learner import AffordanceLearner, LearnResult, format_arcs
-from .learning import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
-from .network import FORMAT, GROUPS, AffordanceNetwork, SensorModel, Variable
+from .parameters import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
+from .network import FORMAT, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorModel, Variable
+from .options import STRUCTURES, LearningOptions
 from .predict import ActionRanking, BatchPrediction, Prediction, predict, predict_batch, rank_actions
 
 __all__ = [
     "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet", "DataError", "EMResult",
-    "Evidence", "EvidenceError", "FORMAT", "GROUPS", "LearnResult", "ModelFormatError", "Prediction", "SensorModel",
+    "Evidence", "EvidenceError", "FORMAT", "GROUPS", "SENSOR_GROUPS", "LearnResult", "LearningOptions", "STRUCTURES", "ModelFormatError", "Prediction", "SensorModel",
     "Variable", "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "format_arcs", "log_likelihood",
     "map_assign", "predict", "predict_batch", "rank_actions", "sample_cases",
 ]

@@ -2,44 +2,24 @@
 
 A ``CaseSet`` holds K cases column-wise: for each variable observed by label an
 int array of value codes (-1: not observed), for each sensor a float array of
-readings (NaN: not observed). ``Evidence`` turns them into the per-variable
-likelihood arrays that inference consumes.
+readings (NaN: not observed). ``CaseSet.evidence`` turns them into the per-variable
+likelihood arrays (``evidence.Evidence``) that inference consumes.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import DataError, EvidenceError
+from .evidence import Evidence, evidence_from_log_likelihoods
 from .network import AffordanceNetwork
 
 MISSING = -1
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """Per-variable likelihoods of K cases, each (K, card) with row maximum 1, or None.
-
-    ``log_scale`` (K,) holds what was divided out, so that
-    log p(evidence) = log(sum over joint of prior * likelihoods) + log_scale.
-    """
-
-    likelihoods: tuple
-    log_scale: np.ndarray
-
-    @property
-    def n_cases(self) -> int:
-        return self.log_scale.shape[0]
-
-    def take(self, rows) -> "Evidence":
-        return Evidence(tuple(None if lik is None else lik[rows] for lik in self.likelihoods),
-                        self.log_scale[rows])
 
 
 class CaseSet:
@@ -168,22 +148,6 @@ class CaseSet:
             ll = model.log_likelihood(x)
             log_lik[i] = ll if log_lik[i] is None else log_lik[i] + ll
         return evidence_from_log_likelihoods(log_lik, self.n_cases)
-
-
-def evidence_from_log_likelihoods(log_lik: Sequence, n_cases: int) -> Evidence:
-    """Scale each variable's log-likelihood rows to a maximum of 0 before exponentiating."""
-    log_scale = np.zeros(n_cases)
-    likelihoods = []
-    for ll in log_lik:
-        if ll is None:
-            likelihoods.append(None)
-            continue
-        top = ll.max(axis=1)
-        if np.any(np.isneginf(top)):
-            raise EvidenceError("evidence with zero likelihood for every value of a variable")
-        log_scale += top
-        likelihoods.append(np.exp(ll - top[:, None]))
-    return Evidence(tuple(likelihoods), log_scale)
 
 
 def _parse_labels(var, column: Sequence, trial_ids) -> np.ndarray:

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .cases import Evidence
 from .errors import EvidenceError
+from .evidence import Evidence
 
 _MAX_JOINT_STATES = 1 << 22
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"

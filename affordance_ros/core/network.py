@@ -19,9 +19,12 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import EvidenceError, ModelFormatError
+from .inference import JunctionTree
 
 FORMAT = "affordance_ros/model/1"
 GROUPS = ("action", "object", "effect")
+# The groups seen through sensors whose readings the robot publishes (object features, effects).
+SENSOR_GROUPS = ("object", "effect")
 _NORMALISATION_TOLERANCE = 1e-6
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -166,7 +169,6 @@ class AffordanceNetwork:
         if self._engine is None:
             if not self.parameterised:
                 raise ModelFormatError("the network has no learned parameters yet: learn it first")
-            from .inference import JunctionTree
             self._engine = JunctionTree(self)
         return self._engine
 

@@ -13,7 +13,7 @@ import numpy as np
 from .cases import CaseSet
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
-from .learning import family_priors, normalise_counts
+from .parameters import family_priors, normalise_counts
 from .network import AffordanceNetwork
 
 

@@ -12,8 +12,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .cases import CaseSet, Evidence
+from .cases import CaseSet
 from .errors import EvidenceError
+from .evidence import Evidence
 from .network import AffordanceNetwork
 
 
@@ -63,7 +64,7 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
         except ValueError as exc:
             raise EvidenceError(str(exc)) from None
     else:
-        evidence = Evidence((None,) * len(model), np.zeros(1))
+        evidence = Evidence.empty(len(model))
     engine = model.engine
     calibration = engine.calibrate([v.cpt for v in model.variables], evidence)
     query_idx = [model.index(n) for n in names]

@@ -14,10 +14,10 @@ from scipy.special import gammaln
 
 from .cases import CaseSet
 from .errors import ModelFormatError
-from .learning import family_counts, map_assign
+from .parameters import family_counts, map_assign
 from .network import GROUPS, AffordanceNetwork
+from .options import SCORES
 
-SCORES = ("k2", "bdeu", "bic")
 
 
 @dataclass

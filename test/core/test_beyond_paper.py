@@ -8,7 +8,7 @@ import pytest
 
 from affordance_ros.core import (CaseSet, EvidenceError, benchmark_network, fit_em, predict, rank_actions,
                                  sample_cases)
-from affordance_ros.core.learning import family_priors, log_likelihood, rms_difference
+from affordance_ros.core.parameters import family_priors, log_likelihood, rms_difference
 from affordance_ros.core.online import OnlineEM
 
 from helpers import brute_force_joint

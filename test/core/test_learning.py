@@ -7,7 +7,7 @@ import pytest
 
 from affordance_ros.core import (AffordanceLearner, AffordanceNetwork, CaseSet, DataError, ModelFormatError,
                                  benchmark_network, benchmark_structure, fit_discrete, fit_em, sample_cases)
-from affordance_ros.core.learning import rms_difference
+from affordance_ros.core.parameters import rms_difference
 from affordance_ros.core.sensors import fit_sensor
 
 

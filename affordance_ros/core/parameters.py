@@ -7,8 +7,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .cases import CaseSet, Evidence
+from .cases import CaseSet
 from .errors import DataError, ModelFormatError
+from .evidence import Evidence
 from .inference import JunctionTree
 from .network import AffordanceNetwork, SensorModel
 from .sensors import mixture_weights
@@ -154,7 +155,7 @@ def family_priors(prior_model: AffordanceNetwork, network: AffordanceNetwork) ->
             raise ModelFormatError(f"the prior model has no variable '{v.name}' with values {list(v.values)}")
     engine = prior_model.engine
     calibration = engine.calibrate([v.cpt for v in prior_model.variables],
-                                   Evidence((None,) * len(prior_model), np.zeros(1)))
+                                   Evidence.empty(len(prior_model)))
     return [engine.joint(calibration, [prior_model.index(n) for n in (*v.parents, v.name)])[0]
             for v in network.variables]
 

@@ -1,0 +1,57 @@
+"""Evidence as inference consumes it: per-variable likelihood arrays over many cases.
+
+Labels (hard evidence) and sensor readings (soft evidence through the sensor models) of K
+cases both become, per variable, an array (K, card) of likelihoods p(evidence | value),
+scaled so that each row's maximum is 1; what the scaling divided out is kept in
+``log_scale`` so that log-likelihoods stay exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .errors import EvidenceError
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Per-variable likelihoods of K cases, each (K, card) with row maximum 1, or None.
+
+    ``log_scale`` (K,) holds what was divided out, so that
+    log p(evidence) = log(sum over joint of prior * likelihoods) + log_scale.
+    """
+
+    likelihoods: tuple
+    log_scale: np.ndarray
+
+    @property
+    def n_cases(self) -> int:
+        return self.log_scale.shape[0]
+
+    def take(self, rows) -> "Evidence":
+        return Evidence(tuple(None if lik is None else lik[rows] for lik in self.likelihoods),
+                        self.log_scale[rows])
+
+    @classmethod
+    def empty(cls, n_variables: int, n_cases: int = 1) -> "Evidence":
+        """No evidence on any of ``n_variables`` variables, for ``n_cases`` cases."""
+        return cls((None,) * n_variables, np.zeros(n_cases))
+
+
+def evidence_from_log_likelihoods(log_lik: Sequence, n_cases: int) -> Evidence:
+    """Scale each variable's log-likelihood rows to a maximum of 0 before exponentiating."""
+    log_scale = np.zeros(n_cases)
+    likelihoods = []
+    for ll in log_lik:
+        if ll is None:
+            likelihoods.append(None)
+            continue
+        top = ll.max(axis=1)
+        if np.any(np.isneginf(top)):
+            raise EvidenceError("evidence with zero likelihood for every value of a variable")
+        log_scale += top
+        likelihoods.append(np.exp(ll - top[:, None]))
+    return Evidence(tuple(likelihoods), log_scale)
