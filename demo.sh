@@ -15,6 +15,6 @@ if [[ -n "${ROS_DISTRO:-}" ]] && command -v colcon >/dev/null 2>&1 \
   # shellcheck disable=SC1091
   source "$ROOT/install/setup.bash"
   set -u
-  exec python3 -P -m affordance_ros.demo "$@"
+  exec python3 -P -m affordance_ros.tools.demo "$@"
 fi
-exec "$ROOT/.venv/bin/python" -P -m affordance_ros.demo "$@"
+exec "$ROOT/.venv/bin/python" -P -m affordance_ros.tools.demo "$@"

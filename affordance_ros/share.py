@@ -1,7 +1,11 @@
-"""Where the installed package keeps its data (share/affordance_ros), found without importing ROS."""
+"""Where things are: the installed package's data (share/affordance_ros) and the per-user ROS home.
+
+Found without importing ROS, so that every layer may use it.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE = "affordance_ros"
@@ -18,8 +22,23 @@ def share_directory() -> Path:
 
 
 def default_config_path() -> Path:
-    """The configuration the learner node uses when its config_path parameter is left empty."""
+    """The configuration the learner node and the command line use when none is given."""
     return share_directory() / "config" / "montesano.json"
+
+
+def ros_home() -> Path:
+    """$ROS_HOME, else ~/.ros (where ROS 2 keeps logs and other per-user state)."""
+    return Path(os.path.expanduser(os.environ.get("ROS_HOME") or "~/.ros"))
+
+
+def default_database_path() -> Path:
+    """The learner node's case database when its database_path parameter is left empty."""
+    return ros_home() / PACKAGE / "cases.db"
+
+
+def default_model_path() -> Path:
+    """The learner node's model file when its model_path parameter is left empty."""
+    return ros_home() / PACKAGE / "model.json"
 
 
 def msg_directory() -> Path:

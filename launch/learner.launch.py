@@ -4,11 +4,12 @@
     ros2 launch affordance_ros learner.launch.py params_file:=/path/to/my.params.yaml namespace:=arm
 """
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
 
 
 def generate_launch_description():

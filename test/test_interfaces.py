@@ -79,11 +79,11 @@ EXPECTED_FIELDS = {
 }
 
 NODE_EXECUTABLES = {
-    'learner_node': 'affordance_ros.learner_node:main',
-    'simulated_robot': 'affordance_ros.simulated_robot:main',
-    'replay': 'affordance_ros.replay:main',
+    'learner_node': 'affordance_ros.nodes.learner_node:main',
+    'simulated_robot': 'affordance_ros.nodes.simulated_robot:main',
+    'replay': 'affordance_ros.tools.replay:main',
 }
-CLI = ('affordance-ros', 'affordance_ros.cli:main')
+CLI = ('affordance-ros', 'affordance_ros.tools.cli:main')
 
 
 def install_prefix() -> Path:

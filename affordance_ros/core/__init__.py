@@ -14,9 +14,9 @@ from .errors import AffordanceError, DataError, EvidenceError, ModelFormatError
 from .evidence import Evidence
 from .ground_truth import benchmark_network, benchmark_structure, sample_cases
 from .learner import AffordanceLearner, LearnResult, format_arcs
-from .parameters import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
 from .network import FORMAT, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorModel, Variable
 from .options import STRUCTURES, LearningOptions
+from .parameters import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
 from .predict import ActionRanking, BatchPrediction, Prediction, predict, predict_batch, rank_actions
 
 __all__ = [

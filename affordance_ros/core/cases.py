@@ -55,7 +55,8 @@ class CaseSet:
     def from_columns(cls, network: AffordanceNetwork, columns: Mapping[str, Sequence],
                      trial_ids: Sequence[str] | None = None) -> "CaseSet":
         """Columns named by variable (labels, None or '' for unobserved) or sensor (readings,
-        None for unobserved). Non-finite readings and unknown labels raise, naming the case."""
+        None for unobserved). Non-finite readings and unknown labels raise, naming the case.
+        """
         labels, readings = {}, {}
         for name, column in columns.items():
             if name in network.sensor_variable:

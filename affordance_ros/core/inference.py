@@ -26,7 +26,8 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
 @dataclass
 class Calibration:
     """Clique beliefs p(clique | evidence), each (*clique cards, K); separator posteriors
-    (*separator cards, K) by child clique; the log-likelihood of each case (K,)."""
+    (*separator cards, K) by child clique; the log-likelihood of each case (K,).
+    """
 
     beliefs: list
     separators: dict
@@ -110,7 +111,8 @@ class JunctionTree:
     def _collect(self, phis: list, ev_tables: list, n_cases: int):
         """Leaves to root: psi[c] is the clique's potential times its children's normalised
         messages. Returns (psi, messages, message totals, log-likelihood per case, the root's
-        1/total, and the separator posteriors the root's pass gave for free)."""
+        1/total, and the separator posteriors the root's pass gave for free).
+        """
         psi, msgs, totals, sep_post = {}, {}, {}, {}
         log_lik = np.zeros(n_cases)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -149,7 +151,8 @@ class JunctionTree:
     def _propagate(self, phis: list, ev_tables: list, n_cases: int):
         """Collect then distribute, keeping beliefs factored as psi * rho: rho[c] (over the
         separator with its parent) scales psi[c] to p(clique | evidence). Beliefs are never
-        formed unless asked for, which saves full passes over the largest arrays."""
+        formed unless asked for, which saves full passes over the largest arrays.
+        """
         psi, msgs, totals, log_lik, root_rho, sep_post = self._collect(phis, ev_tables, n_cases)
         rho = {self.root: root_rho}
         for c in self.order:
@@ -190,7 +193,7 @@ class JunctionTree:
 
     # ------------------------------------------------------------- answers
     def log_likelihood(self, cpts, evidence: Evidence) -> np.ndarray:
-        """log p(evidence | CPTs) of each case (K,), by the collect pass alone."""
+        """Log p(evidence | CPTs) of each case (K,), by the collect pass alone."""
         return self._collect(self.clique_tables(cpts), self.evidence_tables(evidence),
                              evidence.n_cases)[3] + evidence.log_scale
 
@@ -319,8 +322,9 @@ def _reading_powers(x: np.ndarray) -> np.ndarray:
 
 
 def _weighted_sum(table: np.ndarray, weight: np.ndarray, sum_axes: tuple, keep_batch: bool) -> np.ndarray:
-    """sum of table * weight (both broadcastable to (*cards, K)) over ``sum_axes``, and over the
-    cases unless ``keep_batch``; one fused pass (BLAS when the weight is per case only)."""
+    """Sum of table * weight (both broadcastable to (*cards, K)) over ``sum_axes``, and over the
+    cases unless ``keep_batch``; one fused pass (BLAS when the weight is per case only).
+    """
     n = max(table.shape[-1], weight.shape[-1])
     ndim = table.ndim
     table = np.broadcast_to(table, (*table.shape[:-1], n))

@@ -1,9 +1,9 @@
 """The estimator that ties learning together: sensors, structure, then parameters.
 
-    learner = AffordanceLearner(structure="k2")
-    learner.fit(config, cases)          # config: AffordanceNetwork without CPTs
-    learner.model_                      # AffordanceNetwork with CPTs and sensors
-    learner.result_                     # LearnResult: arcs, log-likelihood, iterations, ...
+learner = AffordanceLearner(structure="k2")
+learner.fit(config, cases)          # config: AffordanceNetwork without CPTs
+learner.model_                      # AffordanceNetwork with CPTs and sensors
+learner.result_                     # LearnResult: arcs, log-likelihood, iterations, ...
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 from .cases import CaseSet
 from .errors import DataError, ModelFormatError
-from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
 from .network import AffordanceNetwork
 from .options import STRUCTURES, LearningOptions
+from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure
+
 
 @dataclass
 class LearnResult:
@@ -60,7 +61,8 @@ class AffordanceLearner:
     def fit(self, config: AffordanceNetwork, cases: CaseSet,
             prior_model: AffordanceNetwork | None = None) -> "AffordanceLearner":
         """Learn from ``cases``; with ``prior_model`` (and ``prior_strength`` > 0) the CPTs
-        start from what that earlier model knew, worth ``prior_strength`` cases."""
+        start from what that earlier model knew, worth ``prior_strength`` cases.
+        """
         start = time.perf_counter()
         opts = self.options(config)
         if cases.n_cases == 0:

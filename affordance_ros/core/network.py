@@ -47,7 +47,7 @@ class SensorModel:
         return self.means is not None
 
     def log_likelihood(self, readings: np.ndarray) -> np.ndarray:
-        """log p(reading | value) as an array (K, card); rows of NaN readings are 0 (no evidence)."""
+        """Log p(reading | value) as an array (K, card); rows of NaN readings are 0 (no evidence)."""
         if not self.fitted:
             raise ModelFormatError(f"sensor '{self.name}' has no means/stddevs yet: fit it first")
         x = np.asarray(readings, dtype=float).reshape(-1, 1)

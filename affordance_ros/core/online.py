@@ -13,8 +13,8 @@ import numpy as np
 from .cases import CaseSet
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
-from .parameters import family_priors, normalise_counts
 from .network import AffordanceNetwork
+from .parameters import family_priors, normalise_counts
 
 
 class OnlineEM:

@@ -44,7 +44,7 @@ def family_counts(codes: np.ndarray, cards: Sequence[int], child: int, parents: 
 
 
 def normalise_counts(counts: np.ndarray, prior: float) -> np.ndarray:
-    """theta = (N_ijk + prior) / (N_ij + r * prior); rows with no data and no prior are uniform."""
+    """Theta = (N_ijk + prior) / (N_ij + r * prior); rows with no data and no prior are uniform."""
     padded = counts + prior
     totals = padded.sum(axis=-1, keepdims=True)
     r = counts.shape[-1]
@@ -184,7 +184,7 @@ def log_likelihood(network: AffordanceNetwork, cases: CaseSet | Evidence) -> flo
 
 
 def log_dirichlet(cpts: Sequence[np.ndarray], prior) -> float:
-    """log of the (unnormalised) Dirichlet prior whose MAP estimate ``normalise_counts`` gives.
+    """Log of the (unnormalised) Dirichlet prior whose MAP estimate ``normalise_counts`` gives.
 
     ``prior``: pseudo-counts, one number for every entry or one array per CPT.
     """

@@ -21,7 +21,8 @@ from .network import AffordanceNetwork
 @dataclass(frozen=True)
 class BatchPrediction:
     """Answers for K evidence cases: marginals[var] (K, card), most_probable (K, q) codes,
-    and the joint posterior of the query variables (K, *cards in ``variables`` order)."""
+    and the joint posterior of the query variables (K, *cards in ``variables`` order).
+    """
 
     variables: list
     marginals: dict

@@ -14,10 +14,9 @@ from scipy.special import gammaln
 
 from .cases import CaseSet
 from .errors import ModelFormatError
-from .parameters import family_counts, map_assign
 from .network import GROUPS, AffordanceNetwork
 from .options import SCORES
-
+from .parameters import family_counts, map_assign
 
 
 @dataclass
@@ -89,7 +88,8 @@ def default_order(network: AffordanceNetwork) -> list[int]:
 
 def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int) -> list[tuple]:
     """Greedy K2: each node takes, from its predecessors in ``order``, the parent that raises its
-    family score most, until none does or it has ``max_parents``."""
+    family score most, until none does or it has ``max_parents``.
+    """
     parents = [() for _ in order]
     for pos, child in enumerate(order):
         current = ()

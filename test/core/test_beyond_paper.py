@@ -5,13 +5,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from affordance_ros.core import (CaseSet, EvidenceError, benchmark_network, fit_em, predict, rank_actions,
-                                 sample_cases)
-from affordance_ros.core.parameters import family_priors, log_likelihood, rms_difference
-from affordance_ros.core.online import OnlineEM
-
 from helpers import brute_force_joint
+
+from affordance_ros.core import CaseSet, EvidenceError, benchmark_network, fit_em, predict, rank_actions, sample_cases
+from affordance_ros.core.online import OnlineEM
+from affordance_ros.core.parameters import family_priors, log_likelihood, rms_difference
 
 
 def error(model, truth):

@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
+from helpers import brute_force_joint, random_network
 
 from affordance_ros.core import CaseSet, EvidenceError, predict, predict_batch
 from affordance_ros.core.ground_truth import benchmark_network, benchmark_structure
 from affordance_ros.core.inference import JunctionTree
 from affordance_ros.core.parameters import log_likelihood
-
-from helpers import brute_force_joint, random_network
 
 
 def random_evidence(network, rng, k):

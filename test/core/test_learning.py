@@ -5,8 +5,18 @@ import dataclasses
 import numpy as np
 import pytest
 
-from affordance_ros.core import (AffordanceLearner, AffordanceNetwork, CaseSet, DataError, ModelFormatError,
-                                 benchmark_network, benchmark_structure, fit_discrete, fit_em, sample_cases)
+from affordance_ros.core import (
+    AffordanceLearner,
+    AffordanceNetwork,
+    CaseSet,
+    DataError,
+    ModelFormatError,
+    benchmark_network,
+    benchmark_structure,
+    fit_discrete,
+    fit_em,
+    sample_cases,
+)
 from affordance_ros.core.parameters import rms_difference
 from affordance_ros.core.sensors import fit_sensor
 

@@ -1,0 +1,232 @@
+"""The learner's models: the configuration, the case store, the current model, learning and online updates.
+
+``ModelManager`` is what the learner node owns below ROS: it loads the configuration and the
+model file, opens the case database, learns a model from the stored cases (the node runs
+``learn`` in a worker thread), installs it, refines it with every newly stored case when
+online learning is on, and writes it atomically to the model file.
+
+Which stored cases a model has seen is kept in its metadata ("cases", see ``online_refiner``),
+so that a learn with ``prior_strength`` > 0 uses only the cases stored since, and online
+updates catch up on the cases stored while a learn ran or after a restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, LearnResult
+from .online_refiner import OnlineRefiner, cases_marker
+from .pairing import PartValidator
+from .storage import CaseStore, CaseStoreError
+
+
+class StartupError(RuntimeError):
+    """The learner cannot start (bad configuration, unusable database); the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class LearnOutcome:
+    """A learned model (written to the model file already), what learning did, and the message for the user."""
+
+    model: AffordanceNetwork
+    result: LearnResult
+    message: str
+
+
+@dataclass(frozen=True)
+class OnlineUpdate:
+    """What one online update did: ``ok`` False with the reason when the model could not use the case."""
+
+    ok: bool
+    message: str = ""
+
+
+class ModelManager:
+    """Configuration, case store, current model; ``learn`` in any thread, everything else in one."""
+
+    def __init__(self, config_path: str | Path, database_path: str | Path, model_path: str | Path,
+                 online_learning: bool = False):
+        self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
+        try:
+            self.config = AffordanceNetwork.load(self.config_path)
+            self.parts = PartValidator(self.config)
+        except (AffordanceError, ValueError) as exc:
+            raise StartupError(f"config_path '{self.config_path}': {exc}") from None
+        try:
+            self.store = CaseStore(self.database_path)
+        except CaseStoreError as exc:
+            raise StartupError(str(exc)) from None
+        self.online_learning = online_learning
+        self.model: AffordanceNetwork | None = None
+        self.online: OnlineRefiner | None = None
+
+    # ------------------------------------------------------------ the model file
+    def load(self) -> str | None:
+        """Load the model file if there is one; returns why it is not used, or None."""
+        if not self.model_path.exists():
+            return None
+        try:
+            model = AffordanceNetwork.load(self.model_path)
+            if not model.parameterised:
+                raise AffordanceError("it has no learned parameters")
+            mismatch = config_mismatch(model, self.config)
+            if mismatch:
+                raise AffordanceError(f"it does not fit the configuration: {mismatch}")
+        except AffordanceError as exc:
+            return (f"not using the model in {self.model_path}: {exc}. Predictions wait for the next ~/learn, "
+                    "which replaces that file.")
+        self.model = model
+        return None
+
+    def current_model(self) -> AffordanceNetwork | None:
+        """The model in use, with every online update so far."""
+        if self.online is not None:
+            self.model = self.online.model
+        return self.model
+
+    # -------------------------------------------------------------- learning
+    def learn(self, structure: str, prior_strength: float, current: AffordanceNetwork | None) -> LearnOutcome:
+        """Learn from the stored cases (with ``prior_strength`` > 0 and a ``current`` model: from the cases
+        stored since it, with it as the prior) and write the model file. Safe in a worker thread: it reads
+        the store and the configuration only. Raises AffordanceError with the message for the user."""
+        if structure not in STRUCTURES:
+            raise AffordanceError(f"structure '{structure}' is not one of {list(STRUCTURES)}")
+        prior = current if prior_strength > 0 else None
+        config = self.config
+        if structure == "fixed" and current is not None:
+            config = config.with_structure({v.name: v.parents for v in current.variables})
+        if prior is None:
+            cases, skipped, marker = self.stored_cases()
+        else:
+            cases, skipped, marker = self.new_cases(prior)
+            # the prior's sensor models (and labels): the new readings mean what its CPTs are about
+            config = config.replace_variables({v.name: {"values": v.values, "sensor": v.sensor}
+                                               for v in prior.variables if v.sensor is not None})
+        learner = AffordanceLearner(structure=structure, prior_strength=prior_strength).fit(
+            config, cases, prior_model=prior)
+        model = learner.model_
+        model.metadata["cases"] = marker
+        try:
+            model.save(self.model_path)
+        except OSError as exc:
+            raise AffordanceError(
+                f"could not write the model to {self.model_path} ({exc}); the previous model stays") from None
+        result = learner.result_
+        message = (
+            f"learned from {result.num_cases} cases"
+            + (f" stored since the current model, with it as a prior worth {prior_strength:g} cases"
+               if prior is not None else "")
+            + f" ({structure}, {len(result.arcs)} arcs, "
+            f"{result.iterations} EM iterations{'' if result.converged else ', NOT converged'}) "
+            f"in {result.duration:.2f} s; model written to {self.model_path}"
+            + (f"; skipped {skipped} stored cases that do not fit the configuration" if skipped else "")
+            + ("; no model yet, so no prior (prior_strength applies from the next learn on)"
+               if prior_strength > 0 and current is None else ""))
+        return LearnOutcome(model, result, message)
+
+    def stored_cases(self, after: int = 0) -> tuple[CaseSet, int, dict]:
+        """The stored cases (with ids above ``after``) that fit the current configuration (it may have
+        changed since they were stored), how many did not, and the model metadata naming them."""
+        known_sensors = set(self.config.sensor_variable)
+        numbered = self.store.numbered_records(after)
+        usable = [r for _, r in numbered
+                  if set(r["labels"]) == {self.parts.action_variable}
+                  and r["labels"][self.parts.action_variable] in self.parts.actions
+                  and set(r["readings"]) <= known_sensors]
+        last_id, last = numbered[-1] if numbered else (after, None)
+        marker = cases_marker(self.database_path, len(usable), last_id, last and last["trial_id"])
+        return CaseSet.from_records(self.config, usable), len(numbered) - len(usable), marker
+
+    def new_cases(self, prior: AffordanceNetwork) -> tuple[CaseSet, int, dict]:
+        """``stored_cases`` after those ``prior`` has seen; AffordanceError if there are none or the model
+        does not say which it has seen."""
+        seen = self.seen_until(prior)
+        if seen is None:
+            raise AffordanceError(
+                "the current model does not record which stored cases it has seen (written by an older "
+                "version, or learned from another database): learn once with prior_strength 0")
+        cases, skipped, marker = self.stored_cases(after=seen)
+        known = prior.metadata["cases"]
+        if cases.n_cases == 0:
+            raise AffordanceError(
+                f"no new cases since the current model was learned (it has seen {known.get('count', 0)} "
+                f"stored cases, up to trial '{known.get('last_trial_id')}'"
+                + (f"; {skipped} newer ones do not fit the configuration" if skipped else "")
+                + "): record more trials first, or set prior_strength to 0 to learn from all stored cases")
+        marker["count"] += int(known.get("count", 0))
+        return cases, skipped, marker
+
+    def seen_until(self, model: AffordanceNetwork) -> int | None:
+        """The id of the last stored case ``model`` has seen (its metadata "cases"); None if it does not
+        say, or names a case this database does not hold (a model from elsewhere)."""
+        marker = model.metadata.get("cases") or {}
+        last_id = marker.get("last_id")
+        if not isinstance(last_id, int) or isinstance(last_id, bool) or last_id < 0:
+            return None
+        if last_id and self.store.trial_id_of(last_id) != marker.get("last_trial_id"):
+            return None
+        return last_id
+
+    # ---------------------------------------------------- installing, online
+    def install(self, model: AffordanceNetwork) -> tuple[list[OnlineUpdate], str]:
+        """``model`` takes over; with online learning, updates (re)start from it, first with the stored
+        cases it has not seen (stored while a learn ran, or after the model file was last written).
+        Returns those updates and what to tell the user ('' for nothing)."""
+        self.model = model
+        self.online = None
+        if not self.online_learning:
+            return [], ""
+        self.online = OnlineRefiner(model)
+        seen = self.seen_until(model)
+        if seen is None:
+            return [], ("online learning starts from the current model; it does not say which stored cases it "
+                        "has seen, so none are caught up on")
+        updates = [self.update_online(case_id, record) for case_id, record in self.store.numbered_records(after=seen)]
+        caught_up = sum(u.ok for u in updates)
+        return updates, (f"online learning caught up on {caught_up} stored cases the model had not seen"
+                         if caught_up else "")
+
+    def update_online(self, case_id: int, record: dict) -> OnlineUpdate:
+        """One newly stored case refines the model (when online learning runs)."""
+        try:
+            self.online.update(case_id, record)
+        except AffordanceError as exc:
+            return OnlineUpdate(False, f"online learning skipped trial '{record['trial_id']}': {exc}")
+        return OnlineUpdate(True)
+
+    @property
+    def unsaved(self) -> bool:
+        """Online updates not yet written to the model file."""
+        return self.online is not None and self.online.unsaved
+
+    def save_online(self) -> None:
+        """Write the online-updated model to the model file (atomically). Raises OSError."""
+        if not self.unsaved:
+            return
+        self.current_model().save(self.model_path)
+        self.online.unsaved = False
+
+    # --------------------------------------------------------------- storing
+    def store_record(self, record: dict) -> int | None:
+        """Commit one case; its case id, or None if its trial_id is stored already. Raises CaseStoreError
+        or sqlite3.Error."""
+        return self.store.insert(record)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
+    """'' if the model has the configuration's variables, groups, values and sensors, else what differs."""
+    if model.names != config.names:
+        return f"variables {list(model.names)}, configured {list(config.names)}"
+    for m, c in zip(model.variables, config.variables):
+        if m.group != c.group or (c.values is not None and m.values != c.values):
+            return f"variable '{c.name}' differs (group, values)"
+        if (m.sensor and m.sensor.name) != (c.sensor and c.sensor.name):
+            return f"the sensor of '{c.name}' differs"
+    return ""
+
+
+__all__ = ["LearnOutcome", "ModelManager", "OnlineUpdate", "StartupError", "config_mismatch"]

@@ -1,0 +1,280 @@
+"""Assemble trials from their three parts (action, object features, effects) as they arrive.
+
+Parts with the same ``trial_id`` belong together. Parts with an empty id are paired by
+their header stamps: the three stamps of a trial lie within ``slop`` seconds of each
+other.
+
+Incomplete trials are judged on **data time**, the latest header stamp seen, so that a
+bag replayed at any speed pairs and times out exactly as it was recorded:
+
+- every message that arrives goes through ``observe(stamp, now)`` first (also one that is
+  then rejected): data time moves on to its stamp, and a trial still missing a part once
+  data time is ``trial_timeout`` past the data time of its first part is dropped;
+- the fallback for when messages stop: ``expire(now)`` drops every trial still missing a
+  part when no message at all has arrived for ``trial_timeout`` seconds of the *receive
+  clock* (``now``: the node's ROS clock, or a bag's log times), so the last incomplete
+  trials of a stream are still dropped and reported. Offline import calls it before each
+  message (and with ``inf`` when the bag ends), the node on a timer.
+
+A part without a stamp (0) advances data time by the receive-clock time since the
+previous message instead. A stamp more than ``CLOCK_RESTART`` seconds behind data time
+(a simulator or a robot whose clock started over) restarts data time at that stamp.
+The node converts its messages into (kind, trial_id, stamp, payload).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork
+from .trial import Trial
+
+# The defaults of the learner node's 'slop' and 'trial_timeout' parameters (and of offline import).
+DEFAULT_SLOP = 0.1
+DEFAULT_TRIAL_TIMEOUT = 5.0
+# Completed trial ids remembered to recognise parts sent again after their trial was stored.
+_REMEMBERED_IDS = 10000
+# Seconds a stamp may lie behind data time before it is taken for a clock that started over.
+CLOCK_RESTART = 3600.0
+
+
+class PairingError(ValueError):
+    """A part that cannot be paired; the message says why."""
+
+
+class DuplicatePartError(PairingError):
+    """A part whose trial already has a part of this kind."""
+
+
+@dataclass(frozen=True)
+class DroppedTrial:
+    """An incomplete trial given up on: ``trial_id`` ('' when paired by stamp), its parts, why."""
+
+    trial_id: str
+    stamp: float | None
+    parts: tuple[str, ...]
+    reason: str
+
+
+@dataclass
+class _Pending:
+    trial_id: str
+    started: float  # data time when its first part arrived
+    parts: dict = field(default_factory=dict)  # kind -> (stamp, payload)
+
+    def stamps(self) -> list[float]:
+        return [stamp for stamp, _ in self.parts.values()]
+
+
+class TrialAssembler:
+    """For every message: ``observe`` (returns the trials that timed out), then ``add`` if the part is
+    valid (returns the trial it completes). Call ``expire`` between messages with the receive clock."""
+
+    def __init__(self, slop: float = DEFAULT_SLOP, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT):
+        if not slop >= 0:
+            raise ValueError(f"slop must be >= 0 seconds, got {slop}")
+        if not trial_timeout > 0:
+            raise ValueError(f"trial_timeout must be > 0 seconds, got {trial_timeout}")
+        self.slop = float(slop)
+        self.trial_timeout = float(trial_timeout)
+        self.counts = {"completed": 0, "duplicate_parts": 0, "dropped": 0}
+        self.data_time: float | None = None     # the latest header stamp seen
+        self._stamped = False                   # whether data time comes from a stamp yet
+        self.last_arrival: float | None = None  # receive-clock time of the latest message
+        self._by_id: dict[str, _Pending] = {}
+        self._by_stamp: list[_Pending] = []
+        self._completed_ids: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def pending(self) -> int:
+        """Trials waiting for a part."""
+        return len(self._by_id) + len(self._by_stamp)
+
+    def observe(self, stamp: float | None, now: float) -> list[DroppedTrial]:
+        """A message stamped ``stamp`` arrived at ``now`` (receive clock): data time moves on, and
+        the trials it leaves more than ``trial_timeout`` behind are dropped and returned."""
+        previous, self.last_arrival = self.last_arrival, now
+        if stamp is None or not stamp > 0:  # no stamp: the receive clock stands in
+            self.data_time = self._data_time() + (max(0.0, now - previous) if previous is not None else 0.0)
+        elif not self._stamped or stamp < self.data_time - CLOCK_RESTART:
+            # the first stamp, or the sender's clock started over: data time starts (again) here
+            self._stamped = True
+            self.data_time = stamp
+            for pending in self._pendings():
+                pending.started = stamp
+        elif stamp > self.data_time:
+            self.data_time = stamp
+        late = []
+        for pendings in (self._by_id.values(), self._by_stamp):  # each in the order they started
+            for pending in pendings:
+                if self.data_time - pending.started <= self.trial_timeout:
+                    break
+                late.append(pending)
+        return self._drop(late, f"while the header stamps moved on by trial_timeout {self.trial_timeout:g} s")
+
+    def add(self, kind: str, trial_id: str, stamp: float | None, payload, now: float) -> Trial | None:
+        """Add one part (``observe`` it first); return the trial it completes, or None while parts are missing.
+
+        ``payload``: the action label for 'action', {sensor: reading} for 'object' and 'effect';
+        ``now``: the receive clock, kept as the trial's ``received`` time.
+        Raises PairingError (DuplicatePartError for a part seen before) and leaves the state unchanged.
+        """
+        if kind not in GROUPS:
+            raise ValueError(f"unknown part kind '{kind}'; expected one of {list(GROUPS)}")
+        if trial_id:
+            pending = self._pending_by_id(kind, trial_id)
+        else:
+            pending = self._pending_by_stamp(kind, stamp)
+        pending.parts[kind] = (stamp, payload)
+        if len(pending.parts) < len(GROUPS):
+            return None
+        return self._complete(pending, now)
+
+    def expire(self, now: float) -> list[DroppedTrial]:
+        """The fallback once messages stop: if none arrived for more than ``trial_timeout`` of the
+        receive clock before ``now``, drop every incomplete trial (``now`` = inf: drop them all)."""
+        if self.last_arrival is not None and now < self.last_arrival:  # the clock jumped back (a looped bag)
+            self.last_arrival = now
+        if self.last_arrival is None or now - self.last_arrival <= self.trial_timeout:
+            return []
+        return self._drop(self._pendings(), f"and no message at all for trial_timeout {self.trial_timeout:g} s")
+
+    def _pendings(self) -> list[_Pending]:
+        return [*self._by_id.values(), *self._by_stamp]
+
+    def _drop(self, pendings: list[_Pending], why: str) -> list[DroppedTrial]:
+        dropped = []
+        for pending in pendings:
+            if pending.trial_id:
+                del self._by_id[pending.trial_id]
+            else:
+                self._by_stamp.remove(pending)
+            missing = [k for k in GROUPS if k not in pending.parts]
+            stamps = pending.stamps()
+            dropped.append(DroppedTrial(
+                trial_id=pending.trial_id, stamp=min(stamps) if stamps else None,
+                parts=tuple(k for k in GROUPS if k in pending.parts),
+                reason=f"no {' or '.join(repr(k) for k in missing)} part {why}"))
+        self.counts["dropped"] += len(dropped)
+        return dropped
+
+    # ---------------------------------------------------------------- helpers
+    def _pending_by_id(self, kind: str, trial_id: str) -> _Pending:
+        if trial_id in self._completed_ids:
+            self.counts["duplicate_parts"] += 1
+            raise DuplicatePartError(f"trial '{trial_id}' is already complete; this '{kind}' part was sent again")
+        pending = self._by_id.get(trial_id)
+        if pending is None:
+            pending = self._by_id[trial_id] = _Pending(trial_id, self._data_time())
+        elif kind in pending.parts:
+            self.counts["duplicate_parts"] += 1
+            raise DuplicatePartError(f"trial '{trial_id}' already has its '{kind}' part; kept the first one")
+        return pending
+
+    def _pending_by_stamp(self, kind: str, stamp: float | None) -> _Pending:
+        if stamp is None or stamp <= 0:
+            raise PairingError(f"'{kind}' part with no trial_id and no header stamp: cannot pair it; "
+                               "set header.stamp or trial_id")
+        best, best_distance = None, None
+        for pending in self._by_stamp:
+            if kind in pending.parts:
+                if pending.parts[kind][0] == stamp:
+                    self.counts["duplicate_parts"] += 1
+                    raise DuplicatePartError(
+                        f"a '{kind}' part with stamp {stamp:.6f} s and no trial_id was already received")
+                continue
+            distance = max(abs(stamp - s) for s in pending.stamps())
+            if distance <= self.slop and (best is None or distance < best_distance):
+                best, best_distance = pending, distance
+        if best is None:
+            best = _Pending("", self._data_time())
+            self._by_stamp.append(best)
+        return best
+
+    def _data_time(self) -> float:
+        return self.data_time if self.data_time is not None else 0.0
+
+    def _complete(self, pending: _Pending, now: float) -> Trial:
+        action_stamp, action = pending.parts["action"]
+        trial_id = pending.trial_id or f"stamp-{action_stamp:.6f}"
+        try:
+            trial = Trial(trial_id=trial_id, action=action, object_features=dict(pending.parts["object"][1]),
+                          effects=dict(pending.parts["effect"][1]), stamp=action_stamp, received=now)
+        except ValueError as exc:
+            self.counts["dropped"] += 1
+            raise PairingError(f"dropped: {exc}") from None
+        finally:
+            if pending.trial_id:
+                del self._by_id[pending.trial_id]
+            else:
+                self._by_stamp.remove(pending)
+        if pending.trial_id:
+            self._completed_ids[trial_id] = None
+            if len(self._completed_ids) > _REMEMBERED_IDS:
+                self._completed_ids.popitem(last=False)
+        self.counts["completed"] += 1
+        return trial
+
+
+class PartValidator:
+    """What a configuration accepts in each part: one of its action labels, its sensors of the right group.
+
+    The action label is the value of the configuration's one variable in the group 'action';
+    object features are readings of sensors of 'object' variables, effects of 'effect' variables.
+    """
+
+    def __init__(self, config: AffordanceNetwork):
+        actions = config.group("action")
+        if len(actions) != 1:
+            raise ValueError(f"the configuration needs exactly one variable in the group 'action' "
+                             f"(the Action message carries one label), it has {actions}")
+        self.action_variable = actions[0]
+        self.actions = config[self.action_variable].values
+        if self.actions is None:
+            raise ValueError(f"the action variable '{self.action_variable}' needs its 'values' (the action labels)")
+        self.sensors = {kind: sorted(v.sensor.name for v in config.variables if v.group == kind and v.sensor)
+                        for kind in SENSOR_GROUPS}
+
+    def action(self, label: str) -> str:
+        if not label:
+            raise PairingError(f"the action label is empty; expected one of {list(self.actions)}")
+        if label not in self.actions:
+            raise PairingError(f"unknown action '{label}'; expected one of {list(self.actions)}")
+        return label
+
+    def readings(self, kind: str, names, values) -> dict[str, float]:
+        """{sensor: reading} from the parallel name and value lists of a Features message."""
+        names, values = list(names), list(values)
+        if len(names) != len(values):
+            raise PairingError(f"{len(names)} names but {len(values)} values; send one value per name")
+        readings = {}
+        for name, value in zip(names, values):
+            if name in readings:
+                raise PairingError(f"sensor '{name}' appears twice")
+            if name not in self.sensors[kind]:
+                other = "effect" if kind == "object" else "object"
+                if name in self.sensors[other]:
+                    raise PairingError(f"sensor '{name}' is an {other} sensor; publish it with the {other} part")
+                raise PairingError(f"unknown sensor '{name}'; the {kind} sensors are {self.sensors[kind]}")
+            value = float(value)
+            if not math.isfinite(value):
+                raise PairingError(f"reading of sensor '{name}' is {value}; send finite numbers only "
+                                   "(leave a sensor out when it has no reading)")
+            readings[name] = value
+        return readings
+
+
+def named_values(names, values, what: str) -> dict:
+    """{name: value} from the parallel name and value lists of a request (``what``: 'sensor', ...);
+    ValueError when the lengths differ or a name is given twice."""
+    names, values = list(names), list(values)
+    if len(names) != len(values):
+        raise ValueError(f"{len(names)} {what}_names but {len(values)} {what}_values; give one value per name")
+    out = {}
+    for name, value in zip(names, values):
+        if name in out:
+            raise ValueError(f"{what} '{name}' is given twice")
+        out[name] = value
+    return out

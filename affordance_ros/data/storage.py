@@ -1,0 +1,220 @@
+"""The case database: every completed trial, committed to SQLite as soon as it arrives.
+
+One file, WAL journal, one connection shared by the threads of a process behind a
+lock. Other processes (the command line, a bag import) may open the same file:
+SQLite's locking and the busy timeout serialise their writes.
+
+A record is what ``CaseSet.from_records`` learns from, plus where each reading came
+from and when (``Trial.to_record`` makes one)::
+
+    {"trial_id": "t42", "labels": {"Action": "tap"}, "readings": {"color": 5.1, "obj_vel": 9.7},
+     "sources": {"color": "object", "obj_vel": "effect"}, "stamp": 1700000000.25, "received": 1700000001.0}
+
+Schema (PRAGMA user_version = 1)::
+
+    cases(id, trial_id UNIQUE, stamp, action_variable, action, received)
+    readings(case_id -> cases.id, source 'object'|'effect', sensor, value)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Mapping
+
+from ..core import SENSOR_GROUPS
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = ("""
+CREATE TABLE cases (
+    id              INTEGER PRIMARY KEY,
+    trial_id        TEXT NOT NULL UNIQUE,
+    stamp           REAL,           -- the action's header stamp, seconds
+    action_variable TEXT NOT NULL,  -- the variable the action label is a value of
+    action          TEXT NOT NULL,  -- the action label
+    received        REAL            -- when the trial was completed, seconds
+)""", """
+CREATE TABLE readings (
+    case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+    source  TEXT NOT NULL CHECK (source IN ('object', 'effect')),
+    sensor  TEXT NOT NULL,
+    value   REAL NOT NULL,
+    PRIMARY KEY (case_id, sensor)
+)""")
+
+
+class CaseStoreError(RuntimeError):
+    """The database file cannot be used (not ours, newer schema, unreadable), or a record is malformed."""
+
+
+class CaseStore:
+    """Records of trials in an SQLite file; ``add`` commits before it returns.
+
+    ``read_only``: open an existing database for reading only (it is never created or changed).
+    """
+
+    def __init__(self, path: str | os.PathLike, read_only: bool = False, busy_timeout: float = 10.0):
+        self.path = Path(path)
+        self.read_only = read_only
+        try:
+            if read_only:
+                if not self.path.is_file():
+                    raise CaseStoreError(f"case database '{self.path}' does not exist")
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, check_same_thread=False,
+                                             isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(self.path, timeout=busy_timeout, check_same_thread=False,
+                                             isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise CaseStoreError(f"cannot open the case database '{self.path}': {exc}") from None
+        self._lock = threading.Lock()
+        try:
+            self._prepare()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise CaseStoreError(f"'{self.path}' is not a usable case database: {exc}") from None
+        except CaseStoreError:
+            self._conn.close()
+            raise
+
+    def _prepare(self) -> None:
+        conn = self._conn
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not self.read_only:
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: a committed case survives a power cut too, not only a crash of the process.
+            conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+                if tables:
+                    raise CaseStoreError(
+                        f"'{self.path}' is an SQLite database of something else (tables "
+                        f"{sorted(t[0] for t in tables)}); choose another database_path")
+                if self.read_only:
+                    raise CaseStoreError(f"'{self.path}' is empty: it holds no case database")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version > SCHEMA_VERSION:
+                raise CaseStoreError(
+                    f"'{self.path}' has schema version {version}, written by a newer affordance_ros "
+                    f"(this one reads up to {SCHEMA_VERSION}); update affordance_ros")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # ------------------------------------------------------------------ write
+    def add(self, record: Mapping) -> bool:
+        """Store one record and commit. False (and nothing changed) if its trial_id is already stored."""
+        return self.insert(record) is not None
+
+    def insert(self, record: Mapping) -> int | None:
+        """Store one record and commit; its case id (ids grow with every case stored), or None (and
+        nothing changed) if its trial_id is already stored."""
+        trial_id, action_variable, action, rows = _validated(record)
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cursor = conn.execute(
+                    "INSERT INTO cases (trial_id, stamp, action_variable, action, received) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (trial_id) DO NOTHING",
+                    (trial_id, record.get("stamp"), action_variable, action, record.get("received")))
+                if cursor.rowcount == 0:
+                    conn.execute("ROLLBACK")
+                    return None
+                case_id = cursor.lastrowid
+                conn.executemany("INSERT INTO readings (case_id, source, sensor, value) VALUES (?, ?, ?, ?)",
+                                 [(case_id, *row) for row in rows])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return case_id
+
+    # ------------------------------------------------------------------- read
+    def count(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
+
+    def contains(self, trial_id: str) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
+
+    def trial_id_of(self, case_id: int) -> str | None:
+        """The trial_id of the case with this id, None if there is none."""
+        with self._lock:
+            row = self._conn.execute("SELECT trial_id FROM cases WHERE id = ?", (case_id,)).fetchone()
+        return row[0] if row else None
+
+    def records(self) -> list[dict]:
+        """Every stored record, oldest first."""
+        return [record for _, record in self.numbered_records()]
+
+    def numbered_records(self, after: int = 0) -> list[tuple[int, dict]]:
+        """(case id, record) of the stored cases with an id above ``after``, oldest first."""
+        with self._lock:
+            # One read transaction: a case added meanwhile is seen whole or not at all.
+            self._conn.execute("BEGIN")
+            try:
+                cases = self._conn.execute(
+                    "SELECT id, trial_id, stamp, action_variable, action, received FROM cases WHERE id > ? "
+                    "ORDER BY id", (after,)).fetchall()
+                readings = self._conn.execute(
+                    "SELECT case_id, source, sensor, value FROM readings WHERE case_id > ? ORDER BY case_id, rowid",
+                    (after,)).fetchall()
+            finally:
+                self._conn.execute("COMMIT")
+        out = {}
+        for case_id, trial_id, stamp, action_variable, action, received in cases:
+            out[case_id] = {"trial_id": trial_id, "labels": {action_variable: action}, "readings": {},
+                            "sources": {}, "stamp": stamp, "received": received}
+        for case_id, source, sensor, value in readings:
+            out[case_id]["readings"][sensor] = value
+            out[case_id]["sources"][sensor] = source
+        return list(out.items())
+
+    # -------------------------------------------------------------- lifetime
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "CaseStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _validated(record: Mapping):
+    trial_id = record.get("trial_id")
+    if not isinstance(trial_id, str) or not trial_id:
+        raise CaseStoreError(f"a record needs a non-empty string 'trial_id', got {trial_id!r}")
+    labels = record.get("labels") or {}
+    if len(labels) != 1:
+        raise CaseStoreError(f"record '{trial_id}': 'labels' must hold exactly the action label, got {labels}")
+    (action_variable, action), = labels.items()
+    if not isinstance(action, str) or not action:
+        raise CaseStoreError(f"record '{trial_id}': the action label must be a non-empty string")
+    sources = record.get("sources") or {}
+    rows = []
+    for sensor, value in (record.get("readings") or {}).items():
+        source = sources.get(sensor)
+        if source not in SENSOR_GROUPS:
+            raise CaseStoreError(f"record '{trial_id}': the source of sensor '{sensor}' must be one of "
+                                 f"{list(SENSOR_GROUPS)}, got {source!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise CaseStoreError(f"record '{trial_id}': reading of sensor '{sensor}' is {value!r}, "
+                                 "expected a finite number")
+        rows.append((source, sensor, float(value)))
+    return trial_id, action_variable, action, rows

@@ -1,0 +1,66 @@
+"""Answering the planners' services: request messages in, the core's answers out as response messages."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..core import AffordanceError, AffordanceNetwork, EvidenceError, predict, rank_actions
+from ..data.pairing import named_values
+from ..msg import Distribution
+
+
+def answer(model: AffordanceNetwork | None, response, fill: Callable, no_model: str) -> str:
+    """Fill ``response`` by ``fill(model, response)``; ``success`` False with the message for no model, a
+    mistake in the request, or an unexpected error (returned, to be logged). '' when it succeeded."""
+    response.success = False
+    if model is None:
+        response.message = no_model
+        return response.message
+    try:
+        fill(model, response)
+    except (AffordanceError, ValueError) as exc:
+        response.message = str(exc)
+        return response.message
+    except Exception as exc:  # a bug: answer and keep running
+        response.message = f"internal error: {exc!r}"
+        return response.message
+    response.success = True
+    return ""
+
+
+def evidence(request) -> tuple[dict, dict]:
+    """(sensor readings, labels) of a Predict or SelectAction request."""
+    return (named_values(request.sensor_names, request.sensor_values, "sensor"),
+            named_values(request.variable_names, request.variable_values, "variable"))
+
+
+def predict_into(request) -> Callable:
+    """How to fill a Predict response for ``request``."""
+    def fill(model: AffordanceNetwork, response) -> None:
+        sensors, values = evidence(request)
+        result = predict(model, list(request.query), sensors=sensors, values=values)
+        response.marginals = [Distribution(variable=name, values=list(dist), probabilities=list(dist.values()))
+                              for name, dist in result.marginals.items()]
+        response.most_probable = [result.most_probable[name] for name in result.marginals]
+        response.joint_probability = result.joint_probability
+    return fill
+
+
+def select_action_into(request) -> Callable:
+    """How to fill a SelectAction response for ``request``: the desired effects must be effect variables,
+    and not also given as evidence (by label or by their sensor's reading)."""
+    def fill(model: AffordanceNetwork, response) -> None:
+        sensors, values = evidence(request)
+        effects = named_values(request.effect_names, request.effect_values, "effect")
+        for name in effects:
+            variable = model[name]
+            if variable.group != "effect":
+                raise EvidenceError(f"'{name}' is not an effect variable (it is in the group '{variable.group}'); "
+                                    f"the effects are {model.group('effect')}")
+            if name in values or (variable.sensor and variable.sensor.name in sensors):
+                raise EvidenceError(f"'{name}' is a desired effect: do not also give it as evidence")
+        ranking = rank_actions(model, effects, sensors=sensors, values=values)
+        response.action_variable = ranking.action_variable
+        response.actions = list(ranking.actions)
+        response.probabilities = list(ranking.probabilities)
+    return fill

@@ -1,0 +1,94 @@
+"""The learner node's parameters: names, defaults and descriptors, declared in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+from ..core import STRUCTURES
+from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
+from ..share import default_config_path, default_database_path, default_model_path
+from .qos import KEEP_ALL
+
+
+def _range(low: float, high: float) -> dict:
+    return {"floating_point_range": [FloatingPointRange(from_value=low, to_value=high)]}
+
+
+# name -> (default (a path: the function giving it, read when declared), description, read_only, extra descriptor fields)
+PARAMETERS = {
+    "config_path": (default_config_path, (
+        "Configuration in the model schema (JSON): variables, their groups and values, sensors, "
+        "optionally arcs and 'learning' options. Default: the montesano config the simulated robot matches."),
+        True, {}),
+    "database_path": (default_database_path, (
+        "SQLite case database; every completed trial is committed here at once. "
+        "Default: $ROS_HOME/affordance_ros/cases.db ($ROS_HOME defaults to ~/.ros)."), True, {}),
+    "model_path": (default_model_path, (
+        "Where ~/learn writes the learned model (atomically) and where it is loaded from at start-up. "
+        "Default: $ROS_HOME/affordance_ros/model.json."), True, {}),
+    "structure": ("k2", (
+        "How ~/learn finds the arcs when the request leaves 'structure' empty: k2 (greedy search), "
+        "mcmc (sampling), fixed (keep the current model's arcs, else the configured ones)."),
+        False, {"additional_constraints": f"one of {list(STRUCTURES)}"}),
+    "prior_strength": (0.0, (
+        "0: ~/learn learns from all stored cases. > 0 (with a current model): ~/learn learns from the cases "
+        "stored since the current model was learned, with that model as a Dirichlet prior worth this many "
+        "cases, so knowledge accumulates across sessions. Can be changed while the node runs."),
+        False, _range(0.0, 1e9)),
+    "slop": (DEFAULT_SLOP, (
+        "Seconds the header stamps of the three parts of a trial may differ by when they are paired "
+        "by stamp (empty trial_id). Keep it below half the time between trials."), True, _range(0.0, 3600.0)),
+    "trial_timeout": (DEFAULT_TRIAL_TIMEOUT, (
+        "An incomplete trial is dropped with a warning once the header stamps of the messages received "
+        "after its first part are this many seconds later (data time: replay speed does not matter), or "
+        "when no message at all has arrived for this many seconds of the node clock (use_sim_time applies)."),
+        True, _range(0.001, 86400.0)),
+    "qos_depth": (KEEP_ALL, (
+        "History of the three reliable subscriptions. 0 (default): keep all, so a robot publishing "
+        "faster than the node stores is slowed down instead of losing trials. N > 0: keep the last N "
+        "messages per topic (bounded memory; the oldest messages of a longer burst are lost)."),
+        True, {"integer_range": [IntegerRange(from_value=0, to_value=100000)]}),
+    "online_learning": (False, (
+        "Update the model with every newly stored case at once (stepwise EM; structure and sensor models "
+        "stay as learned), once a model exists. Predictions use the updated model; ~/learn replaces it and "
+        "the updates restart from the new one."), True, {}),
+    "online_save_period": (10.0, (
+        "With online_learning: seconds between writes of the updated model to model_path (atomically; "
+        "also when the node stops); 0 writes it after every update."), True, _range(0.0, 86400.0)),
+    "status_period": (10.0, (
+        "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
+        "written only when they changed; 0 turns them off."), True, _range(0.0, 86400.0)),
+}
+
+
+@dataclass(frozen=True)
+class LearnerSettings:
+    """The parameters' values at start-up; an empty path means its default."""
+
+    config_path: Path
+    database_path: Path
+    model_path: Path
+    structure: str
+    prior_strength: float
+    slop: float
+    trial_timeout: float
+    qos_depth: int
+    online_learning: bool
+    online_save_period: float
+    status_period: float
+
+
+def declare_learner_parameters(node) -> LearnerSettings:
+    """Declare every parameter on ``node`` with its descriptor; the values it starts with."""
+    defaults = {name: str(default()) if callable(default) else default
+                for name, (default, *_) in PARAMETERS.items()}
+    for name, (_, text, read_only, extra) in PARAMETERS.items():
+        node.declare_parameter(name, defaults[name],
+                               ParameterDescriptor(description=text, read_only=read_only, **extra))
+    value = {name: node.get_parameter(name).value for name in PARAMETERS}
+    for name in ("config_path", "database_path", "model_path"):
+        value[name] = Path(value[name] or defaults[name])
+    return LearnerSettings(**value)

@@ -1,0 +1,226 @@
+"""The node over DDS: cases stored per second from the simulated robot at full speed, the
+learn service, and the predict service's round-trip latency.
+
+The learner node and the simulated robot run as separate processes (the installed launchers
+that `ros2 run affordance_ros ...` starts); this process is the service client. Discovery
+stays on this host, in a domain of its own.
+
+1. the robot publishes N trials as fast as it can (rate 10000 Hz asked); the throughput is
+   the number of cases the learner committed to its database per second, between the first
+   and the last; none may be lost (all N stored);
+2. ~/learn on those cases (K2 structure, EM);
+3. ~/predict called 1000 times one after the other (Action given two object labels and the
+   four effect readings); median and 99th percentile of the round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+
+ROBOT_RATE = 10000.0   # the simulated robot's largest allowed rate: "full speed"
+LEARNER = "/affordance_learner"
+
+
+def _env(tmp: Path) -> dict:
+    env = dict(os.environ, ROS_HOME=str(tmp / "ros_home"), PYTHONUNBUFFERED="1")
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 101 + 1))
+    return env
+
+
+def _launcher(name: str) -> Path:
+    from ...share import share_directory
+    return share_directory().parents[1] / "lib" / "affordance_ros" / name
+
+
+def _start(name: str, params: dict, tmp: Path, env: dict) -> subprocess.Popen:
+    args = [str(_launcher(name)), "--ros-args"]
+    for key, value in params.items():
+        args += ["-p", f"{key}:={value}"]
+    log = open(tmp / f"{name}.log", "w")
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _stop(process: subprocess.Popen, timeout: float = 15.0) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
+def store_throughput(db: Path, n_trials: int, tmp: Path, env: dict, timeout: float, settle: float = 3.0) -> dict:
+    """Start the robot at full speed; watch the learner's database until all trials are stored,
+    or until the robot has exited and nothing more arrived for ``settle`` seconds."""
+    from ...data.storage import CaseStore
+    robot = _start("simulated_robot", {"count": n_trials, "rate": ROBOT_RATE, "seed": 1, "sigma": 1.0}, tmp, env)
+    first = None            # (time, count) when the first cases were seen
+    changed = None          # (time, count) of the latest change
+    stored = 0
+    deadline = time.monotonic() + timeout
+    try:
+        with CaseStore(db, read_only=True) as store:
+            while time.monotonic() < deadline and stored < n_trials:
+                count, now = store.count(), time.monotonic()
+                if count != stored:
+                    stored, changed = count, (now, count)
+                    first = first or changed
+                if robot.poll() is not None and now - (changed or (now, 0))[0] > settle:
+                    break
+                time.sleep(0.002)
+        robot_status = robot.wait(30)
+    finally:
+        _stop(robot)
+    seconds = changed[0] - first[0] if first else float("nan")
+    return {"trials_published": n_trials, "cases_stored": stored, "lost": n_trials - stored,
+            "seconds_first_to_last": seconds,
+            "cases_per_second": (changed[1] - first[1]) / seconds if first and seconds > 0 else float("nan"),
+            "robot_exit": robot_status}
+
+
+class _Client:
+    """A service client node in this process, spinning only while it waits for an answer."""
+
+    def __init__(self):
+        import rclpy
+        self.rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("affordance_bench_client", context=self.context)
+        from rclpy.executors import SingleThreadedExecutor
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def client(self, srv_type, name: str, timeout: float = 30.0):
+        client = self.node.create_client(srv_type, name)
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise RuntimeError(f"service {name} did not appear within {timeout} s")
+        return client
+
+    def call(self, client, request, timeout: float = 120.0):
+        future = client.call_async(request)
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        if not future.done():
+            raise RuntimeError("no answer from the service")
+        return future.result()
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.rclpy.try_shutdown(context=self.context)
+
+
+def predict_request(Predict):
+    return Predict.Request(query=["action"], sensor_names=["obj_vel", "obj_hand_vel", "hand_vel", "contact"],
+                           sensor_values=[5.3, 4.1, 0.4, 6.2], variable_names=["Shape", "Size"],
+                           variable_values=["box", "small"])
+
+
+def service_figures(client: _Client, calls: int) -> dict:
+    """~/learn once, then ``calls`` ~/predict round trips one after the other."""
+    from ...srv import Learn, Predict
+    learn = client.client(Learn, f"{LEARNER}/learn")
+    t0 = time.perf_counter()
+    learned = client.call(learn, Learn.Request(structure=""))
+    learn_round_trip = time.perf_counter() - t0
+    if not learned.success:
+        raise RuntimeError(f"learn failed: {learned.message}")
+    predict = client.client(Predict, f"{LEARNER}/predict")
+    request = predict_request(Predict)
+    for _ in range(20):                      # warm-up: discovery, first compilation
+        client.call(predict, request)
+    times = np.empty(calls)
+    for k in range(calls):
+        t0 = time.perf_counter()
+        answer = client.call(predict, request)
+        times[k] = time.perf_counter() - t0
+        if not answer.success:
+            raise RuntimeError(f"predict failed: {answer.message}")
+    return {"learn_round_trip": learn_round_trip, "learn_duration": learned.duration,
+            "learn_cases": learned.num_cases, "learn_arcs": list(learned.arcs),
+            "predict_calls": calls, "predict_median": float(np.median(times)),
+            "predict_p99": float(np.percentile(times, 99)), "predict_max": float(times.max())}
+
+
+# The learner's subscription history: its default (keep all), and a bounded one (keep last 100,
+# the default before the move to keep all). The robot keeps its default (keep all) in both.
+LEARNER_SETTINGS = (("learner defaults (keep all)", {}), ("learner qos_depth 100 (keep last 100)", {"qos_depth": 100}))
+
+
+def run_learner(tmp: Path, env: dict, client: _Client, extra: dict, n_trials: int, calls: int) -> tuple:
+    """One learner process (a fresh database): the robot's burst, then, if ``calls``, the services."""
+    from ...srv import Learn
+    tmp.mkdir()
+    db = tmp / "cases.db"
+    learner = _start("learner_node", {"database_path": db, "model_path": tmp / "model.json",
+                                      "status_period": 0.0, **extra}, tmp, env)
+    try:
+        # The learner's services appear once its database is open: then start the robot.
+        client.client(Learn, f"{LEARNER}/learn", timeout=60.0)
+        throughput = store_throughput(db, n_trials, tmp, env, timeout=60 + n_trials / 50)
+        services = service_figures(client, calls) if calls else {}
+    finally:
+        status = _stop(learner)
+    log = (tmp / "learner_node.log").read_text().splitlines()
+    stopping = next((line for line in reversed(log) if "stopping;" in line), "")
+    if status != 0:
+        print(f"  note: the learner exited with status {status} on SIGINT; the end of its log:")
+        print("\n".join(f"    {line}" for line in log[-12:]))
+    return {**throughput, "learner_exit": status, "learner_summary": stopping}, services
+
+
+def run(args) -> int:
+    try:
+        from ...nodes.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
+    except ImportError as exc:
+        print(f"affordance-ros bench dds: error: the ROS 2 node cannot be imported here ({exc})")
+        return 2
+    out = output_dir(args.out)
+    n_trials = args.cases or (200 if args.quick else 5000)
+    calls = 100 if args.quick else 1000
+    print(f"bench dds{' (quick)' if args.quick else ''}: robot -> learner ({n_trials} trials at full speed), "
+          f"learn, {calls} predict calls")
+    print(f"machine: {machine_line()}")
+    bursts, services = [], {}
+    with tempfile.TemporaryDirectory(prefix="affordance-bench-dds-") as tmpdir:
+        env = _env(Path(tmpdir))
+        os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
+        client = _Client()
+        try:
+            for k, (label, extra) in enumerate(LEARNER_SETTINGS):
+                burst, found = run_learner(Path(tmpdir) / f"run{k}", env, client, extra, n_trials,
+                                           calls if k == 0 else 0)  # the services with the defaults
+                bursts.append({"setting": label, **burst})
+                services.update(found)
+                print(f"  {label}: {burst['cases_stored']} of {n_trials} stored "
+                      f"({burst['cases_per_second']:.0f} cases/s); {burst['learner_summary'].split('stopping; ')[-1]}")
+        finally:
+            client.close()
+    rows = []
+    for burst in bursts:
+        rows.append([f"cases stored per second, robot at full speed, {burst['setting']}",
+                     f"{burst['cases_per_second']:.0f} ({burst['lost']} of {n_trials} lost)"])
+    rows += [[f"~/learn on {services['learn_cases']} cases (K2 + EM): in the node / round trip",
+              f"{fmt_seconds(services['learn_duration'])} / {fmt_seconds(services['learn_round_trip'])}"],
+             [f"~/predict round trip, median of {calls}", fmt_seconds(services["predict_median"])],
+             ["~/predict round trip, 99th percentile", fmt_seconds(services["predict_p99"])]]
+    table = markdown_table(["what", "figure"], rows)
+    (out / "dds_table.md").write_text(table)
+    write_json(out / "dds_results.json", {"machine": machine(), "quick": args.quick, "trials": n_trials,
+                                          "bursts": bursts, **services})
+    print()
+    print(table)
+    print(f"wrote {out / 'dds_table.md'}")
+    print(f"wrote {out / 'dds_results.json'}")
+    return 0

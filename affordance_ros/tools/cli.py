@@ -1,0 +1,256 @@
+"""`affordance-ros`: learn a model from recorded cases, and ask it questions, without ROS running.
+
+    affordance-ros learn --cases cases.csv --config config.json --structure k2 --out model.json
+    affordance-ros learn --cases robot_bag/ --config config.json --out model.json
+    affordance-ros predict --model model.json --query action --sensor obj_vel=7.2 --value Shape=box
+    affordance-ros import robot_bag/ more.csv --db cases.db
+    affordance-ros export cases.db --out cases.csv          (or --out new_bag/ --storage mcap)
+    affordance-ros replay robot_bag/ --rate 10 --clock      (needs ROS 2: publishes into the graph)
+    affordance-ros record new_bag/ --trials 300             (needs ROS 2: subscribes to the graph)
+
+Bags are rosbag2 (sqlite3 or mcap) holding the Action/Features topics; see docs/offline.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from ..data import offline
+from ..data.bag import BagError
+from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
+from ..data.storage import CaseStoreError
+from ..share import default_config_path
+from . import record, replay
+from .bench import add_parser as add_bench_parser
+from .progress import ProgressBar
+from .ros_args import split_ros_args
+
+
+class UserError(Exception):
+    """A mistake in the command line or its files: printed as one line, exit status 2."""
+
+
+def load_cases(config: AffordanceNetwork, source: str, options=None, progress: bool | None = None) -> CaseSet:
+    """Cases from a CSV file, the learner node's SQLite database or a rosbag2 bag."""
+    path = Path(source)
+    if not path.exists():
+        raise UserError(f"cases file '{source}' does not exist")
+    if offline.source_kind(path) == "csv":  # every label column, not only the action's
+        return CaseSet.from_csv(config, path)
+    cases = read_cases(path, config, options or offline.PairingOptions(), progress)
+    _tell(cases, "learn")
+    return CaseSet.from_records(config, cases.records)
+
+
+def read_cases(source, config: AffordanceNetwork, options, progress: bool | None):
+    """``offline.read_cases`` with a progress bar while a bag is read (``progress`` None: on a terminal only)."""
+    with ProgressBar(f"reading {Path(source).name}", enabled=progress) as bar:
+        return offline.read_cases(source, config, options, bar.update)
+
+
+def _tell(cases, command: str) -> None:
+    """What reading a source found: the report on stdout, the warnings on stderr."""
+    for warning in cases.warnings:
+        print(f"affordance-ros {command}: warning: {warning}", file=sys.stderr)
+    for line in cases.report:
+        print(line)
+    sys.stdout.flush()
+
+
+def _pairing_options(args):
+    return offline.PairingOptions(slop=args.slop, trial_timeout=args.trial_timeout, namespace=args.namespace)
+
+
+def _config(args) -> AffordanceNetwork:
+    return AffordanceNetwork.load(args.config or default_config_path())
+
+
+def _pairs(items, what: str) -> dict:
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"{what} '{item}' must look like NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def cmd_learn(args) -> int:
+    config = AffordanceNetwork.load(args.config)
+    cases = load_cases(config, args.cases, _pairing_options(args), args.progress)
+    learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
+                                prior=args.prior, method=args.method, seed=args.seed,
+                                mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter,
+                                fit_sensors=args.fit_sensors or None, prior_strength=args.prior_strength)
+    prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
+    learner.fit(config, cases, prior_model=prior_model)
+    learner.model_.save(args.out)
+    result = learner.result_
+    print(f"learned from {result.num_cases} cases in {result.duration:.2f} s "
+          f"({result.structure} structure, {result.iterations} EM iterations, "
+          f"{'converged' if result.converged else 'NOT converged'})")
+    print(f"log-likelihood: {result.log_likelihood:.3f}")
+    print(f"arcs: {', '.join(format_arcs(result.arcs)) or '(none)'}")
+    print(f"model written to {args.out}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    model = AffordanceNetwork.load(args.model)
+    sensors = {}
+    for name, text in _pairs(args.sensor, "--sensor").items():
+        try:
+            sensors[name] = float(text)
+        except ValueError:
+            raise UserError(f"--sensor {name}={text}: the reading must be a number") from None
+        if not math.isfinite(sensors[name]):
+            raise UserError(f"--sensor {name}={text}: the reading must be a finite number")
+    answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
+    json.dump(answer.to_dict(), sys.stdout, indent=2 if args.pretty else None)
+    print()
+    return 0
+
+
+def cmd_import(args) -> int:
+    config = _config(args)
+    total_added = total_present = 0
+    for source in args.sources:
+        cases = read_cases(source, config, _pairing_options(args), args.progress)
+        _tell(cases, "import")
+        added, present = offline.append_to_database(args.db, cases.records)
+        print(f"added {added} cases to {args.db}" + (f" ({present} were there already)" if present else ""))
+        total_added, total_present = total_added + added, total_present + present
+    if len(args.sources) > 1:
+        print(f"in all: added {total_added} cases to {args.db} ({total_present} were there already)")
+    return 0
+
+
+def cmd_export(args) -> int:
+    out = Path(args.out)
+    if out.suffix.lower() in (".db", ".sqlite", ".sqlite3"):
+        raise UserError(f"'{out}' is a case database: add cases to one with `affordance-ros import SOURCE --db {out}`")
+    if out.exists():
+        raise UserError(f"'{out}' exists already; export writes a new file or bag")
+    config = _config(args)
+    cases = read_cases(args.source, config, _pairing_options(args), args.progress)
+    _tell(cases, "export")
+    if out.suffix.lower() == ".csv":
+        offline.write_csv(out, cases.records, config)
+        print(f"wrote {len(cases.records)} cases to {out}")
+    else:
+        count = offline.write_bag(out, cases.records, args.storage)
+        print(f"wrote {len(cases.records)} cases ({count} messages) to the {args.storage} bag {out}")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    return replay.run(args, args.ros_args)
+
+
+def cmd_record(args) -> int:
+    return record.run(args, args.ros_args)
+
+
+def _add_pairing_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reading bags (paired as the learner node pairs them)")
+    group.add_argument("--namespace", default="/",
+                       help="the topics are NAMESPACE/action, NAMESPACE/object_features, NAMESPACE/effects (default /)")
+    group.add_argument("--slop", type=float, default=DEFAULT_SLOP,
+                       help=f"seconds the stamps of a trial's parts may differ when paired by stamp "
+                            f"(the node's 'slop', default {DEFAULT_SLOP:g})")
+    group.add_argument("--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT,
+                       help=f"seconds of log time after which an incomplete trial is dropped "
+                            f"(the node's 'trial_timeout', default {DEFAULT_TRIAL_TIMEOUT:g})")
+    group.add_argument("--progress", action="store_true", default=None,
+                       help="show a progress bar on stderr (default: only on a terminal)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="affordance-ros", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    learn = sub.add_parser("learn", help="learn structure and parameters from recorded cases")
+    learn.add_argument("--cases", required=True,
+                       help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag (directory, .db3, .mcap)")
+    learn.add_argument("--config", required=True, help="configuration in the model schema (no CPTs)")
+    learn.add_argument("--structure", choices=STRUCTURES, help="default: the config's, else k2")
+    learn.add_argument("--out", required=True, help="where to write the model JSON")
+    learn.add_argument("--score", choices=("k2", "bdeu", "bic"))
+    learn.add_argument("--max-parents", type=int)
+    learn.add_argument("--prior", type=float, help="Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
+    learn.add_argument("--method", choices=("em", "discrete"))
+    learn.add_argument("--tol", type=float, help="EM stops when the RMS parameter change is below this")
+    learn.add_argument("--max-iter", type=int)
+    learn.add_argument("--mcmc-samples", type=int)
+    learn.add_argument("--seed", type=int)
+    learn.add_argument("--fit-sensors", action="store_true",
+                       help="re-estimate the sensor means/stddevs inside EM (when only roughly known)")
+    learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
+    learn.add_argument("--prior-strength", type=float,
+                       help="how many cases the prior model is worth (equivalent sample size)")
+    _add_pairing_options(learn)
+    learn.set_defaults(run=cmd_learn)
+
+    pred = sub.add_parser("predict", help="posterior of query variables given labels and sensor readings")
+    pred.add_argument("--model", required=True)
+    pred.add_argument("--query", action="append", required=True,
+                      help="a variable name or a group (action, object, effect); repeatable")
+    pred.add_argument("--sensor", action="append", metavar="SENSOR=READING", help="raw sensor reading")
+    pred.add_argument("--value", action="append", metavar="VARIABLE=LABEL", help="known label")
+    pred.add_argument("--pretty", action="store_true", help="indent the JSON")
+    pred.set_defaults(run=cmd_predict)
+
+    config_help = "configuration in the model schema; default: the learner node's default (montesano.json)"
+    imp = sub.add_parser("import", help="add the cases of bags, CSV files or case databases to a case database")
+    imp.add_argument("sources", nargs="+", metavar="SOURCE", help="bag (directory, .db3, .mcap), .csv or .db")
+    imp.add_argument("--db", required=True, help="the case database to add to (created if missing)")
+    imp.add_argument("--config", help=config_help)
+    _add_pairing_options(imp)
+    imp.set_defaults(run=cmd_import)
+
+    exp = sub.add_parser("export", help="write the cases of a case database, bag or CSV file to a CSV file or a new bag")
+    exp.add_argument("source", help="case database (.db), bag or .csv")
+    exp.add_argument("--out", required=True, help="a new .csv file, else a new bag directory")
+    exp.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
+                     help="storage format of a bag written (default sqlite3)")
+    exp.add_argument("--config", help=config_help)
+    _add_pairing_options(exp)
+    exp.set_defaults(run=cmd_export)
+
+    play = sub.add_parser("replay", help="publish a bag's affordance topics into the ROS graph (like ros2 bag play)",
+                          epilog="ROS arguments go after --ros-args (e.g. --ros-args -r /action:=/robot2/action)")
+    replay.add_arguments(play)
+    play.set_defaults(run=cmd_replay)
+    rec = sub.add_parser("record", help="record the affordance topics into a new bag (like ros2 bag record)",
+                         epilog="ROS arguments go after --ros-args (e.g. --ros-args -r __ns:=/robot1)")
+    record.add_arguments(rec)
+    rec.set_defaults(run=cmd_record)
+
+    add_bench_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    argv, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    if ros_args and args.command not in ("replay", "record"):
+        parser.error(f"--ros-args is for replay and record, not {args.command}")
+    args.ros_args = ros_args
+    try:
+        return args.run(args)
+    except (AffordanceError, UserError, BagError, CaseStoreError) as exc:
+        print(f"affordance-ros {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"affordance-ros {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""The whole job with no hardware: a simulated robot does trials, the learner node stores them,
+learns the affordance network and answers predictions, printed next to the ground truth.
+
+    ./demo.sh                      (or: python -m affordance_ros.tools.demo --trials 500 --structure mcmc)
+
+The learner and the simulated robot are the real nodes, talking over DDS (this host only),
+each on an executor of its own in this process; the demo calls the node's services like
+any planner would. Database and model go to a temporary folder unless --workdir is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..core import STRUCTURES, AffordanceNetwork, format_arcs, predict, predict_batch
+from ..core.ground_truth import sample_values
+from ..share import default_config_path
+
+HELD_OUT_TRIALS = 500
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="affordance_ros.tools.demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=300, help="trials the robot does (default 300)")
+    parser.add_argument("--rate", type=float, default=100.0, help="trials per second (default 100)")
+    parser.add_argument("--structure", choices=STRUCTURES, default="k2", help="structure learning (default k2)")
+    parser.add_argument("--sigma", type=float, default=1.0, help="sensor noise of the simulated robot (default 1.0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the ground truth and the trials (default 0)")
+    parser.add_argument("--pair-by-stamp", action="store_true", help="send trials without ids (paired by stamp)")
+    parser.add_argument("--workdir", type=Path, help="keep the database and model here (default: a temporary folder)")
+    parser.add_argument("--verbose", action="store_true", help="show the nodes' info logs")
+    args = parser.parse_args(argv)
+    if args.trials < 1 or args.rate <= 0 or args.sigma <= 0:
+        parser.error("--trials, --rate and --sigma must be positive")
+    return args
+
+
+class Demo:
+    """The two nodes, a client node, and the calls a planner would make."""
+
+    def __init__(self, args, workdir: Path):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.parameter import Parameter
+
+        from ..nodes.learner_node import LearnerNode
+        from ..nodes.simulated_robot import SimulatedRobot
+        from ..srv import Learn, Predict
+
+        self.rclpy, self.Learn, self.Predict = rclpy, Learn, Predict
+        rclpy.init(args=None if args.verbose else ["--ros-args", "--log-level", "warn"])
+        self.learner = LearnerNode(parameter_overrides=[
+            Parameter("config_path", value=str(write_config(workdir / "config.json", args.sigma))),
+            Parameter("database_path", value=str(workdir / "cases.db")),
+            Parameter("model_path", value=str(workdir / "model.json")),
+            Parameter("structure", value=args.structure),
+            Parameter("status_period", value=0.0)])
+        self.client = rclpy.create_node("affordance_demo")
+        self.robot = SimulatedRobot(parameter_overrides=[
+            Parameter("count", value=args.trials), Parameter("rate", value=args.rate),
+            Parameter("sigma", value=args.sigma), Parameter("seed", value=args.seed),
+            Parameter("use_trial_ids", value=not args.pair_by_stamp)])
+        self.executors = []
+        for nodes in ((self.learner, self.client), (self.robot,)):
+            executor = SingleThreadedExecutor()
+            for node in nodes:
+                executor.add_node(node)
+            thread = threading.Thread(target=executor.spin, daemon=True)
+            thread.start()
+            self.executors.append((executor, thread))
+        self.learn_client = self.client.create_client(Learn, "/affordance_learner/learn")
+        self.predict_client = self.client.create_client(Predict, "/affordance_learner/predict")
+
+    def call(self, client, request, timeout=120.0):
+        if not client.wait_for_service(timeout_sec=20.0):
+            raise RuntimeError(f"service {client.srv_name} is not available")
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(timeout):
+            raise RuntimeError(f"no answer from {client.srv_name} within {timeout:g} s")
+        return future.result()
+
+    def learn(self):
+        return self.call(self.learn_client, self.Learn.Request())
+
+    def predict(self, query, sensors=None, values=None):
+        sensors, values = sensors or {}, values or {}
+        return self.call(self.predict_client, self.Predict.Request(
+            query=query, sensor_names=list(sensors), sensor_values=[float(x) for x in sensors.values()],
+            variable_names=list(values), variable_values=list(values.values())))
+
+    def close(self):
+        for executor, thread in self.executors:
+            executor.shutdown(timeout_sec=5.0)
+            thread.join(timeout=5.0)
+        for node in (self.robot, self.client, self.learner):
+            node.destroy_node()
+        self.rclpy.try_shutdown()
+
+
+def write_config(path: Path, sigma: float) -> Path:
+    """The shipped montesano configuration with the simulated robot's sensor noise."""
+    doc = AffordanceNetwork.load(default_config_path()).to_dict()
+    for variable in doc["variables"]:
+        if variable["sensor"] and "stddevs" in variable["sensor"]:
+            variable["sensor"]["stddevs"] = [sigma] * len(variable["sensor"]["stddevs"])
+    AffordanceNetwork.from_dict(doc).save(path)
+    return path
+
+
+def collect(demo: Demo, trials: int, rate: float) -> int:
+    deadline = time.monotonic() + trials / rate + 60.0
+    shown = 0
+    while time.monotonic() < deadline:
+        stored = demo.learner.counts["stored"]
+        if stored >= shown + max(1, trials // 4) or (stored == trials and shown < trials):
+            print(f"  {stored:5d} trials stored")
+            shown = stored
+        if stored >= trials:
+            return stored
+        time.sleep(0.05)
+    return demo.learner.counts["stored"]
+
+
+def percent(p: float) -> str:
+    return f"{100.0 * p:5.1f}%"
+
+
+def print_distribution(title: str, variable, learned: dict, truth: dict, actual: str | None = None) -> None:
+    print(f"  {title:<12} {'learned':>8} {'truth':>8}")
+    for label in variable.values:
+        mark = "  <- what happened" if label == actual else ""
+        print(f"  {label:<12} {percent(learned[label]):>8} {percent(truth[label]):>8}{mark}")
+
+
+def distributions(response) -> dict:
+    return {d.variable: dict(zip(d.values, d.probabilities)) for d in response.marginals}
+
+
+def check(response, what: str):
+    if not response.success:
+        raise RuntimeError(f"{what} failed: {response.message}")
+    return response
+
+
+def run(args, workdir: Path) -> int:
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    demo = Demo(args, workdir)
+    truth: AffordanceNetwork = demo.robot.truth
+    try:
+        print(f"Simulated robot: {args.trials} trials on the '{demo.robot.get_parameter('network').value}' "
+              f"ground truth (sensor noise sigma {args.sigma:g}, seed {args.seed}), "
+              f"{'paired by stamp' if args.pair_by_stamp else 'with trial ids'}.")
+        print(f"Learner node: cases in {workdir / 'cases.db'}")
+        stored = collect(demo, args.trials, args.rate)
+        if stored != args.trials:
+            print(f"error: {stored} of {args.trials} trials arrived; see the learner's warnings", file=sys.stderr)
+            return 1
+
+        print(f"\nLearning ({args.structure}) ...")
+        learned = check(demo.learn(), "learn")
+        true_arcs = set(format_arcs(truth.arcs))
+        found = set(learned.arcs)
+        print(f"  {learned.num_cases} cases, {learned.iterations} EM iterations, {learned.duration:.2f} s, "
+              f"log-likelihood {learned.log_likelihood:.1f}")
+        print(f"  arcs found: {len(found)}; of the ground truth's {len(true_arcs)}: {len(found & true_arcs)} "
+              f"found{', missed ' + ', '.join(sorted(true_arcs - found)) if true_arcs - found else ''}"
+              f"{'; extra ' + ', '.join(sorted(found - true_arcs)) if found - true_arcs else ''}")
+        print(f"  model written to {workdir / 'model.json'}")
+
+        print("\nPredictions for new trials: 'learned' is the node's answer (~/predict), 'truth' the same "
+              "question put to the ground-truth network.")
+        rng = np.random.default_rng([args.seed, 2])
+        action = truth.group("action")[0]
+        examples = sample_values(truth, 2, rng)
+        for n, codes in enumerate(examples, start=1):
+            readings = {v.sensor.name: float(v.sensor.means[codes[i]] + v.sensor.stddevs[codes[i]] * rng.standard_normal())
+                        for i, v in enumerate(truth.variables) if v.group != "action"}
+            labels = {v.name: v.values[codes[i]] for i, v in enumerate(truth.variables)}
+            object_sensors = {truth[v].sensor.name: readings[truth[v].sensor.name] for v in truth.group("object")}
+            shown = ", ".join(f"{s}={x:.1f}" for s, x in readings.items())
+
+            print(f"\nPrediction {2 * n - 1}: which action was it? Seen: the object and the effects ({shown})")
+            answer = check(demo.predict(["action"], sensors=readings), "predict")
+            reference = predict(truth, ["action"], sensors=readings)
+            print_distribution(action, truth[action], distributions(answer)[action], reference.marginals[action],
+                               labels[action])
+
+            print(f"\nPrediction {2 * n}: what will '{labels[action]}' do to this object? "
+                  f"({', '.join(f'{s}={x:.1f}' for s, x in object_sensors.items())})")
+            answer = check(demo.predict(["effect"], sensors=object_sensors, values={action: labels[action]}),
+                           "predict")
+            reference = predict(truth, ["effect"], sensors=object_sensors, values={action: labels[action]})
+            learned_effects = distributions(answer)
+            for effect in truth.group("effect"):
+                print_distribution(effect, truth[effect], learned_effects[effect], reference.marginals[effect],
+                                   labels[effect])
+            outcome = ", ".join(f"{d.variable}={label}" for d, label in zip(answer.marginals, answer.most_probable))
+            print(f"  most probable outcome together: {outcome} "
+                  f"(p = {percent(answer.joint_probability).strip()})")
+
+        print_action_accuracy(AffordanceNetwork.load(workdir / "model.json"), truth, rng)
+        return 0
+    finally:
+        demo.close()
+
+
+def print_action_accuracy(model: AffordanceNetwork, truth: AffordanceNetwork, rng) -> None:
+    """How often the most probable action given object and effects is the one done, on new trials."""
+    codes = sample_values(truth, HELD_OUT_TRIALS, rng)
+    sensors = {v.sensor.name: v.sensor.means[codes[:, i]] + v.sensor.stddevs[codes[:, i]] * rng.standard_normal(len(codes))
+               for i, v in enumerate(truth.variables) if v.group != "action"}
+    action = truth.group("action")[0]
+    done = codes[:, truth.index(action)]
+    hits = {}
+    for name, network in (("learned", model), ("truth", truth)):
+        answer = predict_batch(network, [action], sensors=sensors)
+        hits[name] = float(np.mean(answer.most_probable[:, 0] == done))
+    print(f"\nOn {HELD_OUT_TRIALS} new trials the learned model names the action done "
+          f"{percent(hits['learned']).strip()} of the time (the ground truth itself: {percent(hits['truth']).strip()}).")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="affordance_ros-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return run(args, workdir)
+    except (RuntimeError, KeyboardInterrupt) as exc:
+        print(f"demo stopped: {exc or 'interrupted'}", file=sys.stderr)
+        return 1
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Record the affordance topics into a new bag: ``ros2 bag record`` for these machines.
+
+    affordance-ros record BAG [--storage mcap] [--trials 300] [--duration 60]
+    ros2 run affordance_ros record BAG --ros-args -r __ns:=/robot1 -p use_sim_time:=true
+
+Subscribes to ``action``, ``object_features`` and ``effects`` (relative names: namespace and
+remapping apply, as for the learner node) and writes every message as it arrives, serialized
+as received, with the node clock's time (sim time with ``use_sim_time``) as its log time.
+Nothing is checked or paired: the bag holds what the node would have seen, and
+``affordance-ros import``/``learn`` report on it later. What was written is committed every
+``--flush-period`` seconds, so a recording that is killed keeps all but its last moments
+(the bag then has no metadata.yaml; the readers here read its storage file directly).
+Stops on Ctrl-C or SIGTERM, after ``--duration`` seconds, or once every topic has
+``--trials`` messages; the bag is then closed properly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from typing import Sequence
+
+from ..core import GROUPS
+from ..data.bag import STORAGES, BagError
+from .ros_args import qos_depth, split_ros_args
+
+NODE_NAME = "affordance_recorder"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("bag", help="the bag directory to create (must not exist)")
+    parser.add_argument("--storage", choices=STORAGES, default="sqlite3", help="storage format (default sqlite3)")
+    parser.add_argument("--trials", type=int, default=0,
+                        help="stop once every topic has this many messages (default 0: no limit)")
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="stop after this many seconds (default 0: no limit)")
+    parser.add_argument("--flush-period", type=float, default=1.0,
+                        help="seconds between commits of what was recorded (default 1)")
+    parser.add_argument("--qos-depth", type=qos_depth, default=0,
+                        help="history of the reliable subscriptions: 0 (default) keeps all (a publisher "
+                             "faster than the recorder waits instead of losing messages); N > 0 keeps the last N")
+    return parser
+
+
+def run(args, ros_args: Sequence[str] = ()) -> int:
+    import rclpy  # (here, not at the top: the command line's other commands need no ROS)
+    from rclpy.clock import Clock, ClockType
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    from ..nodes.bag_recorder import BagRecorder
+
+    context = rclpy.Context()
+    rclpy.init(args=["record", *ros_args], context=context)
+    node = recorder = None
+    try:
+        node = rclpy.create_node(NODE_NAME, context=context)
+        recorder = BagRecorder(node, args.bag, args.storage, args.qos_depth, args.flush_period, args.trials)
+        stop = recorder.done
+
+        def on_signal(signum, frame):
+            if not stop.done():
+                stop.set_result(signal.Signals(signum).name)
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        if args.duration > 0:
+            node.create_timer(args.duration, lambda: stop.done() or stop.set_result("duration"),
+                              clock=Clock(clock_type=ClockType.STEADY_TIME))
+        print(f"record: recording {', '.join(recorder.writer.topics.values())} into {args.bag} "
+              f"({args.storage})", flush=True)
+        started = time.monotonic()
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        try:
+            # Short waits: a signal handler runs only when the wait returns to Python.
+            while not stop.done():
+                executor.spin_once(timeout_sec=0.1)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            executor.shutdown()
+    finally:
+        if recorder is not None:
+            recorder.close()
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown(context=context)
+    counts = recorder.counts
+    print(f"record: wrote {sum(counts.values())} messages in {time.monotonic() - started:.1f} s to {args.bag}: "
+          + ", ".join(f"{counts[k]} on {recorder.writer.topics[k]}" for k in GROUPS), flush=True)
+    return 0
+
+
+def main(args=None) -> int:
+    """The ROS executable (lib/affordance_ros/record)."""
+    own, ros = split_ros_args(sys.argv[1:] if args is None else args)
+    options = add_arguments(argparse.ArgumentParser(prog="record", description=__doc__.split("\n")[0])).parse_args(own)
+    try:
+        return run(options, ros)
+    except BagError as exc:
+        print(f"record: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

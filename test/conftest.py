@@ -1,0 +1,184 @@
+"""Fixtures for the end-to-end tests: real nodes over DDS, in this process or as subprocesses.
+
+Each test gets an rclpy context of its own and a MultiThreadedExecutor spinning in a
+thread. Discovery stays on this host, in a domain of this run (./test.sh sets one; a bare
+`pytest` run gets one from its process id).
+"""
+
+import json
+import os
+import threading
+import time
+
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 101 + 1))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import rclpy  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+
+from affordance_ros.core.ground_truth import benchmark_network, sample_values  # noqa: E402
+from affordance_ros.data.trial import Trial  # noqa: E402
+from affordance_ros.nodes.learner_node import LearnerNode
+from affordance_ros.nodes.simulated_robot import SimulatedRobot  # noqa: E402
+from affordance_ros.share import share_directory  # noqa: E402
+from affordance_ros.srv import Learn, Predict  # noqa: E402
+
+MONTESANO_CONFIG = share_directory() / "config" / "montesano.json"
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Ros:
+    """One context; the learner and a client node on one SingleThreadedExecutor (as learner_node
+    runs it), a simulated robot on another (as simulated_robot runs it), each spinning in a thread.
+    Nodes added are destroyed at the end."""
+
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.nodes = {}  # node -> (executor, thread)
+        self.client_node = self.add(rclpy.create_node("test_client", context=self.context))
+        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread.start()
+
+    def add(self, node, own_executor=False):
+        executor, thread = self.executor, None
+        if own_executor:
+            executor = SingleThreadedExecutor(context=self.context)
+            thread = threading.Thread(target=executor.spin, daemon=True)
+        executor.add_node(node)
+        if thread:
+            thread.start()
+        self.nodes[node] = (executor, thread)
+        return node
+
+    def remove(self, node):
+        executor, thread = self.nodes.pop(node)
+        if thread is None:
+            executor.remove_node(node)
+        else:
+            executor.shutdown(timeout_sec=10.0)
+            thread.join(timeout=10.0)
+        node.destroy_node()
+
+    def learner(self, **params) -> LearnerNode:
+        params.setdefault("database_path", str(self.tmp_path / "cases.db"))
+        params.setdefault("model_path", str(self.tmp_path / "model.json"))
+        params.setdefault("status_period", 0.0)
+        return self.add(LearnerNode(context=self.context, parameter_overrides=[
+            Parameter(name, value=value) for name, value in params.items() if value is not None]))
+
+    def robot(self, **params) -> SimulatedRobot:
+        params.setdefault("rate", 200.0)
+        return self.add(SimulatedRobot(context=self.context, parameter_overrides=[
+            Parameter(name, value=value) for name, value in params.items()]), own_executor=True)
+
+    def publisher(self, msg_type, topic):
+        pub = self.client_node.create_publisher(msg_type, topic, QoSProfile(
+            depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        wait_for(lambda: pub.get_subscription_count() > 0, what=f"a subscriber on {topic}")
+        return pub
+
+    def client(self, srv_type, name):
+        client = self.client_node.create_client(srv_type, name)
+        assert client.wait_for_service(timeout_sec=20.0), f"service {name} did not appear"
+        return client
+
+    def call(self, srv_type, name, timeout=60.0, **fields):
+        return self.call_async(srv_type, name, **fields).result(timeout)
+
+    def call_async(self, srv_type, name, **fields):
+        """Send a request; returns a concurrent.futures-like waiter with .done() and .result(timeout)."""
+        return _Waiter(self.client(srv_type, name).call_async(srv_type.Request(**fields)))
+
+    def learn(self, timeout=60.0, **fields) -> Learn.Response:
+        return self.call(Learn, "/affordance_learner/learn", timeout, **fields)
+
+    def predict(self, **fields) -> Predict.Response:
+        return self.call(Predict, "/affordance_learner/predict", **fields)
+
+    def close(self):
+        for node, (executor, thread) in list(self.nodes.items()):
+            if thread is not None:
+                self.remove(node)
+        self.executor.shutdown(timeout_sec=10.0)
+        for node in reversed(list(self.nodes)):
+            node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+        self._thread.join(timeout=10.0)
+
+
+class _Waiter:
+    def __init__(self, future):
+        self.future = future
+        self._event = threading.Event()
+        future.add_done_callback(lambda _: self._event.set())
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self, timeout):
+        if not self._event.wait(timeout):
+            raise AssertionError(f"no service response within {timeout} s")
+        return self.future.result()
+
+
+@pytest.fixture
+def ros(tmp_path):
+    harness = Ros(tmp_path)
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+def sampled_records(n, seed=0, sigma=1.0, prefix="r"):
+    """n trials from the montesano ground truth as the node stores them (for seeding a database)."""
+    truth = benchmark_network("montesano", sigma, seed)
+    rng = np.random.default_rng([seed, 7])
+    codes = sample_values(truth, n, rng)
+    records = []
+    for k in range(n):
+        parts = {"object": {}, "effect": {}}
+        for i, v in enumerate(truth.variables):
+            if v.group in parts:
+                parts[v.group][v.sensor.name] = float(v.sensor.means[codes[k, i]] + sigma * rng.standard_normal())
+        action = truth["Action"].values[codes[k, truth.index("Action")]]
+        records.append(Trial(f"{prefix}{k:05d}", action, parts["object"], parts["effect"],
+                             stamp=float(k), received=float(k)).to_record("Action"))
+    return records
+
+
+def write_config(path, **learning):
+    """The montesano configuration with a 'learning' block."""
+    doc = json.loads(MONTESANO_CONFIG.read_text())
+    doc["learning"] = learning
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def assert_distributions(response, expected_variables, config):
+    """Marginals in the order asked, over the configured values, each normalised."""
+    assert response.success, response.message
+    assert [d.variable for d in response.marginals] == expected_variables
+    for dist, best in zip(response.marginals, response.most_probable):
+        assert list(dist.values) == list(config[dist.variable].values)
+        probabilities = np.asarray(dist.probabilities)
+        assert probabilities.shape == (len(dist.values),)
+        assert np.all(probabilities >= 0) and abs(probabilities.sum() - 1.0) < 1e-9
+        assert best in dist.values
+    assert len(response.most_probable) == len(expected_variables)
+    assert 0.0 < response.joint_probability <= 1.0

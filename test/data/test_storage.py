@@ -1,0 +1,152 @@
+"""CaseStore: the SQLite case database."""
+
+import sqlite3
+import threading
+
+import pytest
+
+from affordance_ros.data.storage import SCHEMA_VERSION, CaseStore, CaseStoreError
+from affordance_ros.data.trial import Trial
+
+
+def trial(k, action="tap"):
+    return Trial(trial_id=f"t{k}", action=action, object_features={"color": 1.5 * k, "shape": -2.0},
+                 effects={"obj_vel": 10.25}, stamp=100.0 + k, received=200.0 + k).to_record("Action")
+
+
+def test_add_and_read_back(tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        assert store.count() == 0 and store.records() == []
+        assert store.add(trial(1)) is True
+        assert store.add(trial(2, "grasp")) is True
+        assert store.count() == 2
+        assert store.records() == [trial(1), trial(2, "grasp")]
+        assert store.contains("t1") and not store.contains("t3")
+
+
+def test_duplicate_trial_id_changes_nothing(tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        store.add(trial(1))
+        other = Trial(trial_id="t1", action="grasp", object_features={"size": 3.0}).to_record("Action")
+        assert store.add(other) is False
+        assert store.records() == [trial(1)]
+
+
+def test_cases_survive_reopening_and_creates_folders(tmp_path):
+    path = tmp_path / "deep" / "er" / "cases.db"
+    with CaseStore(path) as store:
+        for k in range(5):
+            store.add(trial(k))
+    with CaseStore(path) as store:
+        assert [r["trial_id"] for r in store.records()] == [f"t{k}" for k in range(5)]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    sources = conn.execute("SELECT source, sensor FROM readings ORDER BY rowid LIMIT 3").fetchall()
+    assert sources == [("object", "color"), ("object", "shape"), ("effect", "obj_vel")]
+
+
+def test_committed_at_once_visible_to_another_connection(tmp_path):
+    path = tmp_path / "cases.db"
+    with CaseStore(path) as store:
+        store.add(trial(1))
+        # no close, no flush: another process would see it too
+        assert sqlite3.connect(path).execute("SELECT trial_id FROM cases").fetchall() == [("t1",)]
+
+
+def test_refuses_foreign_and_newer_databases(tmp_path):
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE stuff (x)")
+    with pytest.raises(CaseStoreError, match="something else"):
+        CaseStore(foreign)
+    newer = tmp_path / "newer.db"
+    with CaseStore(newer):
+        pass
+    conn = sqlite3.connect(newer)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(CaseStoreError, match="newer affordance_ros"):
+        CaseStore(newer)
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(CaseStoreError, match="not a usable case database"):
+        CaseStore(garbage)
+
+
+def test_concurrent_writers_and_readers(tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        errors = []
+
+        def write(offset):
+            try:
+                for k in range(50):
+                    assert store.add(trial(offset + k))
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        def read():
+            for _ in range(20):
+                records = store.records()
+                assert all(len(r["readings"]) == 3 and len(r["sources"]) == 3 for r in records)
+
+        threads = [threading.Thread(target=write, args=(o,)) for o in (0, 1000)] + [threading.Thread(target=read)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert store.count() == 100
+
+
+def test_read_only(tmp_path):
+    path = tmp_path / "cases.db"
+    with pytest.raises(CaseStoreError, match="does not exist"):
+        CaseStore(path, read_only=True)
+    assert not path.exists()
+    with CaseStore(path) as store:
+        store.add(trial(1))
+    with CaseStore(path, read_only=True) as store:
+        assert store.records() == [trial(1)]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.add(trial(2))
+
+
+def test_records_learn_in_the_core(tmp_path):
+    from affordance_ros.core import CaseSet
+    from affordance_ros.core.ground_truth import benchmark_structure
+    with CaseStore(tmp_path / "cases.db") as store:
+        store.add(trial(1))
+        store.add(trial(2, "grasp"))
+        cases = CaseSet.from_records(benchmark_structure("montesano", 1.0), store.records())
+    assert cases.n_cases == 2 and list(cases.trial_ids) == ["t1", "t2"]
+    assert list(cases.labels["Action"]) == [1, 0]
+    assert list(cases.readings["color"]) == [1.5, 3.0]
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"labels": {"Action": "tap"}}, "trial_id"),
+    ({"trial_id": "x", "labels": {}}, "exactly the action label"),
+    ({"trial_id": "x", "labels": {"Action": "tap"}, "readings": {"color": 1.0}}, "source of sensor 'color'"),
+    ({"trial_id": "x", "labels": {"Action": "tap"}, "readings": {"color": float("nan")},
+      "sources": {"color": "object"}}, "finite"),
+])
+def test_malformed_records_are_refused(tmp_path, record, message):
+    with CaseStore(tmp_path / "cases.db") as store:
+        with pytest.raises(CaseStoreError, match=message):
+            store.add(record)
+        assert store.count() == 0
+
+
+def test_trial_validation():
+    with pytest.raises(ValueError, match="finite"):
+        Trial(trial_id="x", action="tap", object_features={"color": float("nan")})
+    with pytest.raises(ValueError, match="both object features and effects"):
+        Trial(trial_id="x", action="tap", object_features={"color": 1.0}, effects={"color": 2.0})
+    with pytest.raises(ValueError, match="trial_id"):
+        Trial(trial_id="", action="tap")
+    assert trial(1) == {
+        "trial_id": "t1", "labels": {"Action": "tap"},
+        "readings": {"color": 1.5, "shape": -2.0, "obj_vel": 10.25},
+        "sources": {"color": "object", "shape": "object", "obj_vel": "effect"},
+        "stamp": 101.0, "received": 201.0}

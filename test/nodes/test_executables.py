@@ -1,0 +1,105 @@
+"""The installed executables as separate processes (what `ros2 run affordance_ros ...` starts)."""
+
+import os
+import signal
+import subprocess
+
+from conftest import assert_distributions, wait_for
+
+from affordance_ros.data.storage import CaseStore
+from affordance_ros.share import share_directory
+
+PREFIX = share_directory().parents[1]
+LIB = PREFIX / "lib" / "affordance_ros"
+PARAMS_FILE = share_directory() / "config" / "learner.params.yaml"
+
+
+def start(executable, *ros_args, tmp_path, name):
+    log = open(tmp_path / f"{name}.log", "w")
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+    return subprocess.Popen([str(LIB / executable), "--ros-args", *ros_args], stdout=log,
+                            stderr=subprocess.STDOUT, env=env)
+
+
+def output(tmp_path, name):
+    return (tmp_path / f"{name}.log").read_text()
+
+
+def stop(process, timeout=15.0):
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    return process.wait(timeout)
+
+
+def test_learner_and_robot_processes(ros, tmp_path):
+    db, model = tmp_path / "cases.db", tmp_path / "model.json"
+    learner = start("learner_node", "--params-file", str(PARAMS_FILE), "-p", f"database_path:={db}",
+                    "-p", f"model_path:={model}", tmp_path=tmp_path, name="learner")
+    robot = None
+    try:
+        robot = start("simulated_robot", "-p", "count:=40", "-p", "rate:=100.0", "-p", "seed:=5",
+                      tmp_path=tmp_path, name="robot")
+        assert robot.wait(60) == 0, output(tmp_path, "robot")
+        assert "published 40 trials" in output(tmp_path, "robot")
+
+        def stored():
+            with CaseStore(db, read_only=True) as store:
+                return store.count()
+        wait_for(lambda: db.exists() and stored() == 40, what="40 cases in the database")
+
+        learned = ros.learn()
+        assert learned.success and learned.num_cases == 40, learned.message
+        from affordance_ros.core import AffordanceNetwork
+        config = AffordanceNetwork.load(share_directory() / "config" / "montesano.json")
+        answer = ros.predict(query=["action"], sensor_names=["obj_vel", "hand_vel"], sensor_values=[10.0, 0.0])
+        assert_distributions(answer, ["Action"], config)
+        assert model.is_file()
+    finally:
+        learner_status = stop(learner)
+        if robot is not None:
+            stop(robot)
+        print(output(tmp_path, "learner"), output(tmp_path, "robot"), sep="\n")  # shown when the test fails
+    assert learner_status == 0, output(tmp_path, "learner")
+    log = output(tmp_path, "learner")
+    assert "stopping; cases: 40 stored this run" in log, log
+
+
+def test_learner_refuses_to_start_with_a_bad_configuration(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "affordance_ros/model/1", "variables": []}')
+    learner = start("learner_node", "-p", f"config_path:={bad}", "-p", f"database_path:={tmp_path / 'c.db'}",
+                    tmp_path=tmp_path, name="learner")
+    assert learner.wait(30) == 1
+    log = output(tmp_path, "learner")
+    assert f"config_path '{bad}'" in log and "no variables" in log, log
+
+
+def test_the_robot_at_full_speed_loses_no_trial_with_the_defaults(tmp_path):
+    # Reliable keep-all on both ends: the robot is slowed down to the learner's pace instead of
+    # losing trials (with the former default, keep last 100, most of such a burst was lost).
+    n = 3000
+    db = tmp_path / "cases.db"
+    learner = start("learner_node", "--params-file", str(PARAMS_FILE), "-p", f"database_path:={db}",
+                    "-p", f"model_path:={tmp_path / 'model.json'}", tmp_path=tmp_path, name="learner")
+    robot = None
+    try:
+        robot = start("simulated_robot", "-p", f"count:={n}", "-p", "rate:=10000.0", "-p", "seed:=6",
+                      tmp_path=tmp_path, name="robot")
+        assert robot.wait(120) == 0, output(tmp_path, "robot")
+        assert f"published {n} trials" in output(tmp_path, "robot")
+
+        def stored():
+            with CaseStore(db, read_only=True) as store:
+                return store.count()
+        wait_for(lambda: stored() == n, timeout=60, what=f"{n} cases in the database")
+    finally:
+        learner_status = stop(learner)
+        if robot is not None:
+            stop(robot)
+        print(output(tmp_path, "learner"), output(tmp_path, "robot"), sep="\n")  # shown when the test fails
+    assert learner_status == 0
+    log = output(tmp_path, "learner")
+    assert "trial topics reliable, keep all" in log
+    assert (f"stopping; cases: {n} stored this run; trials pending: 0; parts received: {n} action, {n} object, "
+            f"{n} effect") in log, log
+    assert "incomplete trials dropped: 0" in log, log

@@ -1,0 +1,23 @@
+"""The demo (what ./demo.sh runs) end to end, smaller."""
+
+import os
+import subprocess
+import sys
+
+
+def test_demo_runs_and_prints_predictions(tmp_path):
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"))
+    result = subprocess.run(
+        [sys.executable, "-P", "-m", "affordance_ros.tools.demo", "--trials", "80", "--rate", "200",
+         "--workdir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "80 trials stored" in out
+    assert "80 cases" in out
+    for n in (1, 2, 3, 4):
+        assert f"Prediction {n}:" in out
+    assert out.count("<- what happened") == 2 * (1 + 4)  # each example: the action, the four effects
+    assert "names the action done" in out
+    assert (tmp_path / "work" / "cases.db").is_file() and (tmp_path / "work" / "model.json").is_file()
+    assert not (tmp_path / "ros_home" / "affordance_ros").exists()  # nothing written to the default place

@@ -1,0 +1,150 @@
+"""Bags and the live graph: a replayed bag gives the node the cases offline import gives;
+the simulated robot recorded into a bag gives the cases the node stored live."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import MONTESANO_CONFIG, wait_for
+
+from affordance_ros.core import AffordanceNetwork
+from affordance_ros.data.bag import BagWriter, action_message, features_message, to_nanoseconds
+from affordance_ros.data.offline import read_bag
+
+BIN = Path(sys.executable).parent
+REPLAY = BIN.parent / "lib" / "affordance_ros" / "replay"
+CLI = shutil.which("affordance-ros", path=str(BIN) + os.pathsep + os.environ.get("PATH", ""))
+T0 = 1_700_000_000.0
+OBJECT = {"color": 5.1, "shape": 0.2, "size": 9.7}
+EFFECT = {"obj_vel": 10.3, "obj_hand_vel": 4.9, "hand_vel": 0.1, "contact": 5.2}
+
+
+def without_received(records):
+    return sorted(({k: v for k, v in r.items() if k != "received"} for r in records), key=lambda r: r["trial_id"])
+
+
+def write_parts(path, parts):
+    parts = sorted(parts, key=lambda p: p[0])
+    with BagWriter(path, "sqlite3") as writer:
+        for log_time, kind, trial_id, stamp, payload in parts:
+            msg = (action_message(trial_id, stamp, payload) if kind == "action"
+                   else features_message(trial_id, stamp, payload))
+            writer.write(kind, to_nanoseconds(log_time), msg)
+    return path, len(parts)
+
+
+def trial(t, trial_id, action, obj=OBJECT, eff=EFFECT, stamps=(0.0, 0.0, 0.0), order=(0, 1, 2)):
+    """The parts of one trial: (log time, kind, trial_id, stamp, payload), a few ms apart in ``order``."""
+    return [(t + 0.004 * order[j], kind, trial_id, t + stamps[j], payload)
+            for j, (kind, payload) in enumerate((("action", action), ("object", obj), ("effect", eff)))]
+
+
+def robot_bag(path):
+    """11 s of trials, a few a second as a robot does them: by trial_id (parts in varying order),
+    by stamp (empty id, stamps 10 ms apart), one with an unknown action, one cut off by the end."""
+    parts = []
+    for k in range(24):
+        parts += trial(T0 + 0.4 * k, f"id{k}", ("grasp", "tap", "touch")[k % 3],
+                       obj={s: x + 0.1 * k for s, x in OBJECT.items()}, order=((0, 1, 2), (2, 0, 1), (1, 2, 0))[k % 3])
+    for k in range(8):
+        parts += trial(T0 + 10 + 0.5 * k, "", "tap", eff={s: x - 0.1 * k for s, x in EFFECT.items()},
+                       stamps=(0.0, -0.01, 0.01), order=(1, 2, 0))
+    parts += trial(T0 + 14.5, "kick", "kick") + [(T0 + 15, "action", "cut", T0 + 15, "grasp")]
+    return write_parts(path, parts)
+
+
+def test_a_replayed_bag_gives_the_node_the_cases_of_offline_import(ros, tmp_path):
+    bag, messages = robot_bag(tmp_path / "bag")
+    offline = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
+    assert len(offline.records) == 24 + 8
+    learner = ros.learner()
+    started = time.monotonic()
+    # the ROS executable, 10x faster than recorded
+    player = subprocess.run([str(REPLAY), str(bag), "--rate", "10", "--ros-args", "--log-level", "warn"],
+                            capture_output=True, text=True, timeout=60)
+    assert player.returncode == 0, player.stderr + player.stdout
+    assert f"published {messages} messages" in player.stdout
+    assert time.monotonic() - started < 10  # 15 s of bag at 10x, and start-up
+    wait_for(lambda: learner.manager.store.count() >= len(offline.records), what="the replayed cases")
+    time.sleep(0.3)
+    assert without_received(learner.manager.store.records()) == without_received(offline.records)
+    assert learner.counts["rejected_parts"] == 1
+
+
+def late_trial_bag(path):
+    """'late' gets its effect 8 s after its other parts (stamped as they are): past the 5 s
+    trial_timeout, as trials t0..t9 one second apart show meanwhile."""
+    parts = [(T0 + 1, "action", "late", T0 + 1, "tap"), (T0 + 1, "object", "late", T0 + 1, OBJECT),
+             (T0 + 9, "effect", "late", T0 + 1, EFFECT)]
+    for k in range(10):
+        parts += trial(T0 + k, f"t{k}", "touch")
+    return write_parts(path, parts)
+
+
+def test_replayed_ten_times_faster_without_clock_trials_time_out_as_offline_import(ros, tmp_path):
+    # at rate 10 'late' gets its effect 0.8 s (wall and node clock) after its other parts; the node
+    # judges the timeout on the header stamps, which have moved on by 8 s: it drops 'late' as import does
+    bag, messages = late_trial_bag(tmp_path / "bag")
+    offline = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
+    assert sorted(r["trial_id"] for r in offline.records) == [f"t{k}" for k in range(10)]
+    assert "1 with no 'effect' part while the header stamps moved on" in "\n".join(offline.report)
+
+    learner = ros.learner()
+    assert not learner.get_parameter("use_sim_time").value
+    player = subprocess.run([CLI, "replay", str(bag), "--rate", "10"], capture_output=True, text=True, timeout=60)
+    assert player.returncode == 0, player.stderr + player.stdout
+    assert f"published {messages} messages" in player.stdout and "with /clock" not in player.stdout
+    wait_for(lambda: learner.manager.store.count() >= len(offline.records), what="the replayed cases")
+    time.sleep(0.3)
+    stored = learner.manager.store.records()
+    assert without_received(stored) == without_received(offline.records)
+    # on the node clock the whole bag took less than trial_timeout: judged on it, 'late' would have been kept
+    received = [r["received"] for r in stored]
+    assert max(received) - min(received) < 0.5 * learner.intake.assembler.trial_timeout
+    assert learner.counts["dropped_incomplete"] == 1 and learner.intake.pending == 1  # the lone late effect
+    wait_for(lambda: learner.intake.pending == 0, timeout=10, what="the fallback on the node clock")
+    assert learner.counts["dropped_incomplete"] == 2
+
+
+def test_with_the_bags_clock_a_sim_time_node_times_trials_out_as_offline_import(ros, tmp_path):
+    # at rate 2.5 with /clock: the node's clock is the bag's
+    bag, messages = late_trial_bag(tmp_path / "bag")
+    offline = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
+    assert sorted(r["trial_id"] for r in offline.records) == [f"t{k}" for k in range(10)]
+
+    learner = ros.learner(use_sim_time=True)
+    player = subprocess.run([CLI, "replay", str(bag), "--rate", "2.5", "--clock"],
+                            capture_output=True, text=True, timeout=60)
+    assert player.returncode == 0, player.stderr + player.stdout
+    assert "with /clock" in player.stdout
+    wait_for(lambda: learner.manager.store.count() >= len(offline.records), what="the replayed cases")
+    time.sleep(0.3)
+    assert without_received(learner.manager.store.records()) == without_received(offline.records)
+    assert learner.counts["dropped_incomplete"] >= 1
+    # the node's clock is the bag's
+    assert abs(learner.get_clock().now().nanoseconds * 1e-9 - (T0 + 9.008)) < 0.01  # the last log time
+
+
+def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored(ros, tmp_path):
+    bag = tmp_path / "robot"
+    recorder = subprocess.Popen([CLI, "record", str(bag), "--storage", "mcap", "--trials", "30"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        learner = ros.learner()
+        robot = ros.robot(count=30, rate=20.0, seed=2, min_subscribers=2)  # the node and the recorder
+        wait_for(lambda: robot.done.done(), what="the simulated robot to finish")
+        wait_for(lambda: learner.manager.store.count() >= 30, what="30 stored cases")
+        out, _ = recorder.communicate(timeout=20)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+    assert recorder.returncode == 0, out
+    assert "wrote 90 messages" in out
+    assert (bag / "metadata.yaml").is_file()
+    recorded = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
+    assert recorded.warnings == []
+    assert len(recorded.records) == 30
+    assert without_received(recorded.records) == without_received(learner.manager.store.records())
