@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Build/install (tools/setup_env.sh), then run the tests in test/ against the
-# INSTALLED package (.venv, or install/ when ROS 2 is sourced).
-#   ./test.sh                      all tests
+# Build/install (tools/setup_env.sh), lint (ruff, pyproject.toml), then run the
+# tests in test/ against the INSTALLED package (.venv, or install/ when ROS 2 is
+# sourced). A lint error fails the run before any test.
+#   ./test.sh                      lint + all tests
 #   ./test.sh -k learn -x          extra pytest arguments
-#   ./test.sh test/test_foo.py     only these paths
+#   ./test.sh test/test_foo.py     only these paths (lint still runs)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
@@ -26,8 +27,19 @@ if [[ -n "${ROS_DISTRO:-}" ]] && command -v colcon >/dev/null 2>&1 \
   source "$ROOT/install/setup.bash"
   set -u
   PYTEST=(python3 -P -m pytest)
+  RUFF=(python3 -m ruff)
 else
   PYTEST=("$ROOT/.venv/bin/pytest")
+  RUFF=("$ROOT/.venv/bin/ruff")
+fi
+
+if ! "${RUFF[@]}" --version >/dev/null 2>&1; then
+  echo "test.sh: ruff is not installed (pip install ruff, or use the .venv tools/setup_env.sh builds)" >&2
+  exit 1
+fi
+if ! "${RUFF[@]}" check --quiet "$ROOT"; then
+  echo "test.sh: lint errors (above); fix them, or see what ruff can fix: ruff check --fix ." >&2
+  exit 1
 fi
 
 # Default to test/ unless paths were given.

@@ -8,6 +8,7 @@
 """
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,11 @@ def test_the_core_has_no_import_inside_a_function_and_no_cycle():
 def test_at_most_three_modules_sit_flat_in_the_package():
     flat = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(flat) <= 3, flat
+
+
+def test_no_test_calls_a_private_method_or_attribute_of_a_node():
+    # what a node does is tested through its topics and services, or on the ROS-free class it wires
+    private = re.compile(r"\b(?:node|learner|robot|recorder|player)\._[a-z]\w*")
+    for path in Path(__file__).parent.rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            assert not private.search(line), f"{path.name}:{number}: {line.strip()}"

@@ -110,6 +110,7 @@ class CaseSet:
             raise DataError(f"'{path}': {exc}") from None
 
     def to_csv(self, path: str | Path) -> None:
+        """Write the cases as a CSV file (the format ``from_csv`` reads)."""
         path = Path(path)
         names = list(self.labels) + list(self.readings)
         with path.open("w", newline="", encoding="utf-8") as f:
@@ -126,6 +127,7 @@ class CaseSet:
                 writer.writerow(row)
 
     def take(self, rows) -> "CaseSet":
+        """The cases at ``rows`` (an index, slice or mask)."""
         return CaseSet(self.network, {n: c[rows] for n, c in self.labels.items()},
                        {s: x[rows] for s, x in self.readings.items()}, self.trial_ids[rows])
 
@@ -178,7 +180,8 @@ def _parse_readings(name: str, column: Sequence, trial_ids) -> np.ndarray:
             try:
                 float(x if x is not None else 0.0)
             except (TypeError, ValueError):
-                raise DataError(f"{_case_name(k, trial_ids)}: reading {x!r} of sensor '{name}' is not a number") from None
+                raise DataError(
+                    f"{_case_name(k, trial_ids)}: reading {x!r} of sensor '{name}' is not a number") from None
         raise
     if bad.any():
         k = int(np.flatnonzero(bad)[0])

@@ -29,9 +29,11 @@ class Evidence:
 
     @property
     def n_cases(self) -> int:
+        """Number of cases K."""
         return self.log_scale.shape[0]
 
     def take(self, rows) -> "Evidence":
+        """The evidence of the cases at ``rows``."""
         return Evidence(tuple(None if lik is None else lik[rows] for lik in self.likelihoods),
                         self.log_scale[rows])
 

@@ -102,7 +102,8 @@ def sample_cases(network: AffordanceNetwork, n: int, rng: np.random.Generator,
         if v.name in labelled:
             labels[v.name] = codes[:, i].copy()
         elif v.sensor is not None:
-            readings[v.sensor.name] = v.sensor.means[codes[:, i]] + v.sensor.stddevs[codes[:, i]] * rng.standard_normal(n)
+            noise = rng.standard_normal(n)
+            readings[v.sensor.name] = v.sensor.means[codes[:, i]] + v.sensor.stddevs[codes[:, i]] * noise
         else:
             labels[v.name] = codes[:, i].copy()
     ids = [f"t{k:06d}" for k in range(n)]

@@ -293,6 +293,9 @@ class EStep:
         return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum()) for n, ev, _ in self.chunks)
 
     def __call__(self, cpts: Sequence[np.ndarray]):
+        """Expected family counts (shaped like the CPTs) and the total log-likelihood under ``cpts``; with
+        readings, also their posterior-weighted moments.
+        """
         tree = self.tree
         phis = tree.clique_tables(cpts)
         clique_counts = [np.zeros(shape) for shape in tree.shapes]

@@ -52,6 +52,7 @@ class AffordanceLearner:
         self.params = dict(options)
 
     def get_params(self) -> dict:
+        """The options given to this learner (scikit-learn's get_params)."""
         return dict(self.params)
 
     def options(self, config: AffordanceNetwork) -> LearningOptions:
@@ -111,6 +112,7 @@ class AffordanceLearner:
 
 
 def format_arcs(arcs) -> list[str]:
+    """Arcs as 'Parent->Child' strings."""
     return [f"{a}->{b}" for a, b in arcs]
 
 

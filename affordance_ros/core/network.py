@@ -44,6 +44,7 @@ class SensorModel:
 
     @property
     def fitted(self) -> bool:
+        """Whether the means and stddevs are known."""
         return self.means is not None
 
     def log_likelihood(self, readings: np.ndarray) -> np.ndarray:
@@ -70,6 +71,7 @@ class Variable:
 
     @property
     def card(self) -> int:
+        """Number of values."""
         if self.values is None:
             raise ModelFormatError(f"variable '{self.name}' has no values yet: fit its sensor first")
         return len(self.values)
@@ -109,6 +111,7 @@ class AffordanceNetwork:
         return self.variables[self.index(name)]
 
     def index(self, name: str) -> int:
+        """Position of a variable; EvidenceError naming the variables if unknown."""
         try:
             return self._index[name]
         except KeyError:
@@ -116,30 +119,37 @@ class AffordanceNetwork:
 
     @property
     def cards(self) -> tuple[int, ...]:
+        """Number of values of every variable, in network order."""
         return tuple(v.card for v in self.variables)
 
     @property
     def structure_known(self) -> bool:
+        """Whether every variable has its parents."""
         return all(v.parents is not None for v in self.variables)
 
     @property
     def parameterised(self) -> bool:
+        """Whether the structure, every CPT and every sensor model are known."""
         return self.structure_known and all(
             v.cpt is not None and (v.sensor is None or v.sensor.fitted) for v in self.variables)
 
     @property
     def arcs(self) -> list[tuple[str, str]]:
+        """(parent, child) pairs, in network order."""
         return [(p, v.name) for v in self.variables for p in (v.parents or ())]
 
     def parent_indices(self, i: int) -> tuple[int, ...]:
+        """Positions of the parents of the ``i``-th variable."""
         return tuple(self._index[p] for p in self.variables[i].parents)
 
     def group(self, group: str) -> list[str]:
+        """Names of the variables in ``group`` (action, object or effect)."""
         if group not in GROUPS:
             raise EvidenceError(f"unknown group '{group}'; expected one of {list(GROUPS)}")
         return [v.name for v in self.variables if v.group == group]
 
     def sensor(self, sensor_name: str) -> tuple[Variable, SensorModel]:
+        """(variable, sensor model) of a sensor name; EvidenceError naming the sensors if unknown."""
         try:
             var = self[self.sensor_variable[sensor_name]]
         except KeyError:
@@ -160,6 +170,7 @@ class AffordanceNetwork:
         return [n for n in self.names if n in wanted]
 
     def topological_order(self) -> list[int]:
+        """Variable positions, every parent before its children."""
         order = _topological_order(self.names, {v.name: v.parents for v in self.variables})
         return [self._index[n] for n in order]
 
@@ -185,9 +196,11 @@ class AffordanceNetwork:
             {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None} for v in self.variables})
 
     def with_cpts(self, cpts: Mapping[str, np.ndarray]) -> "AffordanceNetwork":
+        """A new network with these CPTs (by variable name)."""
         return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float)} for n, c in cpts.items()})
 
     def cpts(self) -> dict[str, np.ndarray]:
+        """{variable: CPT} (None where not learned)."""
         return {v.name: v.cpt for v in self.variables}
 
     # -------------------------------------------------------------- validation
@@ -272,6 +285,7 @@ class AffordanceNetwork:
 
     # ------------------------------------------------------------- (de)serial.
     def to_dict(self) -> dict:
+        """The JSON document of the ``affordance_ros/model/1`` schema."""
         out = []
         for v in self.variables:
             d = {"name": v.name, "group": v.group,
@@ -298,6 +312,7 @@ class AffordanceNetwork:
 
     @classmethod
     def from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
+        """A network from a JSON document, every field checked; ModelFormatError says what is wrong."""
         if not isinstance(doc, Mapping):
             raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
         if doc.get("format") != FORMAT:
@@ -317,6 +332,7 @@ class AffordanceNetwork:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "AffordanceNetwork":
+        """Read and check a model or configuration file."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -333,6 +349,7 @@ class AffordanceNetwork:
 
 
 def write_json_atomic(path: str | os.PathLike, doc) -> None:
+    """Write ``doc`` as JSON to ``path`` atomically (a temporary file, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

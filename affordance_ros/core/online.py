@@ -52,6 +52,7 @@ class OnlineEM:
             self.n_seen = self.n_updates = start_weight
 
     def partial_fit(self, cases: CaseSet) -> "OnlineEM":
+        """Update the CPTs with ``cases``, one stepwise-EM step per mini-batch."""
         if cases.n_cases == 0:
             raise DataError("no cases to update from")
         evidence = cases.evidence(self.network)
@@ -71,4 +72,5 @@ class OnlineEM:
 
     @property
     def model_(self) -> AffordanceNetwork:
+        """The network with the current CPTs."""
         return self.network.with_cpts(dict(zip(self.network.names, self.cpts)))

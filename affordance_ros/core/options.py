@@ -69,6 +69,7 @@ class LearningOptions:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
+        """The option names, in declaration order."""
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod

@@ -31,6 +31,7 @@ class EMResult:
 
     @property
     def log_likelihood(self) -> float:
+        """The log-likelihood after the last iteration."""
         return self.log_likelihoods[-1]
 
 
@@ -193,6 +194,7 @@ def log_dirichlet(cpts: Sequence[np.ndarray], prior) -> float:
 
 
 def rms_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+    """Root mean square difference of all entries of two lists of arrays."""
     diff = np.concatenate([(x - y).ravel() for x, y in zip(a, b)])
     return float(np.sqrt(np.mean(diff * diff)))
 

@@ -40,6 +40,7 @@ class Prediction:
     joint_probability: float
 
     def to_dict(self) -> dict:
+        """JSON-ready: marginals, most probable labels, joint probability."""
         return {"marginals": self.marginals, "most_probable": self.most_probable,
                 "joint_probability": self.joint_probability}
 
@@ -82,7 +83,10 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
 
 def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float] | None = None,
             values: Mapping[str, str] | None = None) -> Prediction:
-    """One query: e.g. predict(model, ["action"], sensors={"obj_vel": 7.2}, values={"Shape": "box"})."""
+    """The posterior of one query.
+
+    E.g. ``predict(model, ["action"], sensors={"obj_vel": 7.2}, values={"Shape": "box"})``.
+    """
     for sensor, x in (sensors or {}).items():
         if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
             raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")

@@ -15,6 +15,7 @@ _LOG_2PI = np.log(2.0 * np.pi)
 
 
 def gaussian_log_pdf(x: np.ndarray, means: np.ndarray, stddevs: np.ndarray) -> np.ndarray:
+    """The log density N(x | mean, stddev) of every reading (rows) under every component (columns)."""
     z = (x[:, None] - means) / stddevs
     return -0.5 * z * z - np.log(stddevs) - 0.5 * _LOG_2PI
 

@@ -21,6 +21,8 @@ from .parameters import family_counts, map_assign
 
 @dataclass
 class StructureResult:
+    """What a structure search found: the parents, its score, and for MCMC the arc probabilities."""
+
     method: str
     score_name: str
     score: float
@@ -40,6 +42,7 @@ class FamilyScore:
         self._cache = {}
 
     def __call__(self, child: int, parents: Sequence[int]) -> float:
+        """The family's score with these parents (order does not matter; cached)."""
         key = (child, tuple(sorted(parents)))
         if key not in self._cache:
             self._cache[key] = self._compute(child, key[1])

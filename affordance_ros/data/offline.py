@@ -91,7 +91,8 @@ class Assembly:
                          + (" ..." if len(self.rejected) > _SHOWN else ""))
         if self.duplicate_parts:
             lines.append(f"{len(self.duplicate_parts)} duplicate parts ignored: "
-                         + "; ".join(self.duplicate_parts[:_SHOWN]) + (" ..." if len(self.duplicate_parts) > _SHOWN else ""))
+                         + "; ".join(self.duplicate_parts[:_SHOWN])
+                         + (" ..." if len(self.duplicate_parts) > _SHOWN else ""))
         return lines
 
 

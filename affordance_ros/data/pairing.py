@@ -246,35 +246,33 @@ class PartValidator:
 
     def readings(self, kind: str, names, values) -> dict[str, float]:
         """{sensor: reading} from the parallel name and value lists of a Features message."""
-        names, values = list(names), list(values)
-        if len(names) != len(values):
-            raise PairingError(f"{len(names)} names but {len(values)} values; send one value per name")
-        readings = {}
-        for name, value in zip(names, values):
-            if name in readings:
-                raise PairingError(f"sensor '{name}' appears twice")
+        readings = named_values(names, values, fields=("names", "values"), repeated="sensor {} appears twice",
+                                error=PairingError)
+        for name, value in readings.items():
             if name not in self.sensors[kind]:
                 other = "effect" if kind == "object" else "object"
                 if name in self.sensors[other]:
                     raise PairingError(f"sensor '{name}' is an {other} sensor; publish it with the {other} part")
                 raise PairingError(f"unknown sensor '{name}'; the {kind} sensors are {self.sensors[kind]}")
-            value = float(value)
-            if not math.isfinite(value):
+            readings[name] = float(value)
+            if not math.isfinite(readings[name]):
                 raise PairingError(f"reading of sensor '{name}' is {value}; send finite numbers only "
                                    "(leave a sensor out when it has no reading)")
-            readings[name] = value
         return readings
 
 
-def named_values(names, values, what: str) -> dict:
-    """{name: value} from the parallel name and value lists of a request (``what``: 'sensor', ...);
-    ValueError when the lengths differ or a name is given twice."""
+def named_values(names, values, what: str = "", fields: tuple[str, str] | None = None,
+                 repeated: str = "{} is given twice", error: type[Exception] = ValueError) -> dict:
+    """{name: value} from the parallel name and value lists of a message or request; ``error`` when the
+    lengths differ or a name is given twice. ``what`` ('sensor', 'variable', ...) names the fields
+    ``<what>_names``/``<what>_values`` (or give ``fields``) and the repeated name in the message."""
     names, values = list(names), list(values)
+    fields = fields or (f"{what}_names", f"{what}_values")
     if len(names) != len(values):
-        raise ValueError(f"{len(names)} {what}_names but {len(values)} {what}_values; give one value per name")
+        raise error(f"{len(names)} {fields[0]} but {len(values)} {fields[1]}; send one value per name")
     out = {}
     for name, value in zip(names, values):
         if name in out:
-            raise ValueError(f"{what} '{name}' is given twice")
+            raise error(repeated.format(f"{what} '{name}'" if what else repr(name)))
         out[name] = value
     return out

@@ -17,7 +17,8 @@ def _range(low: float, high: float) -> dict:
     return {"floating_point_range": [FloatingPointRange(from_value=low, to_value=high)]}
 
 
-# name -> (default (a path: the function giving it, read when declared), description, read_only, extra descriptor fields)
+# name -> (default (for a path: the function that gives it when declared), description, read_only,
+#          extra descriptor fields)
 PARAMETERS = {
     "config_path": (default_config_path, (
         "Configuration in the model schema (JSON): variables, their groups and values, sensors, "

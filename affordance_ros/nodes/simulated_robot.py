@@ -129,7 +129,8 @@ class SimulatedRobot(Node):
             for i in self._sensors[kind]:
                 sensor = self.truth.variables[i].sensor
                 msg.names.append(sensor.name)
-                msg.values.append(float(sensor.means[codes[i]] + sensor.stddevs[codes[i]] * self._rng.standard_normal()))
+                noise = self._rng.standard_normal()
+                msg.values.append(float(sensor.means[codes[i]] + sensor.stddevs[codes[i]] * noise))
             self._publish(kind, msg)
         self.published += 1
         if self.count and self.published == self.count:

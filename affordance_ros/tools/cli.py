@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     learn = sub.add_parser("learn", help="learn structure and parameters from recorded cases")
     learn.add_argument("--cases", required=True,
-                       help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag (directory, .db3, .mcap)")
+                       help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag "
+                            "(directory, .db3, .mcap)")
     learn.add_argument("--config", required=True, help="configuration in the model schema (no CPTs)")
     learn.add_argument("--structure", choices=STRUCTURES, help="default: the config's, else k2")
     learn.add_argument("--out", required=True, help="where to write the model JSON")
@@ -213,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pairing_options(imp)
     imp.set_defaults(run=cmd_import)
 
-    exp = sub.add_parser("export", help="write the cases of a case database, bag or CSV file to a CSV file or a new bag")
+    exp = sub.add_parser("export",
+                         help="write the cases of a case database, bag or CSV file to a CSV file or a new bag")
     exp.add_argument("source", help="case database (.db), bag or .csv")
     exp.add_argument("--out", required=True, help="a new .csv file, else a new bag directory")
     exp.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",

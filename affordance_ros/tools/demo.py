@@ -184,7 +184,8 @@ def run(args, workdir: Path) -> int:
         action = truth.group("action")[0]
         examples = sample_values(truth, 2, rng)
         for n, codes in enumerate(examples, start=1):
-            readings = {v.sensor.name: float(v.sensor.means[codes[i]] + v.sensor.stddevs[codes[i]] * rng.standard_normal())
+            readings = {v.sensor.name: float(v.sensor.means[codes[i]]
+                                             + v.sensor.stddevs[codes[i]] * rng.standard_normal())
                         for i, v in enumerate(truth.variables) if v.group != "action"}
             labels = {v.name: v.values[codes[i]] for i, v in enumerate(truth.variables)}
             object_sensors = {truth[v].sensor.name: readings[truth[v].sensor.name] for v in truth.group("object")}
@@ -218,7 +219,8 @@ def run(args, workdir: Path) -> int:
 def print_action_accuracy(model: AffordanceNetwork, truth: AffordanceNetwork, rng) -> None:
     """How often the most probable action given object and effects is the one done, on new trials."""
     codes = sample_values(truth, HELD_OUT_TRIALS, rng)
-    sensors = {v.sensor.name: v.sensor.means[codes[:, i]] + v.sensor.stddevs[codes[:, i]] * rng.standard_normal(len(codes))
+    sensors = {v.sensor.name: (v.sensor.means[codes[:, i]]
+                               + v.sensor.stddevs[codes[:, i]] * rng.standard_normal(len(codes)))
                for i, v in enumerate(truth.variables) if v.group != "action"}
     action = truth.group("action")[0]
     done = codes[:, truth.index(action)]
@@ -227,7 +229,8 @@ def print_action_accuracy(model: AffordanceNetwork, truth: AffordanceNetwork, rn
         answer = predict_batch(network, [action], sensors=sensors)
         hits[name] = float(np.mean(answer.most_probable[:, 0] == done))
     print(f"\nOn {HELD_OUT_TRIALS} new trials the learned model names the action done "
-          f"{percent(hits['learned']).strip()} of the time (the ground truth itself: {percent(hits['truth']).strip()}).")
+          f"{percent(hits['learned']).strip()} of the time "
+          f"(the ground truth itself: {percent(hits['truth']).strip()}).")
 
 
 def main(argv=None) -> int:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from ..core import GROUPS
 from ..data.bag import STORAGES, BagError
-from .ros_args import qos_depth, split_ros_args
+from .ros_args import qos_depth, run_executable
 
 NODE_NAME = "affordance_recorder"
 
@@ -95,13 +95,7 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
 
 def main(args=None) -> int:
     """The ROS executable (lib/affordance_ros/record)."""
-    own, ros = split_ros_args(sys.argv[1:] if args is None else args)
-    options = add_arguments(argparse.ArgumentParser(prog="record", description=__doc__.split("\n")[0])).parse_args(own)
-    try:
-        return run(options, ros)
-    except BagError as exc:
-        print(f"record: error: {exc}", file=sys.stderr)
-        return 2
+    return run_executable("record", __doc__.split("\n")[0], add_arguments, run, args, errors=(BagError,))
 
 
 if __name__ == "__main__":

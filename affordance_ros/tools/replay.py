@@ -22,7 +22,7 @@ from typing import Sequence
 
 from ..data.bag import BagError, BagReader
 from .progress import ProgressBar
-from .ros_args import qos_depth, split_ros_args
+from .ros_args import qos_depth, run_executable
 
 NODE_NAME = "affordance_replay"
 DEFAULT_CLOCK_FREQUENCY = 40.0  # /clock messages per wall second (as ros2 bag play --clock)
@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="the bag's topics are NAMESPACE/action, NAMESPACE/object_features, "
                              "NAMESPACE/effects (default /)")
     parser.add_argument("--min-subscribers", type=int, default=1,
-                        help="wait until each topic has this many subscribers before playing (default 1; 0: do not wait)")
+                        help="wait until each topic has this many subscribers before playing "
+                             "(default 1; 0: do not wait)")
     parser.add_argument("--qos-depth", type=qos_depth, default=0,
                         help="history of the reliable publishers: 0 (default) keeps all, so playing waits for a "
                              "subscriber that is behind instead of dropping messages; N > 0 keeps the last N")
@@ -112,14 +113,7 @@ def _interrupt(signum, frame):
 
 def main(args=None) -> int:
     """The ROS executable (lib/affordance_ros/replay)."""
-    own, ros = split_ros_args(sys.argv[1:] if args is None else args)
-    parser = add_arguments(argparse.ArgumentParser(prog="replay", description=__doc__.split("\n")[0]))
-    options = parser.parse_args(own)
-    try:
-        return run(options, ros)
-    except BagError as exc:
-        print(f"replay: error: {exc}", file=sys.stderr)
-        return 2
+    return run_executable("replay", __doc__.split("\n")[0], add_arguments, run, args, errors=(BagError,))
 
 
 if __name__ == "__main__":

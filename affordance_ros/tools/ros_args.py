@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+import sys
+from typing import Callable, Sequence
 
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -31,3 +32,16 @@ def qos_depth(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0 (0: keep all), got {text}")
     return value
+
+
+def run_executable(prog: str, description: str, add_arguments: Callable, run: Callable, argv=None,
+                   errors: tuple[type[Exception], ...] = ()) -> int:
+    """main() of a tool that is also a ROS executable: split off the ROS arguments, parse the rest,
+    ``run(options, ros_args)``; ``errors`` are printed as one line and give exit status 2."""
+    own, ros = split_ros_args(sys.argv[1:] if argv is None else argv)
+    options = add_arguments(argparse.ArgumentParser(prog=prog, description=description)).parse_args(own)
+    try:
+        return run(options, ros)
+    except errors as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2

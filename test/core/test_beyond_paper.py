@@ -78,8 +78,9 @@ def test_sensors_learned_inside_em_recover_perturbed_models():
     cases, _ = sample_cases(truth, 5000, np.random.default_rng(0), labelled=("Action",))
     rng = np.random.default_rng(1)
     rough = truth.replace_variables({
-        v.name: {"cpt": None, "sensor": dataclasses.replace(v.sensor, means=v.sensor.means + rng.uniform(-1.2, 1.2, v.card),
-                                                            stddevs=v.sensor.stddevs * 1.5)}
+        v.name: {"cpt": None,
+                 "sensor": dataclasses.replace(v.sensor, means=v.sensor.means + rng.uniform(-1.2, 1.2, v.card),
+                                               stddevs=v.sensor.stddevs * 1.5)}
         for v in truth.variables})
     fixed, _ = fit_em(rough, cases)
     fitted, result = fit_em(rough, cases, fit_sensors=True, max_iter=150)

@@ -101,7 +101,8 @@ def test_known_trials_give_exactly_their_cases(tmp_path, storage):
     # 'late': 7 s without any message before its effect (the node's fallback on its clock drops it), then
     # its effect alone, dropped once the stamps of 'kick' are 8 s later (data time)
     assert "1 with no 'effect' part and no message at all for trial_timeout 5 s ('late')" in report
-    assert "1 with no 'action' or 'object' part while the header stamps moved on by trial_timeout 5 s ('late')" in report
+    assert ("1 with no 'action' or 'object' part while the header stamps moved on by trial_timeout 5 s ('late')"
+            in report)
     assert "no 'action' part before the bag ends ('kick')" in report
     assert "no 'object' or 'effect' part before the bag ends ('cut')" in report
     assert "1 rejected parts: 'action' part of trial 'kick': unknown action 'kick'" in report
@@ -260,8 +261,10 @@ def test_other_topics_mixed_in_are_ignored(tmp_path):
         with BagReader(bag) as reader:
             for k, message in enumerate(reader):
                 writer.write(connections[message.kind], message.log_time, message.raw)
-                writer.write(chatter, message.log_time, bytes(store.serialize_cdr(string(f"{k}"), "std_msgs/msg/String")))
-        writer.write(action_as_string, to_nanoseconds(T0), bytes(store.serialize_cdr(string("tap"), "std_msgs/msg/String")))
+                writer.write(chatter, message.log_time,
+                             bytes(store.serialize_cdr(string(f"{k}"), "std_msgs/msg/String")))
+        writer.write(action_as_string, to_nanoseconds(T0),
+                     bytes(store.serialize_cdr(string("tap"), "std_msgs/msg/String")))
     cases = read_bag(mixed, CONFIG)
     assert cases.records == expected
     assert f"ignored {len(parts)} messages on other topics (/chatter)" in cases.report[0]

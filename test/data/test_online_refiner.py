@@ -1,4 +1,4 @@
-"""OnlineModel: the node's online learning on top of core.online.OnlineEM (no ROS)."""
+"""OnlineRefiner: online learning on top of core.online.OnlineEM (no ROS)."""
 
 import numpy as np
 import pytest

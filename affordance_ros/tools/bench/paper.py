@@ -266,7 +266,8 @@ def main_table(rows: list[dict]) -> str:
               "paper's reduction", "Discrete (prior 1)", "EM (prior 1)", "reduction (prior 1)"]
     body = [[r["network"], f"{r['sigma']:g}", r["cases"],
              f"{r['median_rms']['discrete_ml']:.4f}", f"{r['median_rms']['em_ml']:.4f}", _pct(r["reduction_ml"]),
-             r["paper_reduction"] if r["cases"] == r["paper_cases"] else f"{r['paper_reduction']} (at {r['paper_cases']})",
+             (r["paper_reduction"] if r["cases"] == r["paper_cases"]
+              else f"{r['paper_reduction']} (at {r['paper_cases']})"),
              f"{r['median_rms']['discrete_p1']:.4f}", f"{r['median_rms']['em_p1']:.4f}", _pct(r["reduction_p1"])]
             for r in rows]
     return markdown_table(header, body)

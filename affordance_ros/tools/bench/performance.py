@@ -222,7 +222,8 @@ def target_lines(cases_rows, latency) -> list[str]:
         t, cpu = at_10k[0]["to_convergence"], at_10k[0]["to_convergence_cpu"]
         lines.append(f"EM to convergence, 10000 montesano cases, sigma 3: {fmt_seconds(t)} wall, "
                      f"{fmt_seconds(cpu)} CPU ({_target(t, TARGET_EM_10K)})")
-    lines.append(f"one predict: {fmt_seconds(latency['one_median'])} ({_target(latency['one_median'], TARGET_PREDICT)})")
+    one = latency["one_median"]
+    lines.append(f"one predict: {fmt_seconds(one)} ({_target(one, TARGET_PREDICT)})")
     lines.append(f"predict_batch of {latency['batch']}: {fmt_seconds(latency['batch_seconds'])} "
                  f"({_target(latency['batch_seconds'], TARGET_BATCH)})")
     return lines
@@ -235,7 +236,8 @@ def run(args) -> int:
     print(f"bench perf{' (quick)' if quick else ''}")
     print(f"machine: {machine_line()}")
     if os.environ.get("OPENBLAS_NUM_THREADS") is None and (os.cpu_count() or 1) > 1:
-        print("note: OPENBLAS_NUM_THREADS is not set; for one-core figures run with OPENBLAS_NUM_THREADS=1 taskset -c 1")
+        print("note: OPENBLAS_NUM_THREADS is not set; for one-core figures run with "
+              "OPENBLAS_NUM_THREADS=1 taskset -c 1")
     print("EM against the number of cases:")
     cases_rows = em_vs_cases(CASES_QUICK if quick else CASES_FULL)
     n_cases = NODE_CASES_QUICK if quick else NODE_CASES_FULL

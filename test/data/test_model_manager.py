@@ -1,0 +1,128 @@
+"""ModelManager and TrialIntake, the learner node's work below ROS, tested without DDS."""
+
+import json
+
+import pytest
+from conftest import MONTESANO_CONFIG, sampled_records
+
+from affordance_ros.core import AffordanceError, AffordanceNetwork, benchmark_network, benchmark_structure
+from affordance_ros.data.intake import TrialIntake
+from affordance_ros.data.model_manager import ModelManager, StartupError
+from affordance_ros.data.pairing import TrialAssembler
+from affordance_ros.data.storage import CaseStore
+from affordance_ros.tools.bench.paper import parent_weights, weighted_rms
+
+
+def manager(tmp_path, online=False, config=None) -> ModelManager:
+    """On the montesano configuration with the true arcs (for structure 'fixed')."""
+    if config is None:
+        config = tmp_path / "config.json"
+        if not config.exists():
+            truth = benchmark_structure("montesano", 1.0)
+            AffordanceNetwork.load(MONTESANO_CONFIG).with_structure(
+                {v.name: v.parents for v in truth.variables}).save(config)
+    return ModelManager(config, tmp_path / "cases.db", tmp_path / "model.json", online_learning=online)
+
+
+def seed(tmp_path, records):
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in records:
+            store.add(record)
+
+
+def test_learns_from_the_stored_cases_writes_the_model_and_records_what_it_saw(tmp_path):
+    seed(tmp_path, sampled_records(3000))
+    models = manager(tmp_path)
+    assert models.load() is None and models.current_model() is None  # no model file yet
+    outcome = models.learn("fixed", 0.0, None)
+    assert outcome.result.num_cases == 3000 and "learned from 3000 cases" in outcome.message
+    on_disk = AffordanceNetwork.load(tmp_path / "model.json")
+    assert on_disk.metadata["cases"]["count"] == 3000 and on_disk.metadata["cases"]["last_trial_id"] == "r02999"
+    assert models.seen_until(on_disk) == 3000
+    # the configured arcs were kept, and the CPTs are near the truth's
+    truth = benchmark_network("montesano", 1.0, 0)
+    assert on_disk.arcs == truth.arcs
+    learned_cpts = [v.cpt for v in on_disk.variables]
+    true_cpts = [v.cpt for v in truth.variables]
+    assert weighted_rms(learned_cpts, true_cpts, parent_weights(truth)) < 0.05
+    models.install(outcome.model)
+    assert models.current_model() is outcome.model
+    models.close()
+
+
+def test_a_model_file_that_does_not_fit_is_not_used_and_says_why(tmp_path):
+    (tmp_path / "model.json").write_text("{not json")
+    problem = manager(tmp_path).load()
+    assert problem.startswith(f"not using the model in {tmp_path / 'model.json'}") and "not valid JSON" in problem
+    other = benchmark_network("simple", 1.0, 0)
+    other.save(tmp_path / "model.json")
+    assert "does not fit the configuration" in manager(tmp_path).load()
+
+
+def test_learning_with_a_prior_uses_only_the_new_cases_and_refuses_when_there_are_none(tmp_path):
+    seed(tmp_path, sampled_records(300))
+    models = manager(tmp_path)
+    first = models.learn("fixed", 0.0, None).model
+    with pytest.raises(AffordanceError, match="no new cases since the current model"):
+        models.learn("fixed", 50.0, first)
+    seed(tmp_path, sampled_records(40, seed=3, prefix="n"))
+    second = models.learn("fixed", 50.0, first)
+    assert second.result.num_cases == 40 and "with it as a prior worth 50 cases" in second.message
+    assert second.model.metadata["cases"]["count"] == 340
+
+
+def test_cases_that_do_not_fit_the_configuration_are_skipped_and_counted(tmp_path):
+    strange = dict(sampled_records(1, prefix="old")[0])
+    strange["readings"] = {**strange["readings"], "weight": 3.0}
+    strange["sources"] = {**strange["sources"], "weight": "object"}
+    seed(tmp_path, [*sampled_records(100), strange])
+    cases, skipped, marker = manager(tmp_path).stored_cases()
+    assert cases.n_cases == 100 and skipped == 1 and marker["last_trial_id"] == "old00000"
+    assert "skipped 1 stored cases" in manager(tmp_path).learn("fixed", 0.0, None).message
+
+
+def test_online_learning_catches_up_on_the_cases_stored_after_the_model(tmp_path):
+    seed(tmp_path, sampled_records(200))
+    learned = manager(tmp_path).learn("fixed", 0.0, None).model
+    seed(tmp_path, sampled_records(15, seed=5, prefix="later"))
+    models = manager(tmp_path, online=True)
+    assert models.load() is None
+    updates, message = models.install(models.model)
+    assert len(updates) == 15 and all(u.ok for u in updates) and "caught up on 15" in message
+    assert models.current_model().metadata["online"]["updates"] == 15 and models.unsaved
+    models.save_online()
+    assert not models.unsaved and AffordanceNetwork.load(tmp_path / "model.json").metadata["online"]["updates"] == 15
+    assert learned.metadata["cases"]["count"] == 200
+
+
+def test_a_bad_configuration_or_structure_says_what_to_fix(tmp_path):
+    broken = tmp_path / "broken.json"
+    doc = json.loads(MONTESANO_CONFIG.read_text())
+    doc["variables"][0]["group"] = "object"  # no action variable left
+    broken.write_text(json.dumps(doc))
+    with pytest.raises(StartupError, match="exactly one variable in the group 'action'"):
+        manager(tmp_path, config=broken)
+    with pytest.raises(AffordanceError, match="structure 'greedy' is not one of"):
+        manager(tmp_path).learn("greedy", 0.0, None)
+
+
+def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_every_mistake(tmp_path):
+    models = manager(tmp_path)
+    intake = TrialIntake(models.parts, TrialAssembler(), models.store_record, models.store.contains, 1.0)
+    obj = (["color", "shape", "size"], [5.0, 0.0, 10.0])
+    eff = (["obj_vel", "obj_hand_vel", "hand_vel", "contact"], [10.0, 5.0, 0.0, 5.0])
+    assert [e.counter for e in intake.take("action", "t1", 10.0, "tap", 1.0)] == ["received_action"]
+    intake.take("object", "t1", 10.0, obj, 1.0)
+    events = intake.take("effect", "t1", 10.0, eff, 1.0)
+    assert [e.counter for e in events] == ["received_effect", "stored"] and events[1].case[0] == 1
+    assert models.store.records()[0]["readings"]["obj_vel"] == 10.0
+    mistakes = {
+        "duplicate_trials": intake.take("action", "t1", 11.0, "tap", 2.0),
+        "rejected_parts": intake.take("action", "t2", 11.0, "fly", 2.0),
+        "duplicate_parts": intake.take("action", "t3", 11.0, "tap", 2.0) and intake.take("action", "t3", 11.0,
+                                                                                          "tap", 2.0),
+    }
+    for counter, reported in mistakes.items():
+        assert reported[-1].counter == counter and reported[-1].message, counter
+    assert "unknown action 'fly'" in mistakes["rejected_parts"][-1].message
+    assert models.store.count() == 1
