@@ -1,8 +1,9 @@
 """Fixtures for the end-to-end tests: real nodes over DDS, in this process or as subprocesses.
 
 Each test gets an rclpy context of its own, with the learner and a client node on one
-SingleThreadedExecutor (as learner_node runs it) spinning in a thread. Discovery stays on this host, in a domain of this run (./test.sh sets one; a bare
-`pytest` run gets one from its process id).
+SingleThreadedExecutor (as learner_node runs it) spinning in a thread. Discovery stays on
+this host, in a domain of this run (./test.sh sets one; a bare `pytest` run gets one from
+its process id).
 """
 
 import json
