@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
-from ..core import STRUCTURES
+from ..core import STRUCTURES, LearningOptions
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
 from ..share import default_config_path, default_database_path, default_model_path
 from .qos import KEEP_ALL
@@ -30,11 +30,11 @@ PARAMETERS = {
     "model_path": (default_model_path, (
         "Where ~/learn writes the learned model (atomically) and where it is loaded from at start-up. "
         "Default: $ROS_HOME/affordance_ros/model.json."), True, {}),
-    "structure": ("k2", (
+    "structure": (LearningOptions().structure, (
         "How ~/learn finds the arcs when the request leaves 'structure' empty: k2 (greedy search), "
         "mcmc (sampling), fixed (keep the current model's arcs, else the configured ones)."),
         False, {"additional_constraints": f"one of {list(STRUCTURES)}"}),
-    "prior_strength": (0.0, (
+    "prior_strength": (LearningOptions().prior_strength, (
         "0: ~/learn learns from all stored cases. > 0 (with a current model): ~/learn learns from the cases "
         "stored since the current model was learned, with that model as a Dirichlet prior worth this many "
         "cases, so knowledge accumulates across sessions. Can be changed while the node runs."),

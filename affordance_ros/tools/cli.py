@@ -19,7 +19,8 @@ import math
 import sys
 from pathlib import Path
 
-from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from ..core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from ..core.options import METHODS, SCORES, STRUCTURES, LearningOptions
 from ..data import offline
 from ..data.bag import BagError
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
@@ -29,6 +30,8 @@ from . import record, replay
 from .bench import add_parser as add_bench_parser
 from .progress import ProgressBar
 from .ros_args import split_ros_args
+
+DEFAULTS = LearningOptions()
 
 
 class UserError(Exception):
@@ -179,12 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag "
                             "(directory, .db3, .mcap)")
     learn.add_argument("--config", required=True, help="configuration in the model schema (no CPTs)")
-    learn.add_argument("--structure", choices=STRUCTURES, help="default: the config's, else k2")
+    learn.add_argument("--structure", choices=STRUCTURES, help=f"default: the config's, else {DEFAULTS.structure}")
     learn.add_argument("--out", required=True, help="where to write the model JSON")
-    learn.add_argument("--score", choices=("k2", "bdeu", "bic"))
+    learn.add_argument("--score", choices=SCORES,
+                       help=f"structure score (default: the config's, else {DEFAULTS.score})")
     learn.add_argument("--max-parents", type=int)
     learn.add_argument("--prior", type=float, help="Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
-    learn.add_argument("--method", choices=("em", "discrete"))
+    learn.add_argument("--method", choices=METHODS,
+                       help=f"parameter learning (default: the config's, else {DEFAULTS.method})")
     learn.add_argument("--tol", type=float, help="EM stops when the RMS parameter change is below this")
     learn.add_argument("--max-iter", type=int)
     learn.add_argument("--mcmc-samples", type=int)
