@@ -25,10 +25,10 @@ from affordance_ros.core.ground_truth import benchmark_network, sample_values  #
 from affordance_ros.data.trial import Trial  # noqa: E402
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.nodes.simulated_robot import SimulatedRobot  # noqa: E402
-from affordance_ros.share import share_directory  # noqa: E402
+from affordance_ros.share import default_config_path  # noqa: E402
 from affordance_ros.srv import Learn, Predict  # noqa: E402
 
-MONTESANO_CONFIG = share_directory() / "config" / "montesano.json"
+MONTESANO_CONFIG = default_config_path()
 
 
 def wait_for(predicate, timeout=20.0, what="condition"):

@@ -7,7 +7,7 @@ import subprocess
 from conftest import assert_distributions, wait_for
 
 from affordance_ros.data.storage import CaseStore
-from affordance_ros.share import share_directory
+from affordance_ros.share import default_config_path, share_directory
 
 PREFIX = share_directory().parents[1]
 LIB = PREFIX / "lib" / "affordance_ros"
@@ -50,7 +50,7 @@ def test_learner_and_robot_processes(ros, tmp_path):
         learned = ros.learn()
         assert learned.success and learned.num_cases == 40, learned.message
         from affordance_ros.core import AffordanceNetwork
-        config = AffordanceNetwork.load(share_directory() / "config" / "montesano.json")
+        config = AffordanceNetwork.load(default_config_path())
         answer = ros.predict(query=["action"], sensor_names=["obj_vel", "hand_vel"], sensor_values=[10.0, 0.0])
         assert_distributions(answer, ["Action"], config)
         assert model.is_file()
