@@ -109,6 +109,19 @@ class TrialPublisher:
                 self._sequence += 1
         self._publish(messages)
 
+    def keep(self, trial_id: str, publisher, msg) -> None:
+        """Keep one message of ``trial_id`` that was published already (e.g. a bag's, at its recorded
+        time) until the trial is confirmed; it is sent again with the trial's other kept messages."""
+        if not trial_id:
+            raise ValueError("a trial kept for confirmation needs a non-empty trial_id")
+        with self._lock:
+            sent = self._waiting.get(trial_id)
+            if sent is None:
+                sent = self._waiting[trial_id] = _Sent([], self._sequence, time.monotonic())
+                self._sequence += 1
+            sent.messages.append((publisher, msg))
+            sent.sent = time.monotonic()
+
     def _publish(self, messages: Sequence) -> None:
         for publisher, msg in messages:
             self.publish_waits += publish_waiting(publisher, msg, self.node.context.ok, on_wait=self._log_wait)
