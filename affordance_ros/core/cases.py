@@ -142,7 +142,8 @@ class CaseSet:
         """(K,) bool: the cases whose evidence has zero likelihood for every value of some variable under
         ``network``'s fitted sensor models (default: own; sensors not fitted yet are not judged), e.g. a
         reading so far from every mean that its Gaussian density underflows. ``evidence`` refuses them:
-        ``take(~cases.impossible())`` leaves them out."""
+        ``take(~cases.impossible())`` leaves them out.
+        """
         return impossible_rows(self._log_likelihoods(network or self.network, fitted_only=True), self.n_cases)
 
     def _log_likelihoods(self, network: AffordanceNetwork, fitted_only: bool = False) -> list:

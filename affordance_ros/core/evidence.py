@@ -43,7 +43,8 @@ class Evidence:
 
 def impossible_rows(log_lik: Sequence, n_cases: int) -> np.ndarray:
     """(K,) bool: the cases whose evidence has zero likelihood (or NaN) for every value of some variable,
-    which ``evidence_from_log_likelihoods`` refuses; drop them first (``CaseSet.impossible``)."""
+    which ``evidence_from_log_likelihoods`` refuses; drop them first (``CaseSet.impossible``).
+    """
     bad = np.zeros(n_cases, dtype=bool)
     for ll in log_lik:
         if ll is not None:

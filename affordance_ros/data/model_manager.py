@@ -199,7 +199,8 @@ class ModelManager:
             return f"with action '{quoted(action)}', not one of {list(self.parts.actions)}"
         unknown = sorted(set(record["readings"]) - set(self.parts.ranges))
         if unknown:
-            return f"with sensor{'s' if len(unknown) > 1 else ''} {[quoted(u) for u in unknown]} not in the configuration"
+            plural = "s" if len(unknown) > 1 else ""
+            return f"with sensor{plural} {[quoted(u) for u in unknown]} not in the configuration"
         for sensor, value in record["readings"].items():
             low, high = self.parts.ranges[sensor]
             if not low <= value <= high:

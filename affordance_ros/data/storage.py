@@ -182,7 +182,8 @@ class CaseStore:
                 case = self._conn.execute("SELECT id, stamp, action_variable, action, received FROM cases "
                                           "WHERE trial_id = ?", (trial_id,)).fetchone()
                 readings = [] if case is None else self._conn.execute(
-                    "SELECT source, sensor, value FROM readings WHERE case_id = ? ORDER BY rowid", (case[0],)).fetchall()
+                    "SELECT source, sensor, value FROM readings WHERE case_id = ? ORDER BY rowid",
+                    (case[0],)).fetchall()
             finally:
                 self._conn.execute("COMMIT")
         if case is None:

@@ -24,17 +24,15 @@ import threading
 import time
 from collections import Counter
 
-import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.exceptions import InvalidHandle
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.task import Future
 
 from ..core import STRUCTURES, AffordanceError
-from ..data.intake import Event, TrialIntake
+from ..data.intake import Event, TrialIntake, status_line
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
 from ..data.text import printable
@@ -144,8 +142,8 @@ class LearnerNode(Node):
                     self._save_online()
 
     def _confirm(self, trial_id: str, status: str, reason: str) -> None:
-        """The answer for one trial on ~/stored; a reader so far behind that the history is full loses it
-        (counted): the robot then sends the trial again and gets it confirmed."""
+        """The answer for one trial on ~/stored (if a reader is so far behind that it is lost: counted,
+        and the robot sends the trial again)."""
         try:
             self._status.publish(TrialStatus(trial_id=trial_id, status=status, reason=printable(reason)))
         except _rclpy.RCLError as exc:
@@ -154,7 +152,6 @@ class LearnerNode(Node):
 
     @property
     def parts_received(self) -> int:
-        """Parts taken from the three topics so far."""
         with self._counts_lock:
             return sum(self.counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
 
@@ -277,18 +274,8 @@ class LearnerNode(Node):
             self.get_logger().info(self.status_line(counts))
 
     def status_line(self, counts=None) -> str:
-        c = Counter(dict(self.counts) if counts is None else counts)
-        return (f"cases: {c['stored']} stored this run; trials pending: {self.intake.pending}; "
-                f"parts received: {c['received_action']} action, {c['received_object']} object, "
-                f"{c['received_effect']} effect; rejected parts: {c['rejected_parts']} (out of range "
-                f"{c['out_of_range_parts']}, oversized {c['oversized_parts']}); re-sent parts of stored trials: "
-                f"{c['resent_parts']}; duplicate parts: "
-                f"{c['duplicate_parts']}; duplicate trials: {c['duplicate_trials']}; incomplete trials dropped: "
-                f"{c['dropped_incomplete']}; learn ok/failed/refused: {c['learn_ok']}/{c['learn_failed']}/"
-                f"{c['learn_refused']}; predict ok/failed: {c['predict_ok']}/{c['predict_failed']}; "
-                f"select_action ok/failed: {c['select_ok']}/{c['select_failed']}"
-                + (f"; online updates/skipped: {c['online_updates']}/{c['online_skipped']}"
-                   if self.settings.online_learning else ""))
+        return status_line(dict(self.counts) if counts is None else counts, self.intake.pending,
+                           self.settings.online_learning)
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -304,26 +291,8 @@ class LearnerNode(Node):
 
 
 def main(args=None) -> int:
-    shutdown.init(args=args)  # without rclpy's signal handler: see nodes/shutdown.py
-    with shutdown.StopSignals() as stop:
-        try:
-            node = LearnerNode()
-        except StartupError as exc:
-            rclpy.logging.get_logger(NODE_NAME).fatal(printable(exc))
-            rclpy.try_shutdown()
-            return 1
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        try:
-            shutdown.spin_until(executor, lambda: stop.requested)
-            # what DDS has delivered already is taken and stored before the node goes (a second signal: at once)
-            taken = shutdown.drain(executor, lambda: node.parts_received, lambda: stop.count > 1)
-            node.get_logger().info(f"{stop.name or 'shutdown'}: took {taken} more parts that were queued")
-        except ExternalShutdownException:
-            pass
-        finally:
-            shutdown.close(executor, node)
-    return 0
+    # SIGINT/SIGTERM: what DDS delivered already is stored, then the node goes before the context (shutdown.py)
+    return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args, taken=lambda node: node.parts_received)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,14 @@ from pathlib import Path
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from ..core import STRUCTURES
-from ..data.pairing import (DEFAULT_MAX_LIST_LENGTH, DEFAULT_MAX_NAME_LENGTH, DEFAULT_MAX_TRIAL_ID_LENGTH,
-                            DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT, SizeLimits)
+from ..data.pairing import (
+    DEFAULT_MAX_LIST_LENGTH,
+    DEFAULT_MAX_NAME_LENGTH,
+    DEFAULT_MAX_TRIAL_ID_LENGTH,
+    DEFAULT_SLOP,
+    DEFAULT_TRIAL_TIMEOUT,
+    SizeLimits,
+)
 from ..share import default_config_path, default_database_path, default_model_path
 from .qos import KEEP_ALL
 

@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -85,3 +86,32 @@ def close(executor, node, context=None) -> None:
         node.destroy_node()
     executor.shutdown()
     rclpy.try_shutdown(context=context)
+
+
+def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: Callable | None = None,
+        taken: Callable | None = None, stopped: Callable | None = None) -> int:
+    """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``)
+    spins until SIGINT/SIGTERM or ``done(node)``; after a signal, ``taken(node)`` (messages handled so far)
+    drains what is queued and ``stopped(node, signal_name)`` runs; then ``close``. Returns the exit status."""
+    init(args=args)
+    with StopSignals() as stop:
+        try:
+            node = make_node()
+        except startup_errors as exc:
+            rclpy.logging.get_logger(name).fatal(str(exc))
+            rclpy.try_shutdown()
+            return 1
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        try:
+            spin_until(executor, lambda: stop.requested or (done is not None and done(node)))
+            if stop.requested and taken is not None:
+                count = drain(executor, lambda: taken(node), lambda: stop.count > 1)
+                node.get_logger().info(f"{stop.name}: took {count} more messages that were queued")
+            if stop.requested and stopped is not None:
+                stopped(node, stop.name)
+        except ExternalShutdownException:
+            pass
+        finally:
+            close(executor, node)
+    return 0

@@ -16,10 +16,8 @@ import os
 import time
 
 import numpy as np
-import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.task import Future
@@ -206,26 +204,13 @@ class SimulatedRobot(Node):
 
 
 def main(args=None) -> int:
-    shutdown.init(args=args)  # without rclpy's signal handler: see nodes/shutdown.py
-    with shutdown.StopSignals() as stop:
-        try:
-            node = SimulatedRobot()
-        except ValueError as exc:
-            rclpy.logging.get_logger(NODE_NAME).fatal(str(exc))
-            rclpy.try_shutdown()
-            return 1
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        try:
-            shutdown.spin_until(executor, lambda: stop.requested or node.done.done())
-            if stop.requested and node.trials is not None and node.trials.pending:
-                node.get_logger().warning(f"stopped with {node.trials.pending} trials unconfirmed: "
-                                          f"{node.trials.summary()}")
-        except ExternalShutdownException:
-            pass
-        finally:
-            shutdown.close(executor, node)
-    return 0
+    return shutdown.run(SimulatedRobot, (ValueError,), NODE_NAME, args, done=lambda node: node.done.done(),
+                        stopped=_report_unconfirmed)
+
+
+def _report_unconfirmed(node: SimulatedRobot, signal_name: str) -> None:
+    if node.trials is not None and node.trials.pending:
+        node.get_logger().warning(f"{signal_name}: stopped with trials unconfirmed: {node.trials.summary()}")
 
 
 if __name__ == "__main__":

@@ -106,7 +106,8 @@ def test_size_limits_and_valid_ranges_at_the_door(store):
 
 
 def test_printable_escapes_control_characters_and_bounds_length():
-    assert printable("t1\n[INFO] forged \x1b[31mred\r\t\x00\u2028") == "t1\\n[INFO] forged \\x1b[31mred\\r\\t\\x00\\u2028"
+    assert (printable("t1\n[INFO] forged \x1b[31mred\r\t\x00\u2028")
+            == "t1\\n[INFO] forged \\x1b[31mred\\r\\t\\x00\\u2028")
     long = printable("x" * 5000, limit=100)
     assert long == "x" * 100 + "... (4900 more characters)"
     assert quoted("\n" * 200).startswith("\\n" * 40) and len(quoted("a" * 10**6)) < 120

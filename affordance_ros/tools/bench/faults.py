@@ -216,7 +216,8 @@ def run(args) -> int:
              [f"malformed flood, {rounds} rounds of 30 MB of long strings: learner RSS (MB) after each round",
               " → ".join(f"{x:.0f}" for x in flooded["rss_mb"])],
              ["malformed flood: bad cases stored, database size, log size",
-              f"{flooded['bad_stored']}, {flooded['database_bytes'] / 1e3:.0f} kB, {flooded['log_bytes'] / 1e3:.0f} kB"]]
+              f"{flooded['bad_stored']}, {flooded['database_bytes'] / 1e3:.0f} kB, "
+              f"{flooded['log_bytes'] / 1e3:.0f} kB"]]
     table = markdown_table(["fault", "figure"], rows)
     (out / "faults_table.md").write_text(table)
     write_json(out / "faults_results.json", {"machine": machine(), "quick": args.quick, "kills": kills,
