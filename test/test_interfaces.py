@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import affordance_ros
-from affordance_ros.msg import Action, Distribution, Features
+from affordance_ros.msg import Action, Distribution, Features, TrialStatus
 from affordance_ros.srv import Learn, Predict, SelectAction
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +34,11 @@ EXPECTED_FIELDS = {
         ('variable', 'string'),
         ('values', 'sequence<string>'),
         ('probabilities', 'sequence<double>'),
+    ],
+    TrialStatus: [
+        ('trial_id', 'string'),
+        ('status', 'string'),
+        ('reason', 'string'),
     ],
     Learn.Request: [
         ('structure', 'string'),
@@ -289,7 +294,7 @@ def test_launcher_interpreter_is_this_environment():
 def test_share_files_installed():
     share = install_prefix() / 'share' / 'affordance_ros'
     assert (share / 'package.xml').is_file()
-    for name in ('Action.msg', 'Features.msg', 'Distribution.msg'):
+    for name in ('Action.msg', 'Features.msg', 'Distribution.msg', 'TrialStatus.msg'):
         assert (share / 'msg' / name).is_file()
     for name in ('Learn.srv', 'Predict.srv', 'SelectAction.srv'):
         assert (share / 'srv' / name).is_file()
@@ -298,3 +303,8 @@ def test_share_files_installed():
         for f in src.rglob('*') if src.is_dir() else []:
             if f.is_file() and f.name != '.gitkeep' and '__pycache__' not in f.parts:
                 assert (share / sub / f.relative_to(src)).is_file(), f'{f} not installed'
+
+
+def test_trial_status_constants_are_the_statuses_the_learner_publishes():
+    from affordance_ros.data.intake import DUPLICATE, REJECTED, STORED
+    assert (TrialStatus.STORED, TrialStatus.DUPLICATE, TrialStatus.REJECTED) == (STORED, DUPLICATE, REJECTED)

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import DataError, EvidenceError
-from .evidence import Evidence, evidence_from_log_likelihoods
+from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows
 from .network import AffordanceNetwork
 
 MISSING = -1
@@ -138,7 +138,17 @@ class CaseSet:
     # ---------------------------------------------------------------- evidence
     def evidence(self, network: AffordanceNetwork | None = None) -> Evidence:
         """Likelihood arrays of these cases under ``network``'s sensor models (default: own)."""
-        network = network or self.network
+        return evidence_from_log_likelihoods(self._log_likelihoods(network or self.network), self.n_cases)
+
+    def impossible(self, network: AffordanceNetwork | None = None) -> np.ndarray:
+        """(K,) bool: the cases whose evidence has zero likelihood for every value of some variable under
+        ``network``'s fitted sensor models (default: own; sensors not fitted yet are not judged), e.g. a
+        reading so far from every mean that its Gaussian density underflows. ``evidence`` refuses them:
+        ``take(~cases.impossible())`` leaves them out.
+        """
+        return impossible_rows(self._log_likelihoods(network or self.network, fitted_only=True), self.n_cases)
+
+    def _log_likelihoods(self, network: AffordanceNetwork, fitted_only: bool = False) -> list:
         log_lik = [None] * len(network)
         for name, codes in self.labels.items():
             i = network.index(name)
@@ -147,10 +157,13 @@ class CaseSet:
             log_lik[i] = hard
         for sensor, x in self.readings.items():
             var, model = network.sensor(sensor)
+            if fitted_only and not model.fitted:
+                continue
             i = network.index(var.name)
-            ll = model.log_likelihood(x)
+            with np.errstate(over="ignore", invalid="ignore"):  # a huge reading: -inf, judged by the caller
+                ll = model.log_likelihood(x)
             log_lik[i] = ll if log_lik[i] is None else log_lik[i] + ll
-        return evidence_from_log_likelihoods(log_lik, self.n_cases)
+        return log_lik
 
 
 def _parse_labels(var, column: Sequence, trial_ids) -> np.ndarray:

@@ -43,6 +43,18 @@ class Evidence:
         return cls((None,) * n_variables, np.zeros(n_cases))
 
 
+def impossible_rows(log_lik: Sequence, n_cases: int) -> np.ndarray:
+    """(K,) bool: the cases whose evidence has zero likelihood (or NaN) for every value of some variable,
+    which ``evidence_from_log_likelihoods`` refuses; drop them first (``CaseSet.impossible``).
+    """
+    bad = np.zeros(n_cases, dtype=bool)
+    for ll in log_lik:
+        if ll is not None:
+            top = ll.max(axis=1)
+            bad |= np.isneginf(top) | np.isnan(top)
+    return bad
+
+
 def evidence_from_log_likelihoods(log_lik: Sequence, n_cases: int) -> Evidence:
     """Scale each variable's log-likelihood rows to a maximum of 0 before exponentiating."""
     log_scale = np.zeros(n_cases)
@@ -53,7 +65,8 @@ def evidence_from_log_likelihoods(log_lik: Sequence, n_cases: int) -> Evidence:
             continue
         top = ll.max(axis=1)
         if np.any(np.isneginf(top)):
-            raise EvidenceError("evidence with zero likelihood for every value of a variable")
+            raise EvidenceError("evidence with zero likelihood for every value of a variable "
+                                "(find such cases with CaseSet.impossible and leave them out)")
         log_scale += top
         likelihoods.append(np.exp(ll - top[:, None]))
     return Evidence(tuple(likelihoods), log_scale)

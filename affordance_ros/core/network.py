@@ -25,6 +25,9 @@ FORMAT = "affordance_ros/model/1"
 GROUPS = ("action", "object", "effect")
 # The groups seen through sensors whose readings the robot publishes (object features, effects).
 SENSOR_GROUPS = ("object", "effect")
+# The readings a sensor accepts when its configuration gives no 'valid_range': anything a physical
+# sensor can report in any unit, far below the values that overflow a Gaussian log-likelihood (~1e154).
+DEFAULT_VALID_RANGE = (-1e9, 1e9)
 _NORMALISATION_TOLERANCE = 1e-6
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -34,18 +37,25 @@ class SensorModel:
     """A 1-D Gaussian per value of the hidden variable a sensor observes.
 
     ``means``/``stddevs`` are None while they are still to be fitted from readings;
-    ``max_components`` bounds the BIC search when the variable's values are not configured.
+    ``max_components`` bounds the BIC search when the variable's values are not configured;
+    ``valid_range`` (low, high): the readings the robot can plausibly report (None: ``DEFAULT_VALID_RANGE``).
     """
 
     name: str
     means: np.ndarray | None = None
     stddevs: np.ndarray | None = None
     max_components: int = 6
+    valid_range: tuple[float, float] | None = None
 
     @property
     def fitted(self) -> bool:
         """Whether the means and stddevs are known."""
         return self.means is not None
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The readings accepted: ``valid_range``, else ``DEFAULT_VALID_RANGE``."""
+        return self.valid_range if self.valid_range is not None else DEFAULT_VALID_RANGE
 
     def log_likelihood(self, readings: np.ndarray) -> np.ndarray:
         """Log p(reading | value) as an array (K, card); rows of NaN readings are 0 (no evidence)."""
@@ -264,6 +274,10 @@ class AffordanceNetwork:
                 raise ModelFormatError(f"{where}: sensor 'stddevs' must be > 0")
         if not isinstance(s.max_components, int) or s.max_components < 1:
             raise ModelFormatError(f"{where}: sensor 'max_components' must be an integer >= 1")
+        if s.valid_range is not None:
+            low, high = s.valid_range
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], finite, low < high")
 
     def _validate_cpt(self, v: Variable, where: str) -> None:
         if v.parents is None:
@@ -303,6 +317,8 @@ class AffordanceNetwork:
                     s["stddevs"] = v.sensor.stddevs.tolist()
                 else:
                     s["max_components"] = v.sensor.max_components
+                if v.sensor.valid_range is not None:
+                    s["valid_range"] = list(v.sensor.valid_range)
                 d["sensor"] = s
             out.append(d)
         doc = {"format": FORMAT, "variables": out, "metadata": self.metadata}
@@ -312,7 +328,19 @@ class AffordanceNetwork:
 
     @classmethod
     def from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
-        """A network from a JSON document, every field checked; ModelFormatError says what is wrong."""
+        """The network of a JSON document; ModelFormatError for anything that does not follow the schema."""
+        try:
+            return cls._from_dict(doc)
+        except ModelFormatError:
+            raise
+        except RecursionError:
+            raise ModelFormatError("the document is nested too deeply to be a model") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            # e.g. a name that is a list (unhashable): whatever the checks above did not name
+            raise ModelFormatError(f"malformed model ({type(exc).__name__}: {_clipped(exc)})") from None
+
+    @classmethod
+    def _from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
         if not isinstance(doc, Mapping):
             raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
         if doc.get("format") != FORMAT:
@@ -335,13 +363,17 @@ class AffordanceNetwork:
         """Read and check a model or configuration file."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except OSError as exc:
             raise ModelFormatError(f"cannot read model file '{path}': {exc.strerror}") from None
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ModelFormatError(f"'{path}' is not valid JSON: {exc}") from None
+            doc = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ModelFormatError(f"'{path}' is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except ValueError as exc:  # json.JSONDecodeError, and numbers too long to convert
+            raise ModelFormatError(f"'{path}' is not valid JSON: {_clipped(exc)}") from None
+        except RecursionError:
+            raise ModelFormatError(f"'{path}' is not a model: its JSON is nested too deeply") from None
         try:
             return cls.from_dict(doc)
         except ModelFormatError as exc:
@@ -362,6 +394,11 @@ def write_json_atomic(path: str | os.PathLike, doc) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _clipped(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _mapping(value, what: str) -> dict:
@@ -405,9 +442,15 @@ def _variable_from_dict(d, i: int) -> Variable:
 def _sensor_from_dict(s, where: str) -> SensorModel:
     if not isinstance(s, Mapping):
         raise ModelFormatError(f"{where}: 'sensor' must be a JSON object or null")
-    unknown = set(s) - {"name", "means", "stddevs", "max_components"}
+    unknown = set(s) - {"name", "means", "stddevs", "max_components", "valid_range"}
     if unknown:
         raise ModelFormatError(f"{where}: unknown sensor keys {sorted(unknown)}")
+    valid_range = s.get("valid_range")
+    if valid_range is not None:
+        if (not isinstance(valid_range, list) or len(valid_range) != 2
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in valid_range)):
+            raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], two numbers")
+        valid_range = (float(valid_range[0]), float(valid_range[1]))
     arrays = {}
     for field in ("means", "stddevs"):
         if s.get(field) is not None:
@@ -415,7 +458,8 @@ def _sensor_from_dict(s, where: str) -> SensorModel:
                 arrays[field] = np.asarray(s[field], dtype=float).reshape(-1)
             except (TypeError, ValueError):
                 raise ModelFormatError(f"{where}: sensor '{field}' must be a list of numbers") from None
-    return SensorModel(name=s.get("name"), max_components=s.get("max_components", 6), **arrays)
+    return SensorModel(name=s.get("name"), max_components=s.get("max_components", 6), valid_range=valid_range,
+                       **arrays)
 
 
 def _topological_order(names: Sequence[str], parents: Mapping[str, Sequence[str]]) -> list[str]:

@@ -12,13 +12,19 @@ updates catch up on the cases stored while a learn ran or after a restart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, LearnResult
 from .online_refiner import OnlineRefiner, cases_marker
-from .pairing import PartValidator
+from .pairing import PartValidator, SizeLimits
 from .storage import CaseStore, CaseStoreError
+from .text import quoted
+
+_EXAMPLES = 3  # trial ids named per reason a case was skipped
 
 
 class StartupError(RuntimeError):
@@ -34,6 +40,34 @@ class LearnOutcome:
     message: str
 
 
+@dataclass
+class SkippedCases:
+    """Stored cases left out of a learn, with why: reason -> how many, and the first few trial ids."""
+
+    reasons: Counter = field(default_factory=Counter)
+    examples: dict = field(default_factory=dict)
+
+    def add(self, trial_id: str, reason: str) -> None:
+        self.reasons[reason] += 1
+        shown = self.examples.setdefault(reason, [])
+        if len(shown) < _EXAMPLES:
+            shown.append(trial_id)
+
+    def __len__(self) -> int:
+        return sum(self.reasons.values())
+
+    def __str__(self) -> str:
+        return str(len(self))
+
+    def describe(self) -> str:
+        """'1200 with sensor 'x' not in the configuration (e.g. 't1', 't2', 't3', ...); ...'."""
+        parts = []
+        for reason, count in self.reasons.most_common():
+            names = ", ".join(f"'{quoted(t)}'" for t in self.examples[reason])
+            parts.append(f"{count} {reason} (e.g. {names}{', ...' if count > len(self.examples[reason]) else ''})")
+        return "; ".join(parts)
+
+
 @dataclass(frozen=True)
 class OnlineUpdate:
     """What one online update did: ``ok`` False with the reason when the model could not use the case."""
@@ -46,11 +80,11 @@ class ModelManager:
     """Configuration, case store, current model; ``learn`` in any thread, everything else in one."""
 
     def __init__(self, config_path: str | Path, database_path: str | Path, model_path: str | Path,
-                 online_learning: bool = False):
+                 online_learning: bool = False, limits: SizeLimits = SizeLimits()):
         self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
         try:
             self.config = AffordanceNetwork.load(self.config_path)
-            self.parts = PartValidator(self.config)
+            self.parts = PartValidator(self.config, limits)
         except (AffordanceError, ValueError) as exc:
             raise StartupError(f"config_path '{self.config_path}': {exc}") from None
         try:
@@ -97,12 +131,15 @@ class ModelManager:
         if structure == "fixed" and current is not None:
             config = config.with_structure({v.name: v.parents for v in current.variables})
         if prior is None:
-            cases, skipped, marker = self.stored_cases()
+            cases, skipped, marker = self.stored_cases(judge=config)
         else:
-            cases, skipped, marker = self.new_cases(prior)
             # the prior's sensor models (and labels): the new readings mean what its CPTs are about
             config = config.replace_variables({v.name: {"values": v.values, "sensor": v.sensor}
                                                for v in prior.variables if v.sensor is not None})
+            cases, skipped, marker = self.new_cases(prior, judge=config)
+        if cases.n_cases == 0 and skipped:
+            raise AffordanceError(f"no cases to learn from: all {len(skipped)} stored cases were skipped, as they "
+                                  f"do not fit the configuration {self.config_path}: {skipped.describe()}")
         learner = AffordanceLearner(structure=structure, prior_strength=prior_strength).fit(
             config, cases, prior_model=prior)
         model = learner.model_
@@ -120,25 +157,58 @@ class ModelManager:
             + f" ({structure}, {len(result.arcs)} arcs, "
             f"{result.iterations} EM iterations{'' if result.converged else ', NOT converged'}) "
             f"in {result.duration:.2f} s; model written to {self.model_path}"
-            + (f"; skipped {skipped} stored cases that do not fit the configuration" if skipped else "")
+            + (f"; skipped {len(skipped)} stored cases that do not fit the configuration: {skipped.describe()}"
+               if skipped else "")
             + ("; no model yet, so no prior (prior_strength applies from the next learn on)"
                if prior_strength > 0 and current is None else ""))
         return LearnOutcome(model, result, message)
 
-    def stored_cases(self, after: int = 0) -> tuple[CaseSet, int, dict]:
+    def stored_cases(self, after: int = 0, judge: AffordanceNetwork | None = None
+                     ) -> tuple[CaseSet, SkippedCases, dict]:
         """The stored cases (with ids above ``after``) that fit the current configuration (it may have
-        changed since they were stored), how many did not, and the model metadata naming them."""
-        known_sensors = set(self.config.sensor_variable)
+        changed since they were stored), those that did not and why, and the model metadata naming the
+        cases used. Left out: other action variables or labels, sensors not configured, readings outside
+        a sensor's valid_range, and evidence of zero likelihood under ``judge``'s fitted sensor models
+        (default: the configuration's)."""
         numbered = self.store.numbered_records(after)
-        usable = [r for _, r in numbered
-                  if set(r["labels"]) == {self.parts.action_variable}
-                  and r["labels"][self.parts.action_variable] in self.parts.actions
-                  and set(r["readings"]) <= known_sensors]
+        skipped = SkippedCases()
+        usable = []
+        for _, record in numbered:
+            reason = self._unfit(record)
+            if reason:
+                skipped.add(record["trial_id"], reason)
+            else:
+                usable.append(record)
+        cases = CaseSet.from_records(self.config, usable)
+        impossible = cases.impossible(judge or self.config)
+        if impossible.any():
+            for k in np.flatnonzero(impossible):
+                skipped.add(str(cases.trial_ids[k]), "whose readings have zero likelihood under the sensor models")
+            cases = cases.take(~impossible)
         last_id, last = numbered[-1] if numbered else (after, None)
-        marker = cases_marker(self.database_path, len(usable), last_id, last and last["trial_id"])
-        return CaseSet.from_records(self.config, usable), len(numbered) - len(usable), marker
+        marker = cases_marker(self.database_path, cases.n_cases, last_id, last and last["trial_id"])
+        return cases, skipped, marker
 
-    def new_cases(self, prior: AffordanceNetwork) -> tuple[CaseSet, int, dict]:
+    def _unfit(self, record: dict) -> str:
+        """Why a stored record does not fit the configuration ('' if it does)."""
+        action_variable = self.parts.action_variable
+        if set(record["labels"]) != {action_variable}:
+            return f"labelled {sorted(record['labels'])}, not the action variable '{action_variable}'"
+        action = record["labels"][action_variable]
+        if action not in self.parts.actions:
+            return f"with action '{quoted(action)}', not one of {list(self.parts.actions)}"
+        unknown = sorted(set(record["readings"]) - set(self.parts.ranges))
+        if unknown:
+            plural = "s" if len(unknown) > 1 else ""
+            return f"with sensor{plural} {[quoted(u) for u in unknown]} not in the configuration"
+        for sensor, value in record["readings"].items():
+            low, high = self.parts.ranges[sensor]
+            if not low <= value <= high:
+                return f"with a reading of sensor '{sensor}' outside its valid_range [{low:g}, {high:g}]"
+        return ""
+
+    def new_cases(self, prior: AffordanceNetwork, judge: AffordanceNetwork | None = None
+                  ) -> tuple[CaseSet, SkippedCases, dict]:
         """``stored_cases`` after those ``prior`` has seen; AffordanceError if there are none or the model
         does not say which it has seen."""
         seen = self.seen_until(prior)
@@ -146,13 +216,13 @@ class ModelManager:
             raise AffordanceError(
                 "the current model does not record which stored cases it has seen (written by an older "
                 "version, or learned from another database): learn once with prior_strength 0")
-        cases, skipped, marker = self.stored_cases(after=seen)
+        cases, skipped, marker = self.stored_cases(after=seen, judge=judge)
         known = prior.metadata["cases"]
         if cases.n_cases == 0:
             raise AffordanceError(
                 f"no new cases since the current model was learned (it has seen {known.get('count', 0)} "
                 f"stored cases, up to trial '{known.get('last_trial_id')}'"
-                + (f"; {skipped} newer ones do not fit the configuration" if skipped else "")
+                + (f"; {len(skipped)} newer ones do not fit the configuration: {skipped.describe()}" if skipped else "")
                 + "): record more trials first, or set prior_strength to 0 to learn from all stored cases")
         marker["count"] += int(known.get("count", 0))
         return cases, skipped, marker
@@ -161,6 +231,8 @@ class ModelManager:
         """The id of the last stored case ``model`` has seen (its metadata "cases"); None if it does not
         say, or names a case this database does not hold (a model from elsewhere)."""
         marker = model.metadata.get("cases") or {}
+        if not isinstance(marker, dict):
+            return None
         last_id = marker.get("last_id")
         if not isinstance(last_id, int) or isinstance(last_id, bool) or last_id < 0:
             return None
@@ -229,4 +301,4 @@ def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
     return ""
 
 
-__all__ = ["LearnOutcome", "ModelManager", "OnlineUpdate", "StartupError", "config_mismatch"]
+__all__ = ["LearnOutcome", "ModelManager", "OnlineUpdate", "SkippedCases", "StartupError", "config_mismatch"]

@@ -41,6 +41,7 @@ from .pairing import (
     TrialAssembler,
 )
 from .storage import CaseStore
+from .text import quoted
 from .trial import Trial
 
 # Stamps given to cases that have none (from a CSV file) when they are written to a bag.
@@ -105,13 +106,18 @@ def assemble_trials(messages: Iterable[BagMessage], validator: PartValidator,
     for message in messages:
         now = to_seconds(message.log_time)
         out.incomplete.extend(assembler.expire(now))  # the node's timer, during a silence before this message
-        out.incomplete.extend(assembler.observe(message.stamp, now))
         msg = message.msg
-        what = (f"'{message.kind}' part of trial '{msg.trial_id}'" if msg.trial_id
+        what = (f"'{message.kind}' part of trial '{quoted(msg.trial_id)}'" if msg.trial_id
                 else f"'{message.kind}' part stamped {message.stamp:.3f} s")
         try:
+            validator.limits.check_trial_id(msg.trial_id)
             payload = (validator.action(msg.action) if message.kind == "action"
                        else validator.readings(message.kind, msg.names, msg.values))
+        except PairingError as exc:  # a rejected part does not move data time
+            out.rejected.append(f"{what}: {exc}")
+            continue
+        out.incomplete.extend(assembler.observe(message.stamp, now))
+        try:
             trial = assembler.add(message.kind, msg.trial_id, message.stamp, payload, now)
         except DuplicatePartError as exc:
             out.duplicate_parts.append(f"{what}: {exc}")
@@ -129,7 +135,7 @@ def assemble_trials(messages: Iterable[BagMessage], validator: PartValidator,
 
 
 def _names(dropped: Sequence[DroppedTrial]) -> str:
-    names = [f"'{d.trial_id}'" if d.trial_id else f"stamped {d.stamp:.3f} s" for d in dropped[:_SHOWN]]
+    names = [f"'{quoted(d.trial_id)}'" if d.trial_id else f"stamped {d.stamp:.3f} s" for d in dropped[:_SHOWN]]
     return ", ".join(names) + (", ..." if len(dropped) > _SHOWN else "")
 
 

@@ -7,9 +7,10 @@ other.
 Incomplete trials are judged on **data time**, the latest header stamp seen, so that a
 bag replayed at any speed pairs and times out exactly as it was recorded:
 
-- every message that arrives goes through ``observe(stamp, now)`` first (also one that is
-  then rejected): data time moves on to its stamp, and a trial still missing a part once
-  data time is ``trial_timeout`` past the data time of its first part is dropped;
+- every part that is accepted (``PartValidator`` found it valid) goes through ``observe(stamp, now)``
+  before ``add``: data time moves on to its stamp, and a trial still missing a part once data time is
+  ``trial_timeout`` past the data time of its first part is dropped. A rejected part does not move
+  data time (a bad part stamped far in the future would otherwise time out every trial being paired);
 - the fallback for when messages stop: ``expire(now)`` drops every trial still missing a
   part when no message at all has arrived for ``trial_timeout`` seconds of the *receive
   clock* (``now``: the node's ROS clock, or a bag's log times), so the last incomplete
@@ -29,6 +30,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork
+from .text import quoted
 from .trial import Trial
 
 # The defaults of the learner node's 'slop' and 'trial_timeout' parameters (and of offline import).
@@ -40,8 +42,52 @@ _REMEMBERED_IDS = 10000
 CLOCK_RESTART = 3600.0
 
 
+# The defaults of the learner node's size limits (parameters max_trial_id_length, max_name_length,
+# max_list_length): far above what a robot sends, far below what hurts (memory, database, log size).
+DEFAULT_MAX_TRIAL_ID_LENGTH = 256
+DEFAULT_MAX_NAME_LENGTH = 256
+DEFAULT_MAX_LIST_LENGTH = 1000
+
+
+@dataclass(frozen=True)
+class SizeLimits:
+    """The longest trial_id, name (sensor, action label, variable) and list (names, values) accepted."""
+
+    max_trial_id_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH
+    max_name_length: int = DEFAULT_MAX_NAME_LENGTH
+    max_list_length: int = DEFAULT_MAX_LIST_LENGTH
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+    def check_name(self, name: str, what: str) -> None:
+        """PairingError if ``name`` (a ``what``: 'sensor name', 'action label', ...) is too long."""
+        if len(name) > self.max_name_length:
+            raise OversizedError(f"the {what} is {len(name)} characters long, more than max_name_length "
+                                 f"{self.max_name_length}")
+
+    def check_list(self, size: int, what: str) -> None:
+        if size > self.max_list_length:
+            raise OversizedError(f"{size} {what}, more than max_list_length {self.max_list_length}")
+
+    def check_trial_id(self, trial_id: str) -> None:
+        if len(trial_id) > self.max_trial_id_length:
+            raise OversizedError(f"its trial_id is {len(trial_id)} characters long, more than "
+                                 f"max_trial_id_length {self.max_trial_id_length}")
+
+
 class PairingError(ValueError):
     """A part that cannot be paired; the message says why."""
+
+
+class OversizedError(PairingError):
+    """A part with a string or a list longer than the size limits allow."""
+
+
+class OutOfRangeError(PairingError):
+    """A part with a reading outside its sensor's valid_range."""
 
 
 class DuplicatePartError(PairingError):
@@ -141,6 +187,10 @@ class TrialAssembler:
             return []
         return self._drop(self._pendings(), f"and no message at all for trial_timeout {self.trial_timeout:g} s")
 
+    def forget(self, trial_id: str) -> None:
+        """Forget that ``trial_id`` was completed (its case could not be stored): it may be sent again."""
+        self._completed_ids.pop(trial_id, None)
+
     def _pendings(self) -> list[_Pending]:
         return [*self._by_id.values(), *self._by_stamp]
 
@@ -164,13 +214,14 @@ class TrialAssembler:
     def _pending_by_id(self, kind: str, trial_id: str) -> _Pending:
         if trial_id in self._completed_ids:
             self.counts["duplicate_parts"] += 1
-            raise DuplicatePartError(f"trial '{trial_id}' is already complete; this '{kind}' part was sent again")
+            raise DuplicatePartError(f"trial '{quoted(trial_id)}' is already complete; this '{kind}' part was sent "
+                                     "again")
         pending = self._by_id.get(trial_id)
         if pending is None:
             pending = self._by_id[trial_id] = _Pending(trial_id, self._data_time())
         elif kind in pending.parts:
             self.counts["duplicate_parts"] += 1
-            raise DuplicatePartError(f"trial '{trial_id}' already has its '{kind}' part; kept the first one")
+            raise DuplicatePartError(f"trial '{quoted(trial_id)}' already has its '{kind}' part; kept the first one")
         return pending
 
     def _pending_by_stamp(self, kind: str, stamp: float | None) -> _Pending:
@@ -222,10 +273,12 @@ class PartValidator:
     """What a configuration accepts in each part: one of its action labels, its sensors of the right group.
 
     The action label is the value of the configuration's one variable in the group 'action';
-    object features are readings of sensors of 'object' variables, effects of 'effect' variables.
+    object features are readings of sensors of 'object' variables, effects of 'effect' variables,
+    each within its sensor's ``valid_range`` (``SensorModel.bounds``); names and lists within ``limits``.
     """
 
-    def __init__(self, config: AffordanceNetwork):
+    def __init__(self, config: AffordanceNetwork, limits: SizeLimits = SizeLimits()):
+        self.limits = limits
         actions = config.group("action")
         if len(actions) != 1:
             raise ValueError(f"the configuration needs exactly one variable in the group 'action' "
@@ -236,16 +289,21 @@ class PartValidator:
             raise ValueError(f"the action variable '{self.action_variable}' needs its 'values' (the action labels)")
         self.sensors = {kind: sorted(v.sensor.name for v in config.variables if v.group == kind and v.sensor)
                         for kind in SENSOR_GROUPS}
+        self.ranges = {v.sensor.name: v.sensor.bounds for v in config.variables if v.sensor}
 
     def action(self, label: str) -> str:
         if not label:
             raise PairingError(f"the action label is empty; expected one of {list(self.actions)}")
+        self.limits.check_name(label, "action label")
         if label not in self.actions:
-            raise PairingError(f"unknown action '{label}'; expected one of {list(self.actions)}")
+            raise PairingError(f"unknown action '{quoted(label)}'; expected one of {list(self.actions)}")
         return label
 
     def readings(self, kind: str, names, values) -> dict[str, float]:
         """{sensor: reading} from the parallel name and value lists of a Features message."""
+        self.limits.check_list(max(len(names), len(values)), "names or values")
+        for name in names:
+            self.limits.check_name(name, "sensor name")
         readings = named_values(names, values, fields=("names", "values"), repeated="sensor {} appears twice",
                                 error=PairingError)
         for name, value in readings.items():
@@ -253,11 +311,16 @@ class PartValidator:
                 other = "effect" if kind == "object" else "object"
                 if name in self.sensors[other]:
                     raise PairingError(f"sensor '{name}' is an {other} sensor; publish it with the {other} part")
-                raise PairingError(f"unknown sensor '{name}'; the {kind} sensors are {self.sensors[kind]}")
+                raise PairingError(f"unknown sensor '{quoted(name)}'; the {kind} sensors are {self.sensors[kind]}")
             readings[name] = float(value)
             if not math.isfinite(readings[name]):
                 raise PairingError(f"reading of sensor '{name}' is {value}; send finite numbers only "
                                    "(leave a sensor out when it has no reading)")
+            low, high = self.ranges[name]
+            if not low <= readings[name] <= high:
+                raise OutOfRangeError(f"reading of sensor '{name}' is {value:g}, outside its valid_range "
+                                      f"[{low:g}, {high:g}] (set 'valid_range' in the sensor's configuration "
+                                      "if such readings are real)")
         return readings
 
 
@@ -273,6 +336,6 @@ def named_values(names, values, what: str = "", fields: tuple[str, str] | None =
     out = {}
     for name, value in zip(names, values):
         if name in out:
-            raise error(repeated.format(f"{what} '{name}'" if what else repr(name)))
+            raise error(repeated.format(f"{what} '{quoted(name)}'" if what else f"'{quoted(name)}'"))
         out[name] = value
     return out

@@ -4,6 +4,10 @@ One file, WAL journal, one connection shared by the threads of a process behind 
 lock. Other processes (the command line, a bag import) may open the same file:
 SQLite's locking and the busy timeout serialise their writes.
 
+An existing file is checked on a read-only connection before it is opened for writing: an SQLite
+file of another program is refused untouched (not even switched to WAL), and one with damaged
+pages (``PRAGMA quick_check``) is refused with what to do, rather than failing at every read later.
+
 A record is what ``CaseSet.from_records`` learns from, plus where each reading came
 from and when (``Trial.to_record`` makes one)::
 
@@ -68,6 +72,8 @@ class CaseStore:
                 self._conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, check_same_thread=False,
                                              isolation_level=None)
             else:
+                if self.path.is_file() and self.path.stat().st_size > 0:
+                    self._inspect(busy_timeout)  # before any write: refuse what is not ours or is damaged
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(self.path, timeout=busy_timeout, check_same_thread=False,
                                              isolation_level=None)
@@ -83,6 +89,31 @@ class CaseStore:
             self._conn.close()
             raise
 
+    def _inspect(self, busy_timeout: float) -> None:
+        """Check an existing file on a read-only connection: ours (or empty), not newer, not damaged."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise CaseStoreError(f"cannot open the case database '{self.path}': {exc}") from None
+        try:
+            try:
+                _check_schema(conn, self.path, read_only=False)
+            except sqlite3.DatabaseError as exc:
+                raise CaseStoreError(f"'{self.path}' is not a usable case database: {exc}") from None
+            try:
+                problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
+            except sqlite3.DatabaseError as exc:
+                problems = [str(exc)]
+        finally:
+            conn.close()
+        if problems != ["ok"]:
+            raise CaseStoreError(
+                f"the case database '{self.path}' is damaged (PRAGMA quick_check: {'; '.join(problems)[:300]}). "
+                f"Stop every program using it and keep a copy; recover what can be read with "
+                f"`sqlite3 '{self.path}' .recover | sqlite3 recovered.db` and start with database_path "
+                f"recovered.db (or move the damaged file away to start an empty database)")
+
     def _prepare(self) -> None:
         conn = self._conn
         conn.execute("PRAGMA foreign_keys = ON")
@@ -92,25 +123,14 @@ class CaseStore:
             conn.execute("PRAGMA synchronous = FULL")
         conn.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-                if tables:
-                    raise CaseStoreError(
-                        f"'{self.path}' is an SQLite database of something else (tables "
-                        f"{sorted(t[0] for t in tables)}); choose another database_path")
-                if self.read_only:
-                    raise CaseStoreError(f"'{self.path}' is empty: it holds no case database")
+            if _check_schema(conn, self.path, self.read_only) == 0:
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif version > SCHEMA_VERSION:
-                raise CaseStoreError(
-                    f"'{self.path}' has schema version {version}, written by a newer affordance_ros "
-                    f"(this one reads up to {SCHEMA_VERSION}); update affordance_ros")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
 
     # ------------------------------------------------------------------ write
@@ -138,7 +158,10 @@ class CaseStore:
                                  [(case_id, *row) for row in rows])
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # (a KeyboardInterrupt may land after COMMIT went through: then there is nothing to roll back,
+                # and the case is stored)
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         return case_id
 
@@ -150,6 +173,25 @@ class CaseStore:
     def contains(self, trial_id: str) -> bool:
         with self._lock:
             return self._conn.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
+
+    def record_of(self, trial_id: str) -> dict | None:
+        """The stored record of a trial (as ``records`` gives it), None if it is not stored."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                case = self._conn.execute("SELECT id, stamp, action_variable, action, received FROM cases "
+                                          "WHERE trial_id = ?", (trial_id,)).fetchone()
+                readings = [] if case is None else self._conn.execute(
+                    "SELECT source, sensor, value FROM readings WHERE case_id = ? ORDER BY rowid",
+                    (case[0],)).fetchall()
+            finally:
+                self._conn.execute("COMMIT")
+        if case is None:
+            return None
+        _, stamp, action_variable, action, received = case
+        return {"trial_id": trial_id, "labels": {action_variable: action},
+                "readings": {sensor: value for _, sensor, value in readings},
+                "sources": {sensor: source for source, sensor, _ in readings}, "stamp": stamp, "received": received}
 
     def trial_id_of(self, case_id: int) -> str | None:
         """The trial_id of the case with this id, None if there is none."""
@@ -194,6 +236,25 @@ class CaseStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path, read_only: bool) -> int:
+    """The schema version of the database on ``conn``; CaseStoreError if it is not a case database
+    (tables of something else, empty when read only) or newer than this code."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:
+        tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        if tables:
+            raise CaseStoreError(
+                f"'{path}' is an SQLite database of something else (tables "
+                f"{sorted(t[0] for t in tables)}); choose another database_path (the file was not changed)")
+        if read_only:
+            raise CaseStoreError(f"'{path}' is empty: it holds no case database")
+    elif version > SCHEMA_VERSION:
+        raise CaseStoreError(
+            f"'{path}' has schema version {version}, written by a newer affordance_ros "
+            f"(this one reads up to {SCHEMA_VERSION}); update affordance_ros")
+    return version
 
 
 def _validated(record: Mapping):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..core import AffordanceError, AffordanceNetwork, EvidenceError, predict, rank_actions
-from ..data.pairing import named_values
+from ..data.pairing import PairingError, SizeLimits, named_values
+from ..data.text import printable
 from ..msg import Distribution
 
 
@@ -19,13 +20,37 @@ def answer(model: AffordanceNetwork | None, response, fill: Callable, no_model: 
     try:
         fill(model, response)
     except (AffordanceError, ValueError) as exc:
-        response.message = str(exc)
+        response.message = printable(exc)
         return response.message
     except Exception as exc:  # a bug: answer and keep running
-        response.message = f"internal error: {exc!r}"
+        response.message = printable(f"internal error: {exc!r}")
         return response.message
     response.success = True
     return ""
+
+
+def check_size(request, limits: SizeLimits) -> None:
+    """PairingError (a ValueError) if a string or a list of ``request`` is longer than ``limits`` allow."""
+    for name in request.get_fields_and_field_types():
+        value = getattr(request, name)
+        if isinstance(value, str):
+            limits.check_name(value, f"'{name}' field")
+        elif not isinstance(value, (int, float, bool)):
+            limits.check_list(len(value), f"entries in '{name}'")
+            for item in value:
+                if isinstance(item, str):
+                    limits.check_name(item, f"entry of '{name}'")
+
+
+def checked(limits: SizeLimits, request, fill: Callable) -> Callable:
+    """``fill``, after the request's sizes are checked (a request too large is answered in a few words)."""
+    def fill_checked(model: AffordanceNetwork, response) -> None:
+        try:
+            check_size(request, limits)
+        except PairingError as exc:
+            raise ValueError(f"request too large: {exc}") from None
+        fill(model, response)
+    return fill_checked
 
 
 def evidence(request) -> tuple[dict, dict]:

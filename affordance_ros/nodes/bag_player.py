@@ -34,7 +34,8 @@ def playback_offsets(log_times: Sequence[int], rate: float) -> list[float]:
 class BagPlayer:
     """Publishes bag messages on their recorded topics with a node of its own (created on ``node``)."""
 
-    def __init__(self, node, messages: Sequence[BagMessage], publish_clock: bool = False, qos_depth: int = 0):
+    def __init__(self, node, messages: Sequence[BagMessage], publish_clock: bool = False, qos_depth: int = 0,
+                 trials=None):
         self.node = node
         self.messages = sorted(messages, key=lambda m: m.log_time)
         qos = trial_qos(qos_depth)
@@ -44,6 +45,13 @@ class BagPlayer:
         self.clock = (node.create_publisher(Clock, CLOCK_TOPIC, QoSProfile(
             depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)) if publish_clock else None)
         self.published = 0
+        # with a TrialPublisher: the trials whose three parts the bag holds are kept until confirmed
+        self.trials = trials
+        kinds = {}
+        for m in self.messages:
+            if m.trial_id:
+                kinds.setdefault(m.trial_id, set()).add(m.kind)
+        self.complete_ids = {t for t, k in kinds.items() if len(k) == 3}
 
     def subscribers_ready(self, minimum: int) -> bool:
         return all(p.get_subscription_count() >= minimum for p in self.publishers.values())
@@ -75,6 +83,8 @@ class BagPlayer:
                     break
                 time.sleep(min(start + due, next_tick if self.clock is not None else float("inf")) - now)
             publish_waiting(self.publishers[message.topic], message.raw, self.node.context.ok)
+            if self.trials is not None and message.trial_id in self.complete_ids:
+                self.trials.keep(message.trial_id, self.publishers[message.topic], message.raw)
             self.published += 1
             if progress is not None:
                 progress(k + 1, len(messages))

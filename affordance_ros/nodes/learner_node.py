@@ -2,7 +2,9 @@
 
 Topics (relative names, remappable): ``action`` (Action), ``object_features`` and ``effects``
 (Features). Services: ``~/learn`` (Learn), ``~/predict`` (Predict), ``~/select_action``
-(SelectAction: the actions ranked by how likely they produce a desired effect). The work below
+(SelectAction: the actions ranked by how likely they produce a desired effect). Publishes on
+``~/stored`` (TrialStatus, reliable, keep all) the answer for every trial: stored once committed (and
+again when it is re-sent), duplicate, rejected. The work below
 ROS is done by ``data.intake.TrialIntake`` (check, pair, store every trial) and
 ``data.model_manager.ModelManager`` (configuration, case store, model file, learning, online
 updates); this class wires them to topics, services, timers and the log.
@@ -22,24 +24,25 @@ import threading
 import time
 from collections import Counter
 
-import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.exceptions import InvalidHandle
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.task import Future
 
 from ..core import STRUCTURES, AffordanceError
-from ..data.intake import Event, TrialIntake
+from ..data.intake import Event, TrialIntake, status_line
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
+from ..data.text import printable
 from ..data.trial import stamp_seconds
-from ..msg import Action, Features
+from ..msg import Action, Features, TrialStatus
 from ..srv import Learn, Predict, SelectAction
-from .answers import answer, predict_into, select_action_into
+from . import shutdown
+from .answers import answer, checked, predict_into, select_action_into
 from .learner_parameters import declare_learner_parameters
-from .qos import describe_qos, trial_qos
+from .qos import KEEP_ALL, describe_qos, trial_qos
 
 NODE_NAME = "affordance_learner"
 
@@ -61,22 +64,24 @@ class LearnerNode(Node):
             raise StartupError(f"structure '{settings.structure}' is not one of {list(STRUCTURES)}")
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
-                                    settings.online_learning)
+                                    settings.online_learning, settings.limits)
         self.counts = Counter()
         self._counts_lock = threading.Lock()
         self._logged_counts = None
         self._learning = threading.Lock()
         self._learn_started = 0.0
         self.intake = TrialIntake(self.manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
-                                  self.manager.store_record, self.manager.store.contains,
-                                  expire_period=min(1.0, settings.trial_timeout / 4))
+                                  self.manager.store_record, self.manager.store.record_of,
+                                  expire_period=min(1.0, settings.trial_timeout / 4),
+                                  max_stamp_skew=settings.max_stamp_skew)
         problem = self.manager.load()
         if problem:
-            self.get_logger().error(problem)
+            self._log("error", problem)
         elif self.manager.model is not None:
             self._installed(self.manager.model)
 
         ingest = MutuallyExclusiveCallbackGroup()
+        self._status = self.create_publisher(TrialStatus, "~/stored", trial_qos(KEEP_ALL))
         qos = trial_qos(settings.qos_depth)
         self.create_subscription(Action, "action", self._on_action, qos, callback_group=ingest)
         self.create_subscription(Features, "object_features", self._on_object_features, qos, callback_group=ingest)
@@ -125,13 +130,30 @@ class LearnerNode(Node):
 
     def _handle(self, events: list[Event]) -> None:
         for event in events:
-            self._count(event.counter)
+            for counter in (event.counter, *event.also):
+                self._count(counter)
             if event.message:
                 self._log(event.level, event.message)
+            if event.status is not None:
+                self._confirm(*event.status)
             if event.case is not None and self.manager.online is not None:
                 self._report_online([self.manager.update_online(*event.case)])
                 if self.settings.online_save_period == 0:
                     self._save_online()
+
+    def _confirm(self, trial_id: str, status: str, reason: str) -> None:
+        """The answer for one trial on ~/stored (if a reader is so far behind that it is lost: counted,
+        and the robot sends the trial again)."""
+        try:
+            self._status.publish(TrialStatus(trial_id=trial_id, status=status, reason=printable(reason)))
+        except _rclpy.RCLError as exc:
+            self._count("status_not_published")
+            self.get_logger().warning(f"could not publish on ~/stored: {exc}", throttle_duration_sec=10.0)
+
+    @property
+    def parts_received(self) -> int:
+        with self._counts_lock:
+            return sum(self.counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
 
     # -------------------------------------------------------------- learn
     @property
@@ -160,8 +182,8 @@ class LearnerNode(Node):
         except AffordanceError as exc:
             response.message = str(exc)
         except Exception as exc:  # a bug: answer and keep running rather than take the node down
-            self.get_logger().error(f"learn failed unexpectedly: {exc!r}")
-            response.message = f"internal error while learning: {exc!r}"
+            self._log("error", f"learn failed unexpectedly: {exc!r}")
+            response.message = printable(f"internal error while learning: {exc!r}")
         finally:
             self._learning.release()  # only now: until the new model is in use, online saves wait
         self._count("learn_ok" if response.success else "learn_failed")
@@ -191,7 +213,7 @@ class LearnerNode(Node):
         updates, message = self.manager.install(model)
         self._report_online(updates)
         if message:
-            self.get_logger().info(message)
+            self._log("info", message)
 
     def _report_online(self, updates) -> None:
         for update in updates:
@@ -207,15 +229,17 @@ class LearnerNode(Node):
             self.manager.save_online()
         except OSError as exc:
             self._count("online_save_errors")
-            self.get_logger().error(f"could not write the online-updated model to {self.manager.model_path}: {exc}")
+            self._log("error", f"could not write the online-updated model to {self.manager.model_path}: {exc}")
 
     # ----------------------------------------------------- predict, select
     def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
-        return self._answer("predict", "predict", predict_into(request), response)
+        return self._answer("predict", "predict", checked(self.settings.limits, request, predict_into(request)),
+                            response)
 
     def _on_select_action(self, request: SelectAction.Request,
                           response: SelectAction.Response) -> SelectAction.Response:
-        return self._answer("select_action", "select", select_action_into(request), response)
+        return self._answer("select_action", "select",
+                            checked(self.settings.limits, request, select_action_into(request)), response)
 
     def _answer(self, service: str, counter: str, fill, response):
         # a learn running meanwhile swaps in its model only when done
@@ -232,6 +256,8 @@ class LearnerNode(Node):
             self.counts[name] += 1
 
     def _log(self, level: str, message: str) -> None:
+        # control characters escaped, length bounded: text from messages cannot forge or flood the log
+        message = printable(message)
         # (one call site per severity: rclpy refuses different severities from one line of code)
         if level == "info":
             self.get_logger().info(message)
@@ -248,16 +274,8 @@ class LearnerNode(Node):
             self.get_logger().info(self.status_line(counts))
 
     def status_line(self, counts=None) -> str:
-        c = Counter(dict(self.counts) if counts is None else counts)
-        return (f"cases: {c['stored']} stored this run; trials pending: {self.intake.pending}; "
-                f"parts received: {c['received_action']} action, {c['received_object']} object, "
-                f"{c['received_effect']} effect; rejected parts: {c['rejected_parts']}; duplicate parts: "
-                f"{c['duplicate_parts']}; duplicate trials: {c['duplicate_trials']}; incomplete trials dropped: "
-                f"{c['dropped_incomplete']}; learn ok/failed/refused: {c['learn_ok']}/{c['learn_failed']}/"
-                f"{c['learn_refused']}; predict ok/failed: {c['predict_ok']}/{c['predict_failed']}; "
-                f"select_action ok/failed: {c['select_ok']}/{c['select_failed']}"
-                + (f"; online updates/skipped: {c['online_updates']}/{c['online_skipped']}"
-                   if self.settings.online_learning else ""))
+        return status_line(dict(self.counts) if counts is None else counts, self.intake.pending,
+                           self.settings.online_learning)
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -266,31 +284,15 @@ class LearnerNode(Node):
         if self.manager is not None:
             if self.manager.online is not None:
                 self._save_online(stopping=True)
-            self.get_logger().info(f"stopping; {self.status_line()}")
+            self._log("info", f"stopping; {self.status_line()}")
             self.manager.close()
             self.manager = None
         super().destroy_node()
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = LearnerNode()
-    except StartupError as exc:
-        rclpy.logging.get_logger(NODE_NAME).fatal(str(exc))
-        rclpy.try_shutdown()
-        return 1
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    # SIGINT/SIGTERM: what DDS delivered already is stored, then the node goes before the context (shutdown.py)
+    return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args, taken=lambda node: node.parts_received)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,29 @@ from pathlib import Path
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from ..core import STRUCTURES, LearningOptions
-from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
+from ..data.pairing import (
+    DEFAULT_MAX_LIST_LENGTH,
+    DEFAULT_MAX_NAME_LENGTH,
+    DEFAULT_MAX_TRIAL_ID_LENGTH,
+    DEFAULT_SLOP,
+    DEFAULT_TRIAL_TIMEOUT,
+    SizeLimits,
+)
 from ..share import default_config_path, default_database_path, default_model_path
 from .qos import KEEP_ALL
 
 
 def _range(low: float, high: float) -> dict:
     return {"floating_point_range": [FloatingPointRange(from_value=low, to_value=high)]}
+
+
+def _int_range(low: int, high: int) -> dict:
+    return {"integer_range": [IntegerRange(from_value=low, to_value=high)]}
+
+
+# The default of 'max_stamp_skew': generous (a robot's clock an hour off still works), yet a stamp from
+# the far future (which would time out every trial being paired) is refused.
+DEFAULT_MAX_STAMP_SKEW = 3600.0
 
 
 # name -> (default (for a path: the function that gives it when declared), description, read_only,
@@ -59,6 +75,20 @@ PARAMETERS = {
     "online_save_period": (10.0, (
         "With online_learning: seconds between writes of the updated model to model_path (atomically; "
         "also when the node stops); 0 writes it after every update."), True, _range(0.0, 86400.0)),
+    "max_stamp_skew": (DEFAULT_MAX_STAMP_SKEW, (
+        "A part whose header stamp is more than this many seconds ahead of the node's clock is rejected "
+        "(counted, warned): it would move data time and time out the trials being paired. Stamps in the "
+        "past are accepted (replayed bags, robot clocks counting from boot). 0: no limit."), True,
+        _range(0.0, 1e9)),
+    "max_trial_id_length": (DEFAULT_MAX_TRIAL_ID_LENGTH, (
+        "Longest trial_id accepted (characters); a part with a longer one is rejected."), True,
+        _int_range(1, 1000000)),
+    "max_name_length": (DEFAULT_MAX_NAME_LENGTH, (
+        "Longest sensor name, action label or variable name accepted in a part or a request (characters)."),
+        True, _int_range(1, 1000000)),
+    "max_list_length": (DEFAULT_MAX_LIST_LENGTH, (
+        "Most names or values accepted in one Features message or one request list."), True,
+        _int_range(1, 10000000)),
     "status_period": (10.0, (
         "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
         "written only when they changed; 0 turns them off."), True, _range(0.0, 86400.0)),
@@ -79,7 +109,15 @@ class LearnerSettings:
     qos_depth: int
     online_learning: bool
     online_save_period: float
+    max_stamp_skew: float
+    max_trial_id_length: int
+    max_name_length: int
+    max_list_length: int
     status_period: float
+
+    @property
+    def limits(self) -> SizeLimits:
+        return SizeLimits(self.max_trial_id_length, self.max_name_length, self.max_list_length)
 
 
 def declare_learner_parameters(node) -> LearnerSettings:

@@ -3,9 +3,11 @@
 Each trial is an Action (the label), the object features and the effects (noisy sensor
 readings ~ Normal(5 * value index, sigma)), the three stamped with the time the trial
 starts. It waits until every topic has a subscriber, so that no trial is lost, and
-exits after ``count`` trials once they are all acknowledged (count 0: runs until stopped).
-The publishers are reliable and keep all by default: while a subscriber is behind,
-publishing waits (the robot slows down to the subscriber's pace) instead of dropping trials.
+exits after ``count`` trials once the learner has confirmed them all (``confirm``, with trial
+ids: ``TrialPublisher`` sends a trial again while it is unconfirmed, so a learner that crashed
+and restarted still gets every one), or else once they are all acknowledged by DDS (count 0:
+runs until stopped). The publishers are reliable and keep all by default: while a subscriber is
+behind, publishing waits (the robot slows down to the subscriber's pace) instead of dropping trials.
 """
 
 from __future__ import annotations
@@ -14,10 +16,8 @@ import os
 import time
 
 import numpy as np
-import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.task import Future
@@ -25,7 +25,9 @@ from rclpy.task import Future
 from ..core import SENSOR_GROUPS, AffordanceNetwork
 from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
 from ..msg import Action, Features
+from . import shutdown
 from .qos import KEEP_ALL, publish_waiting, trial_qos
+from .trial_publisher import DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
 
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
@@ -62,17 +64,23 @@ class SimulatedRobot(Node):
         self.done = Future()  # completed once the last trial is acknowledged
         self._waiting_logged = False
 
-        qos = trial_qos(param("qos_depth"))
-        self._outputs = {
-            "action": self.create_publisher(Action, "action", qos),
-            "object": self.create_publisher(Features, "object_features", qos),
-            "effect": self.create_publisher(Features, "effects", qos),
-        }
+        self.trials = None  # the TrialPublisher when trials are confirmed
+        if param("confirm") and self.use_trial_ids:
+            self.trials = TrialPublisher(self, param("resend_timeout"), param("qos_depth"), param("status_topic"))
+            self._outputs = self.trials.publishers
+        else:
+            qos = trial_qos(param("qos_depth"))
+            self._outputs = {
+                "action": self.create_publisher(Action, "action", qos),
+                "object": self.create_publisher(Features, "object_features", qos),
+                "effect": self.create_publisher(Features, "effects", qos),
+            }
         self._timer = self.create_timer(1.0 / param("rate"), self._publish_trial)
         self.get_logger().info(
             f"ground truth '{network}' (sigma {param('sigma'):g}, seed {param('seed')}); "
             f"{self.count or 'endless'} trials at {param('rate'):g} Hz, "
-            + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp"))
+            + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp")
+            + (f", each kept until the learner confirms it on {param('status_topic')}" if self.trials else ""))
 
     def _declare_parameters(self) -> None:
         def describe(text, **ranges):
@@ -98,6 +106,15 @@ class SimulatedRobot(Node):
         self.declare_parameter("min_subscribers", 1, describe(
             "Publish only once each topic has this many subscribers (so that no trial is lost).",
             integer_range=[IntegerRange(from_value=0, to_value=1000)]))
+        self.declare_parameter("confirm", True, describe(
+            "With trial ids: keep every trial until the learner confirms it on status_topic, send it again "
+            "after resend_timeout, and exit only once all are confirmed. false: exit once DDS acknowledged "
+            "them (a learner that crashes meanwhile loses those it had not stored)."))
+        self.declare_parameter("resend_timeout", DEFAULT_RESEND_TIMEOUT, describe(
+            "Seconds a trial waits for its confirmation before it is sent again (see TrialPublisher).",
+            floating_point_range=[FloatingPointRange(from_value=0.01, to_value=3600.0)]))
+        self.declare_parameter("status_topic", STATUS_TOPIC, describe(
+            "Where the learner confirms trials (its ~/stored)."))
         self.declare_parameter("qos_depth", KEEP_ALL, describe(
             "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
             "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",
@@ -122,7 +139,7 @@ class SimulatedRobot(Node):
 
         action = Action(trial_id=trial_id, action=self.truth.variables[self._action].values[codes[self._action]])
         action.header.stamp = stamp
-        self._publish("action", action)
+        parts = [("action", action)]
         for kind in SENSOR_GROUPS:
             msg = Features(trial_id=trial_id)
             msg.header.stamp = stamp
@@ -131,7 +148,12 @@ class SimulatedRobot(Node):
                 msg.names.append(sensor.name)
                 noise = self._rng.standard_normal()
                 msg.values.append(float(sensor.means[codes[i]] + sensor.stddevs[codes[i]] * noise))
-            self._publish(kind, msg)
+            parts.append((kind, msg))
+        if self.trials is not None:
+            self.trials.send(trial_id, [(self._outputs[kind], msg) for kind, msg in parts])
+        else:
+            for kind, msg in parts:
+                self._publish(kind, msg)
         self.published += 1
         if self.count and self.published == self.count:
             self._timer.cancel()
@@ -146,8 +168,13 @@ class SimulatedRobot(Node):
                                   throttle_duration_sec=5.0)
 
     def _finish(self) -> None:
-        """Wait until every subscriber has acknowledged every trial (exiting earlier would lose the
-        trials still queued for a subscriber that is behind); stopping the node ends the wait."""
+        """Wait until the learner confirmed every trial (or, without confirmations, every subscriber
+        acknowledged every trial: exiting earlier would lose the trials still queued for a subscriber
+        that is behind); stopping the node ends the wait."""
+        if self.trials is not None:
+            self._finish_started = time.monotonic()
+            self._confirmations = self.create_timer(0.05, self._check_confirmed)
+            return
         started = time.monotonic()
         while not self._all_acked():
             if not self.context.ok():
@@ -159,6 +186,17 @@ class SimulatedRobot(Node):
                                   if self.publish_waits else ""))
         self.done.set_result(self.published)
 
+    def _check_confirmed(self) -> None:
+        waiting = self.trials.pending
+        if waiting:
+            self.get_logger().info(f"waiting for the learner to confirm {waiting} trials "
+                                   f"({time.monotonic() - self._finish_started:.0f} s)", throttle_duration_sec=10.0)
+            return
+        self._confirmations.cancel()
+        self.publish_waits += self.trials.publish_waits
+        self.get_logger().info(f"published {self.published} trials; {self.trials.summary()}")
+        self.done.set_result(self.published)
+
     def _all_acked(self) -> bool:
         try:
             return all(p.wait_for_all_acked(Duration(seconds=1.0)) for p in self._outputs.values())
@@ -167,24 +205,13 @@ class SimulatedRobot(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = SimulatedRobot()
-    except ValueError as exc:
-        rclpy.logging.get_logger(NODE_NAME).fatal(str(exc))
-        rclpy.try_shutdown()
-        return 1
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        executor.spin_until_future_complete(node.done)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return shutdown.run(SimulatedRobot, (ValueError,), NODE_NAME, args, done=lambda node: node.done.done(),
+                        stopped=_report_unconfirmed)
+
+
+def _report_unconfirmed(node: SimulatedRobot, signal_name: str) -> None:
+    if node.trials is not None and node.trials.pending:
+        node.get_logger().warning(f"{signal_name}: stopped with trials unconfirmed: {node.trials.summary()}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ published; the reasons are printed first. ``--clock`` also publishes the bag's l
 /clock, so that a learner node started with ``use_sim_time:=true`` sees the same clock as
 when it was recorded and pairs and times out trials exactly as offline import does, at any rate.
 Waits for a subscriber on each topic first (like the simulated robot), so nothing is lost.
+``--confirm`` also keeps every trial the bag holds whole (its three parts, one trial_id) until the
+learner confirms it on ``--status-topic``, sends it again after ``--resend-timeout`` seconds, and
+exits (status 1, naming them) if some are still unconfirmed after ``--confirm-timeout``. A trial the
+recording itself lost to a timeout is then stored as well: a re-send comes all at once.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from typing import Sequence
 from ..data.bag import BagError, BagReader
 from .progress import ProgressBar
 from .ros_args import qos_depth, run_executable
+
+STATUS_TOPIC = "affordance_learner/stored"  # (as nodes.trial_publisher: the command line's help needs no ROS)
+DEFAULT_RESEND_TIMEOUT = 5.0
 
 NODE_NAME = "affordance_replay"
 DEFAULT_CLOCK_FREQUENCY = 40.0  # /clock messages per wall second (as ros2 bag play --clock)
@@ -45,6 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--qos-depth", type=qos_depth, default=0,
                         help="history of the reliable publishers: 0 (default) keeps all, so playing waits for a "
                              "subscriber that is behind instead of dropping messages; N > 0 keeps the last N")
+    parser.add_argument("--confirm", action="store_true",
+                        help="keep each whole trial until the learner confirms it on --status-topic; send it again "
+                             "when no confirmation came (survives a learner crash; see TrialPublisher)")
+    parser.add_argument("--status-topic", default=STATUS_TOPIC,
+                        help=f"with --confirm: where the learner confirms trials (default {STATUS_TOPIC})")
+    parser.add_argument("--resend-timeout", type=_positive, default=DEFAULT_RESEND_TIMEOUT,
+                        help=f"with --confirm: seconds before an unconfirmed trial is sent again "
+                             f"(default {DEFAULT_RESEND_TIMEOUT:g})")
+    parser.add_argument("--confirm-timeout", type=_positive, default=120.0,
+                        help="with --confirm: seconds to wait for the last confirmations (default 120)")
     parser.add_argument("--progress", action="store_true", default=None,
                         help="show a progress bar on stderr (default: only on a terminal)")
     return parser
@@ -74,6 +91,7 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from rclpy.executors import ExternalShutdownException
 
     from ..nodes.bag_player import BagPlayer
+    from ..nodes.trial_publisher import TrialPublisher
 
     context = rclpy.Context()
     rclpy.init(args=["replay", *ros_args], context=context)
@@ -81,7 +99,9 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
     try:
         node = rclpy.create_node(NODE_NAME, context=context)
-        player = BagPlayer(node, messages, publish_clock=args.clock, qos_depth=args.qos_depth)
+        trials = (TrialPublisher(node, args.resend_timeout, args.qos_depth, args.status_topic)
+                  if args.confirm else None)
+        player = BagPlayer(node, messages, publish_clock=args.clock, qos_depth=args.qos_depth, trials=trials)
         if args.min_subscribers > 0 and not player.subscribers_ready(args.min_subscribers):
             print(f"replay: waiting for {args.min_subscribers} subscriber(s) on {', '.join(player.publishers)}",
                   flush=True)
@@ -96,6 +116,8 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
         acknowledged = player.wait_for_acknowledgements()
         print(f"replay: published {player.published} messages in {time.monotonic() - started:.2f} s"
               + ("" if acknowledged else "; some were not acknowledged by every subscriber within 10 s"), flush=True)
+        if trials is not None and not _confirmed(node, context, trials, args.confirm_timeout):
+            return 1
     except (KeyboardInterrupt, ExternalShutdownException):
         print("replay: interrupted", file=sys.stderr)
         return 130
@@ -105,6 +127,28 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
             node.destroy_node()
         rclpy.try_shutdown(context=context)
     return 0
+
+
+def _confirmed(node, context, trials, timeout: float) -> bool:
+    """Spin (statuses, re-sends) until every kept trial is answered or ``timeout``; print the outcome."""
+    from rclpy.executors import SingleThreadedExecutor
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    deadline = time.monotonic() + timeout
+    try:
+        while trials.pending and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        executor.remove_node(node)
+        executor.shutdown()
+    print(f"replay: {trials.summary()}", flush=True)
+    for trial_id, reason in list(trials.rejected.items())[:10]:
+        print(f"replay: rejected trial '{trial_id[:80]}': {reason[:300]}", file=sys.stderr)
+    unconfirmed = trials.unconfirmed
+    if unconfirmed:
+        print(f"replay: error: {len(unconfirmed)} trials were not confirmed within {timeout:g} s: "
+              + ", ".join(unconfirmed[:10]) + (", ..." if len(unconfirmed) > 10 else ""), file=sys.stderr)
+    return not unconfirmed
 
 
 def _interrupt(signum, frame):

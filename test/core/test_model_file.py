@@ -107,3 +107,44 @@ def test_bad_cases_csv(tmp_path, text, message):
     net = benchmark_network("montesano", sigma=3.0, seed=0)
     with pytest.raises(DataError, match=message):
         CaseSet.from_csv(net, write_csv(tmp_path / "c.csv", text))
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b"[" * 200000 + b"]" * 200000, "nested too deeply"),
+    (json.dumps({"format": "affordance_ros/model/1",
+                 "variables": [{"name": ["a"], "group": "action", "values": ["x"]}]}).encode(), "malformed model"),
+    (json.dumps({"format": "affordance_ros/model/1",
+                 "variables": [{"name": "A", "group": ["action"], "values": ["x"]}]}).encode(), "."),
+    (json.dumps({"format": "affordance_ros/model/1", "variables": [
+        {"name": "A", "group": "action", "values": ["x", ["y"]]}]}).encode(), "."),
+    (b'{"format": "affordance_ros/model/1", "variables": [' + b"1" * 5000 + b"]}", "."),
+])
+def test_every_damaged_file_is_a_model_format_error(tmp_path, content, message):
+    path = tmp_path / "model.json"
+    path.write_bytes(content)
+    with pytest.raises(ModelFormatError, match=message):
+        AffordanceNetwork.load(path)
+
+
+def test_valid_range_round_trip_and_default(doc):
+    config = AffordanceNetwork.from_dict(doc)
+    assert config["Color"].sensor.valid_range is None and config["Color"].sensor.bounds == (-1e9, 1e9)
+    ranged = mutate(doc, "Color", sensor={**doc["variables"][config.index("Color")]["sensor"], "valid_range": [-5, 50]})
+    network = AffordanceNetwork.from_dict(ranged)
+    assert network["Color"].sensor.bounds == (-5.0, 50.0)
+    assert network.to_dict()["variables"][network.index("Color")]["sensor"]["valid_range"] == [-5.0, 50.0]
+    for bad in ([1, 1], [2, 1], [0, float("inf")], ["a", 1], [1]):
+        with pytest.raises(ModelFormatError, match="valid_range"):
+            AffordanceNetwork.from_dict(mutate(doc, "Color", sensor={"name": "color", "valid_range": bad}))
+
+
+def test_impossible_cases_are_found_and_can_be_left_out():
+    network = benchmark_network("montesano", sigma=1.0, seed=0)
+    cases = CaseSet.from_columns(network, {"color": [1.0, 2e154, 3.0], "obj_vel": [5.0, 5.0, -3e200]},
+                                 trial_ids=["ok", "huge", "huger"])
+    assert cases.impossible().tolist() == [False, True, True]
+    with pytest.raises(Exception, match="zero likelihood"):
+        cases.evidence()
+    kept = cases.take(~cases.impossible())
+    assert list(kept.trial_ids) == ["ok"] and kept.evidence().n_cases == 1

@@ -150,3 +150,59 @@ def test_trial_validation():
         "readings": {"color": 1.5, "shape": -2.0, "obj_vel": 10.25},
         "sources": {"color": "object", "shape": "object", "obj_vel": "effect"},
         "stamp": 101.0, "received": 201.0}
+
+
+def test_a_foreign_database_is_refused_before_any_write(tmp_path):
+    foreign = tmp_path / "foreign.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE stuff (x)")
+    conn.executemany("INSERT INTO stuff VALUES (?)", [(k,) for k in range(100)])
+    conn.commit()
+    conn.close()
+    before = foreign.read_bytes()
+    assert before[18:20] == b"\x01\x01"  # rollback journal, not WAL
+    with pytest.raises(CaseStoreError, match="something else.*not changed"):
+        CaseStore(foreign)
+    assert foreign.read_bytes() == before  # header bytes 18-19 included: not switched to WAL
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.db"]  # no -wal, no -shm left behind
+
+
+def test_a_database_with_damaged_pages_is_refused_at_start_up_saying_what_to_do(tmp_path):
+    path = tmp_path / "cases.db"
+    with CaseStore(path) as store:
+        for k in range(2000):
+            store.add(trial(k))
+    data = bytearray(path.read_bytes())
+    page = 4096
+    assert len(data) > 20 * page
+    for offset in range(10 * page, 12 * page):  # two pages in the middle: b-tree pages of the tables
+        data[offset] = 0x5A
+    path.write_bytes(bytes(data))
+    with pytest.raises(CaseStoreError, match=r"is damaged \(PRAGMA quick_check.*\.recover"):
+        CaseStore(path)
+
+
+def test_a_keyboard_interrupt_right_after_the_commit_leaves_the_case_stored_and_no_rollback_error(tmp_path):
+    class InterruptedAfterCommit:
+        """The connection, with a Ctrl-C arriving just after COMMIT went through."""
+
+        def __init__(self, conn):
+            self.conn = conn
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def execute(self, sql, *args):
+            result = self.conn.execute(sql, *args)
+            if sql == "COMMIT":
+                raise KeyboardInterrupt
+            return result
+
+    with CaseStore(tmp_path / "cases.db") as store:
+        real = store._conn
+        store._conn = InterruptedAfterCommit(real)
+        with pytest.raises(KeyboardInterrupt):  # not sqlite3.OperationalError "cannot rollback"
+            store.add(trial(1))
+        store._conn = real
+        assert store.count() == 1 and store.record_of("t1")["trial_id"] == "t1"
+        assert store.record_of("t2") is None

@@ -138,3 +138,14 @@ def test_beyond_quick(tmp_path):
     results = json.loads((tmp_path / "beyond_results.json").read_text())
     assert set(results["sensors"][0]) >= {"true_sensors", "rough_fixed", "rough_fitted"}
     assert all(math.isfinite(x) for x in finite_numbers(results["online"]))
+
+
+def test_faults_quick(tmp_path):
+    stdout = bench("faults", "--cases", "150", out=tmp_path)
+    doc = json.loads((tmp_path / "faults_results.json").read_text())
+    confirmed = [k for k in doc["kills"] if k["confirm"]]
+    assert confirmed and all(k["lost"] == 0 and k["robot_exit"] == 0 for k in confirmed)
+    assert doc["stops"]["exit_0"] == doc["stops"]["stops"] and doc["stops"]["cannot_rollback"] == 0
+    assert doc["stops"]["counter_mismatches"] == 0
+    assert doc["flood"]["bad_stored"] == 0 and doc["flood"]["good_stored"] == doc["flood"]["rounds"]
+    assert "kill -9 mid-stream + restart" in stdout

@@ -83,3 +83,17 @@ def test_user_mistakes_give_one_line_and_exit_2(files, args, message):
     assert message in out.stderr
     assert "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
+    import sqlite3
+    tmp, _ = files
+    foreign = tmp_path / "other.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE accounts (name, balance)")
+    conn.commit()
+    conn.close()
+    before = foreign.read_bytes()
+    out = run("import", tmp / "cases.csv", "--db", foreign, "--config", tmp / "config.json")
+    assert out.returncode != 0 and "something else" in out.stderr, out.stderr
+    assert foreign.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]

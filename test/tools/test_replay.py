@@ -148,3 +148,15 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
     assert recorded.warnings == []
     assert len(recorded.records) == 30
     assert without_received(recorded.records) == without_received(learner.manager.store.records())
+
+
+def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial(ros, tmp_path):
+    bag, messages = robot_bag(tmp_path / "bag")
+    learner = ros.learner()
+    player = subprocess.run([CLI, "replay", str(bag), "--rate", "20", "--confirm", "--resend-timeout", "1"],
+                            capture_output=True, text=True, timeout=60)
+    assert player.returncode == 0, player.stderr + player.stdout
+    # the 24 trials with ids stored, 'kick' rejected (unknown action); 'cut' is not whole in the bag
+    assert "24 trials confirmed stored, 1 rejected, 0 duplicate, 0 unconfirmed" in player.stdout, player.stdout
+    assert "rejected trial 'kick': unknown action 'kick'" in player.stderr
+    assert {f"id{k}" for k in range(24)} <= {r["trial_id"] for r in learner.manager.store.records()}

@@ -5,6 +5,7 @@
     affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
+    affordance-ros bench faults [--quick] [--out DIR]  kill -9 + restart, stops, malformed flood (over DDS)
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -22,6 +23,7 @@ SUBCOMMANDS = {
     "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
+    "faults": ("faults", "fault injection: kill -9 mid-stream and restart, stops under load, malformed flood"),
 }
 
 
@@ -38,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         _add_common(p)
         p.set_defaults(run=lambda args, name=name: _module(name).run(args))
-    every = sub.add_parser("all", help="paper, perf, pgmpy, dds and beyond one after the other")
+    every = sub.add_parser("all", help="paper, perf, pgmpy, dds, beyond and faults one after the other")
     _add_common(every)
     every.set_defaults(run=run_all)
     return bench
@@ -67,8 +69,8 @@ def run_all(args) -> int:
         if name == "pgmpy" and importlib.util.find_spec("pgmpy") is None:
             print("bench pgmpy: skipped, pgmpy is not installed (tools/setup_bench.sh installs it)")
             continue
-        if name == "dds" and importlib.util.find_spec("rclpy") is None:
-            print("bench dds: skipped, rclpy is not importable here")
+        if name in ("dds", "faults") and importlib.util.find_spec("rclpy") is None:
+            print(f"bench {name}: skipped, rclpy is not importable here")
             continue
         status = max(status, _module(name).run(args))
         print()

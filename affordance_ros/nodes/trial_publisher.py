@@ -1,0 +1,190 @@
+"""The robot's side of end-to-end delivery: publish a trial, keep it until the learner confirms it.
+
+DDS acknowledges a message once it sits in the learner's reader queue, not once it is stored:
+a learner killed at that moment loses it. The learner answers every trial on ``~/stored``
+(msg/TrialStatus) after committing it, and a trial sent again is confirmed again (the store
+is idempotent by trial_id). So a robot that keeps each trial until it is confirmed, and sends
+it again when no answer came, loses none across crashes and restarts of the learner::
+
+    trials = TrialPublisher(node, resend_timeout=5.0)
+    trials.publish("run7-000042", "tap", {"color": 5.1, "shape": 0.2}, {"obj_vel": 9.7}, stamp=node.get_clock().now())
+    ...                                   # spin the node; statuses arrive, due trials are re-sent on a timer
+    trials.unconfirmed                    # ids still waiting: exit only once it is empty
+
+A trial is sent again when it has waited ``resend_timeout`` seconds and either a trial sent after
+it was confirmed already (the learner is running, so this one was lost) or no answer at all came
+for ``resend_timeout`` seconds (the learner is down or restarting). A learner that is merely
+behind keeps confirming, in order, and gets nothing twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..msg import Action, Features, TrialStatus
+from .qos import KEEP_ALL, publish_waiting, trial_qos
+
+STATUS_TOPIC = "affordance_learner/stored"  # the learner's ~/stored, relative: the robot's namespace applies
+TOPICS = {"action": "action", "object": "object_features", "effect": "effects"}
+DEFAULT_RESEND_TIMEOUT = 5.0
+MAX_RESEND_BATCH = 200  # trials sent again per timer tick at most
+
+
+@dataclass
+class _Sent:
+    messages: Sequence  # (publisher, message or serialized bytes)
+    sequence: int       # order of the first send
+    sent: float         # monotonic time of the latest send
+
+
+class TrialPublisher:
+    """Publishes trials on ``node`` and keeps each until the learner answers on ``status_topic``.
+
+    ``publish`` builds and sends the three messages of a trial; ``send`` sends messages made elsewhere
+    (e.g. a bag's serialized messages) on given publishers. Trials need a non-empty trial_id.
+    ``confirmed``, ``rejected`` and ``duplicates`` (trial_id -> reason) and ``resent`` say what happened.
+    """
+
+    def __init__(self, node, resend_timeout: float = DEFAULT_RESEND_TIMEOUT, qos_depth: int = KEEP_ALL,
+                 status_topic: str = STATUS_TOPIC, callback_group=None):
+        if not resend_timeout > 0:
+            raise ValueError(f"resend_timeout must be > 0 seconds, got {resend_timeout}")
+        self.node = node
+        self.resend_timeout = float(resend_timeout)
+        self._qos = trial_qos(qos_depth)
+        self._publishers = None
+        self._lock = threading.Lock()
+        self._waiting: OrderedDict[str, _Sent] = OrderedDict()
+        self._sequence = 0
+        self._newest_confirmed = -1
+        self._last_answer = time.monotonic()
+        self.confirmed = 0
+        self.resent = 0
+        self.publish_waits = 0
+        self.rejected: dict[str, str] = {}
+        self.duplicates: dict[str, str] = {}
+        self.answers = Counter()
+        self._status = node.create_subscription(TrialStatus, status_topic, self._on_status, trial_qos(KEEP_ALL),
+                                                callback_group=callback_group)
+        self._timer = node.create_timer(self.resend_timeout / 4, self.resend_due, callback_group=callback_group)
+
+    # ----------------------------------------------------------------- sending
+    @property
+    def publishers(self) -> dict:
+        """kind -> publisher of the three trial topics (created on first use)."""
+        if self._publishers is None:
+            self._publishers = {
+                "action": self.node.create_publisher(Action, TOPICS["action"], self._qos),
+                "object": self.node.create_publisher(Features, TOPICS["object"], self._qos),
+                "effect": self.node.create_publisher(Features, TOPICS["effect"], self._qos)}
+        return self._publishers
+
+    def publish(self, trial_id: str, action: str, object_features: Mapping[str, float],
+                effects: Mapping[str, float], stamp=None) -> None:
+        """Publish one trial (``stamp``: a builtin_interfaces/Time, or an rclpy Time; None: unstamped)."""
+        if stamp is not None and hasattr(stamp, "to_msg"):
+            stamp = stamp.to_msg()
+        action_msg = Action(trial_id=trial_id, action=action)
+        parts = [(self.publishers["action"], action_msg)]
+        for kind, readings in (("object", object_features), ("effect", effects)):
+            msg = Features(trial_id=trial_id, names=list(readings), values=[float(x) for x in readings.values()])
+            parts.append((self.publishers[kind], msg))
+        if stamp is not None:
+            for _, msg in parts:
+                msg.header.stamp = stamp
+        self.send(trial_id, parts)
+
+    def send(self, trial_id: str, messages: Sequence) -> None:
+        """Publish ``messages`` ((publisher, message or serialized bytes), the whole trial) and keep them
+        until ``trial_id`` is confirmed. Publishing waits while a reader is behind (keep-all history full)."""
+        if not trial_id:
+            raise ValueError("a trial sent with confirmation needs a non-empty trial_id")
+        with self._lock:
+            if trial_id not in self._waiting:
+                self._waiting[trial_id] = _Sent(list(messages), self._sequence, time.monotonic())
+                self._sequence += 1
+        self._publish(messages)
+
+    def keep(self, trial_id: str, publisher, msg) -> None:
+        """Keep one message of ``trial_id`` that was published already (e.g. a bag's, at its recorded
+        time) until the trial is confirmed; it is sent again with the trial's other kept messages."""
+        if not trial_id:
+            raise ValueError("a trial kept for confirmation needs a non-empty trial_id")
+        with self._lock:
+            sent = self._waiting.get(trial_id)
+            if sent is None:
+                sent = self._waiting[trial_id] = _Sent([], self._sequence, time.monotonic())
+                self._sequence += 1
+            sent.messages.append((publisher, msg))
+            sent.sent = time.monotonic()
+
+    def _publish(self, messages: Sequence) -> None:
+        for publisher, msg in messages:
+            self.publish_waits += publish_waiting(publisher, msg, self.node.context.ok, on_wait=self._log_wait)
+
+    def _log_wait(self) -> None:
+        self.node.get_logger().warning("a subscriber is behind: waiting to publish (the history is full)",
+                                       throttle_duration_sec=5.0)
+
+    def resend_due(self, now: float | None = None) -> int:
+        """Send again the trials that are due (see the module's description); returns how many."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            silent = now - self._last_answer > self.resend_timeout
+            due = [(trial_id, sent) for trial_id, sent in self._waiting.items()
+                   if now - sent.sent > self.resend_timeout and (silent or sent.sequence < self._newest_confirmed)]
+            due = due[:MAX_RESEND_BATCH]
+            for _, sent in due:
+                sent.sent = now
+        for trial_id, sent in due:
+            if not self.node.context.ok():
+                break
+            self._publish(sent.messages)
+        self.resent += len(due)
+        if due:
+            self.node.get_logger().info(f"sent {len(due)} unconfirmed trials again ({self.pending} waiting for "
+                                        "the learner)", throttle_duration_sec=5.0)
+        return len(due)
+
+    # --------------------------------------------------------------- answers
+    def _on_status(self, msg: TrialStatus) -> None:
+        with self._lock:
+            self._last_answer = time.monotonic()
+            sent = self._waiting.pop(msg.trial_id, None)
+            if sent is None:  # another robot's trial, or an answer to a trial sent twice
+                return
+            self._newest_confirmed = max(self._newest_confirmed, sent.sequence)
+            self.answers[msg.status] += 1
+            if msg.status == TrialStatus.STORED:
+                self.confirmed += 1
+            elif msg.status == TrialStatus.DUPLICATE:
+                self.duplicates[msg.trial_id] = msg.reason
+            else:
+                self.rejected[msg.trial_id] = msg.reason
+        if msg.status == TrialStatus.REJECTED:
+            self.node.get_logger().warning(f"the learner rejected trial '{msg.trial_id[:80]}': {msg.reason[:300]}")
+
+    @property
+    def unconfirmed(self) -> list[str]:
+        """The trial ids sent and not answered yet, oldest first."""
+        with self._lock:
+            return list(self._waiting)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def summary(self) -> str:
+        return (f"{self.confirmed} trials confirmed stored, {len(self.rejected)} rejected, {len(self.duplicates)} "
+                f"duplicate, {self.pending} unconfirmed; sent again {self.resent} times")
+
+    def destroy(self) -> None:
+        """Stop the resend timer and the status subscription (the node stays)."""
+        self._timer.cancel()
+        self.node.destroy_timer(self._timer)
+        self.node.destroy_subscription(self._status)

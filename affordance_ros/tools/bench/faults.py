@@ -1,0 +1,229 @@
+"""Fault injection on the node over DDS: what a crash, a stop or bad input costs.
+
+The learner node and the simulated robot run as separate processes (the installed launchers);
+this process injects the faults and reads the database.
+
+1. kill -9 mid-stream: the robot publishes N trials at full speed; once about a third are stored
+   the learner gets SIGKILL and is restarted 0.5 s later on the same database. With confirmations
+   (the robot's default: ``TrialPublisher``) against the peer, the robot without them
+   (``confirm:=false``, DDS acknowledgements only, the behaviour before): trials lost, and how long
+   until the robot exited;
+2. stops under load: the learner stopped by SIGINT or SIGTERM (alternately) while a robot streams:
+   exit statuses, "cannot rollback" reports, and whether its stored-cases counter matches the database;
+3. malformed flood: rounds of 1 MB trial_ids and sensor names, 5000-entry lists, control characters,
+   out-of-range readings and far-future stamps, each round followed by a good trial: the learner's RSS
+   after each round, database and log size.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from .common import machine, machine_line, markdown_table, output_dir, write_json
+from .dds import _env, _start, _stop
+
+ROBOT_RATE = 10000.0
+
+
+def _count(db: Path) -> int:
+    from ...data.storage import CaseStore, CaseStoreError
+    try:
+        with CaseStore(db, read_only=True) as store:
+            return store.count()
+    except CaseStoreError:
+        return 0
+
+
+def _ids(db: Path) -> set:
+    from ...data.storage import CaseStore
+    with CaseStore(db, read_only=True) as store:
+        return {r["trial_id"] for r in store.records()}
+
+
+def _wait(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def kill_run(tmp: Path, env: dict, n: int, confirm: bool, seed: int) -> dict:
+    tmp.mkdir()
+    db = tmp / "cases.db"
+    params = {"database_path": db, "model_path": tmp / "model.json", "status_period": 0.0}
+    learner = _start("learner_node", params, tmp, env)
+    robot = None
+    try:
+        robot = _start("simulated_robot", {"count": n, "rate": ROBOT_RATE, "seed": seed, "trial_id_prefix": "b",
+                                           "confirm": str(confirm).lower(), "resend_timeout": 1.0}, tmp, env)
+        started = time.monotonic()
+        _wait(lambda: _count(db) >= n // 3, 120)
+        learner.kill()
+        learner.wait()
+        at_kill = _count(db)
+        time.sleep(0.5)
+        (tmp / "learner_node.log").rename(tmp / "learner_node.1.log")
+        learner = _start("learner_node", params, tmp, env)
+        robot_exit = robot.wait(300)
+        robot_seconds = time.monotonic() - started
+        _wait(lambda: _count(db) >= n, 5.0)  # (without confirmations: what was delivered still goes in)
+    finally:
+        if robot is not None and robot.poll() is None:
+            robot.kill()
+        learner_exit = _stop(learner)
+    stored = _ids(db) & {f"b-{k:06d}" for k in range(n)}
+    log = (tmp / "simulated_robot.log").read_text()
+    resent = next((int(line.split("sent again ")[1].split(" ")[0]) for line in log.splitlines()
+                   if "sent again" in line and "confirmed stored" in line), 0)
+    return {"confirm": confirm, "trials": n, "stored_at_kill": at_kill, "stored": len(stored), "lost": n - len(stored),
+            "robot_exit": robot_exit, "robot_seconds": robot_seconds, "resent": resent, "learner_exit": learner_exit}
+
+
+def stop_runs(tmp: Path, env: dict, stops: int) -> dict:
+    tmp.mkdir()
+    db = tmp / "cases.db"
+    statuses, rollback, mismatched, context_invalid = [], 0, 0, 0
+    for k in range(stops):
+        sig = (signal.SIGINT, signal.SIGTERM)[k % 2]
+        learner = _start("learner_node", {"database_path": db, "model_path": tmp / "model.json",
+                                          "status_period": 0.0}, tmp, env)
+        robot = _start("simulated_robot", {"count": 400, "rate": ROBOT_RATE, "seed": k, "trial_id_prefix": f"s{k}",
+                                           "confirm": "false"}, tmp, env)
+        before = _count(db)
+        _wait(lambda: _count(db) > before + 20, 60)
+        time.sleep(0.01 * (k % 7))  # stops at various moments of the stream
+        learner.send_signal(sig)
+        try:
+            statuses.append(learner.wait(60))
+        except Exception:
+            learner.kill()
+            statuses.append(learner.wait())
+        robot.kill()
+        robot.wait()
+        log = (tmp / "learner_node.log").read_text()
+        rollback += "cannot rollback" in log
+        context_invalid += "context is invalid" in log
+        line = next((x for x in log.splitlines() if "stopping; cases: " in x), "")
+        counted = int(line.split("stopping; cases: ")[1].split(" ")[0]) if line else -1
+        mismatched += counted != _count(db) - before
+        (tmp / "learner_node.log").rename(tmp / f"learner_node.{k}.log")
+    return {"stops": stops, "exit_0": statuses.count(0), "segfaults": statuses.count(-11),
+            "other_exits": sorted(s for s in statuses if s not in (0, -11)), "cannot_rollback": rollback,
+            "counter_mismatches": mismatched, "context_invalid_warnings": context_invalid}
+
+
+def flood(tmp: Path, env: dict, rounds: int) -> dict:
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from ...msg import Action, Features
+    tmp.mkdir()
+    db = tmp / "cases.db"
+    learner = _start("learner_node", {"database_path": db, "model_path": tmp / "model.json", "status_period": 0.0},
+                     tmp, env)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("affordance_bench_flood", context=context)
+    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    pubs = {"action": node.create_publisher(Action, "action", qos),
+            "object": node.create_publisher(Features, "object_features", qos),
+            "effect": node.create_publisher(Features, "effects", qos)}
+    rss = []
+    try:
+        _wait(lambda: all(p.get_subscription_count() for p in pubs.values()), 60)
+        time.sleep(1.0)
+        rss.append(_rss_mb(learner.pid))
+        huge = "x" * 1_000_000
+        for r in range(rounds):
+            for k in range(30):
+                pubs["action"].publish(Action(trial_id=f"{huge}{r}-{k}", action="tap"))
+                pubs["object"].publish(Features(trial_id=f"n{k}", names=[huge], values=[1.0]))
+                pubs["effect"].publish(Features(trial_id=f"l{k}", names=["obj_vel"] * 5000, values=[1.0] * 5000))
+                pubs["action"].publish(Action(trial_id=f"c{k}\n[INFO] forged \x1b[31m", action="tap"))
+                pubs["object"].publish(Features(trial_id=f"r{k}", names=["color"], values=[2e154]))
+                future = Action(trial_id=f"f{k}", action="tap")
+                future.header.stamp.sec = int(time.time()) + 1_000_000
+                pubs["action"].publish(future)
+            good = f"good{r}"
+            pubs["action"].publish(Action(trial_id=good, action="tap"))
+            pubs["object"].publish(Features(trial_id=good, names=["color"], values=[5.0]))
+            pubs["effect"].publish(Features(trial_id=good, names=["obj_vel"], values=[5.0]))
+            _wait(lambda: good in _ids(db) if db.exists() else False, 60)
+            rss.append(_rss_mb(learner.pid))
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        exit_status = _stop(learner)
+    stored = _ids(db)
+    return {"rounds": rounds, "bytes_of_long_strings_per_round": 60_000_000 // 2, "rss_mb": rss,
+            "good_stored": len(stored), "bad_stored": len(stored - {f"good{r}" for r in range(rounds)}),
+            "database_bytes": db.stat().st_size, "log_bytes": (tmp / "learner_node.log").stat().st_size,
+            "learner_exit": exit_status}
+
+
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run(args) -> int:
+    try:
+        from ...nodes.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
+    except ImportError as exc:
+        print(f"affordance-ros bench faults: error: the ROS 2 node cannot be imported here ({exc})")
+        return 2
+    out = output_dir(args.out)
+    n = args.cases or (300 if args.quick else 2000)
+    runs, stops, rounds = (1, 4, 3) if args.quick else (3, 30, 8)
+    print(f"bench faults{' (quick)' if args.quick else ''}: kill -9 mid-stream ({runs} x {n} trials, with and "
+          f"without confirmations), {stops} stops under load, {rounds} rounds of malformed messages")
+    print(f"machine: {machine_line()}")
+    kills = []
+    with tempfile.TemporaryDirectory(prefix="affordance-bench-faults-") as tmpdir:
+        env = _env(Path(tmpdir))
+        os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
+        for r in range(runs):
+            for confirm in (True, False):
+                result = kill_run(Path(tmpdir) / f"kill{r}{confirm:d}", env, n, confirm, seed=r)
+                kills.append(result)
+                print(f"  kill -9 run {r + 1}, {'with' if confirm else 'without'} confirmations: "
+                      f"{result['lost']} of {n} lost (stored at the kill {result['stored_at_kill']}), robot exit "
+                      f"{result['robot_exit']} after {result['robot_seconds']:.1f} s, {result['resent']} re-sent")
+        stopped = stop_runs(Path(tmpdir) / "stops", env, stops)
+        print(f"  stops: {stopped}")
+        flooded = flood(Path(tmpdir) / "flood", env, rounds)
+        print(f"  flood: {flooded}")
+    rows = []
+    for confirm in (True, False):
+        mine = [k for k in kills if k["confirm"] == confirm]
+        rows.append([f"kill -9 mid-stream + restart, {n} trials, robot {'with' if confirm else 'without'} "
+                     "confirmations: trials lost per run",
+                     ", ".join(str(k["lost"]) for k in mine)
+                     + " (robot done after " + ", ".join(f"{k['robot_seconds']:.1f}" for k in mine) + " s)"])
+    rows += [[f"learner stopped by SIGINT/SIGTERM under load ({stopped['stops']} stops): exit 0 / segfault / other",
+              f"{stopped['exit_0']} / {stopped['segfaults']} / {stopped['other_exits'] or 0}"],
+             ["stops with 'cannot rollback', with counter != database, with 'context is invalid'",
+              f"{stopped['cannot_rollback']}, {stopped['counter_mismatches']}, "
+              f"{stopped['context_invalid_warnings']}"],
+             [f"malformed flood, {rounds} rounds of 30 MB of long strings: learner RSS (MB) after each round",
+              " → ".join(f"{x:.0f}" for x in flooded["rss_mb"])],
+             ["malformed flood: bad cases stored, database size, log size",
+              f"{flooded['bad_stored']}, {flooded['database_bytes'] / 1e3:.0f} kB, "
+              f"{flooded['log_bytes'] / 1e3:.0f} kB"]]
+    table = markdown_table(["fault", "figure"], rows)
+    (out / "faults_table.md").write_text(table)
+    write_json(out / "faults_results.json", {"machine": machine(), "quick": args.quick, "kills": kills,
+                                             "stops": stopped, "flood": flooded})
+    print()
+    print(table)
+    print(f"wrote {out / 'faults_table.md'}")
+    print(f"wrote {out / 'faults_results.json'}")
+    return 0
