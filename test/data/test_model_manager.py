@@ -77,7 +77,8 @@ def test_cases_that_do_not_fit_the_configuration_are_skipped_and_counted(tmp_pat
     strange["sources"] = {**strange["sources"], "weight": "object"}
     seed(tmp_path, [*sampled_records(100), strange])
     cases, skipped, marker = manager(tmp_path).stored_cases()
-    assert cases.n_cases == 100 and skipped == 1 and marker["last_trial_id"] == "old00000"
+    assert cases.n_cases == 100 and len(skipped) == 1 and marker["last_trial_id"] == "old00000"
+    assert "1 with sensor ['weight'] not in the configuration (e.g. 'old00000')" in skipped.describe()
     assert "skipped 1 stored cases" in manager(tmp_path).learn("fixed", 0.0, None).message
 
 
@@ -108,7 +109,7 @@ def test_a_bad_configuration_or_structure_says_what_to_fix(tmp_path):
 
 def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_every_mistake(tmp_path):
     models = manager(tmp_path)
-    intake = TrialIntake(models.parts, TrialAssembler(), models.store_record, models.store.contains, 1.0)
+    intake = TrialIntake(models.parts, TrialAssembler(), models.store_record, models.store.record_of, 1.0)
     obj = (["color", "shape", "size"], [5.0, 0.0, 10.0])
     eff = (["obj_vel", "obj_hand_vel", "hand_vel", "contact"], [10.0, 5.0, 0.0, 5.0])
     assert [e.counter for e in intake.take("action", "t1", 10.0, "tap", 1.0)] == ["received_action"]
@@ -116,8 +117,10 @@ def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_ever
     events = intake.take("effect", "t1", 10.0, eff, 1.0)
     assert [e.counter for e in events] == ["received_effect", "stored"] and events[1].case[0] == 1
     assert models.store.records()[0]["readings"]["obj_vel"] == 10.0
+    # the same part again (a robot re-sending what it was not told was stored): confirmed, not an error
+    assert [e.counter for e in intake.take("action", "t1", 11.0, "tap", 2.0)] == ["received_action", "resent_parts"]
     mistakes = {
-        "duplicate_trials": intake.take("action", "t1", 11.0, "tap", 2.0),
+        "duplicate_trials": intake.take("action", "t1", 11.0, "grasp", 2.0),
         "rejected_parts": intake.take("action", "t2", 11.0, "fly", 2.0),
         "duplicate_parts": intake.take("action", "t3", 11.0, "tap", 2.0) and intake.take("action", "t3", 11.0,
                                                                                           "tap", 2.0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
@@ -121,3 +122,13 @@ def fmt_seconds(t: float) -> str:
     if t < 1:
         return f"{t * 1e3:.1f} ms"
     return f"{t:.2f} s"
+
+
+def ros_node_importable(bench: str) -> bool:
+    """Whether rclpy and the generated interfaces import here (the learner node does); says why not."""
+    try:
+        importlib.import_module("affordance_ros.nodes.learner_node")
+    except ImportError as exc:
+        print(f"affordance-ros bench {bench}: error: the ROS 2 node cannot be imported here ({exc})")
+        return False
+    return True

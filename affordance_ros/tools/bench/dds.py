@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, ros_node_importable, write_json
 
 ROBOT_RATE = 10000.0   # the simulated robot's largest allowed rate: "full speed"
 LEARNER = "/affordance_learner"
@@ -181,10 +181,7 @@ def run_learner(tmp: Path, env: dict, client: _Client, extra: dict, n_trials: in
 
 
 def run(args) -> int:
-    try:
-        from ...nodes.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
-    except ImportError as exc:
-        print(f"affordance-ros bench dds: error: the ROS 2 node cannot be imported here ({exc})")
+    if not ros_node_importable("dds"):
         return 2
     out = output_dir(args.out)
     n_trials = args.cases or (200 if args.quick else 5000)

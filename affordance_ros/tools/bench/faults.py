@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import machine, machine_line, markdown_table, output_dir, write_json
+from .common import machine, machine_line, markdown_table, output_dir, ros_node_importable, write_json
 from .dds import _env, _start, _stop
 
 ROBOT_RATE = 10000.0
@@ -175,10 +175,7 @@ def _rss_mb(pid: int) -> float:
 
 
 def run(args) -> int:
-    try:
-        from ...nodes.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
-    except ImportError as exc:
-        print(f"affordance-ros bench faults: error: the ROS 2 node cannot be imported here ({exc})")
+    if not ros_node_importable("faults"):
         return 2
     out = output_dir(args.out)
     n = args.cases or (300 if args.quick else 2000)
