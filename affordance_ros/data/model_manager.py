@@ -12,8 +12,10 @@ updates catch up on the cases stored while a learn ran or after a restart.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, LearnResult
 from .online_refiner import OnlineRefiner, cases_marker
@@ -32,6 +34,18 @@ class LearnOutcome:
     model: AffordanceNetwork
     result: LearnResult
     message: str
+
+
+@dataclass(frozen=True)
+class LearnProgress:
+    """Where a learn is: ``phase`` (sensors, structure, parameters), its ``iteration``, the score or
+    log-likelihood so far, the number of ``cases`` learned from and the seconds ``elapsed``."""
+
+    phase: str
+    iteration: int
+    log_likelihood: float
+    cases: int
+    elapsed: float
 
 
 @dataclass(frozen=True)
@@ -86,10 +100,15 @@ class ModelManager:
         return self.model
 
     # -------------------------------------------------------------- learning
-    def learn(self, structure: str, prior_strength: float, current: AffordanceNetwork | None) -> LearnOutcome:
+    def learn(self, structure: str, prior_strength: float, current: AffordanceNetwork | None,
+              progress: Callable[[LearnProgress], None] | None = None) -> LearnOutcome:
         """Learn from the stored cases (with ``prior_strength`` > 0 and a ``current`` model: from the cases
         stored since it, with it as the prior) and write the model file. Safe in a worker thread: it reads
-        the store and the configuration only. Raises AffordanceError with the message for the user."""
+        the store and the configuration only. Raises AffordanceError with the message for the user.
+
+        ``progress`` hears of every step; it may raise ``core.LearningCancelled`` to stop learning, which
+        then raises it here with nothing written (the current model stays)."""
+        started = time.monotonic()
         if structure not in STRUCTURES:
             raise AffordanceError(f"structure '{structure}' is not one of {list(STRUCTURES)}")
         prior = current if prior_strength > 0 else None
@@ -103,8 +122,11 @@ class ModelManager:
             # the prior's sensor models (and labels): the new readings mean what its CPTs are about
             config = config.replace_variables({v.name: {"values": v.values, "sensor": v.sensor}
                                                for v in prior.variables if v.sensor is not None})
+        def step(phase: str, iteration: int, log_likelihood: float) -> None:
+            progress(LearnProgress(phase, iteration, log_likelihood, cases.n_cases, time.monotonic() - started))
+
         learner = AffordanceLearner(structure=structure, prior_strength=prior_strength).fit(
-            config, cases, prior_model=prior)
+            config, cases, prior_model=prior, progress=step if progress is not None else None)
         model = learner.model_
         model.metadata["cases"] = marker
         try:
@@ -229,4 +251,4 @@ def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
     return ""
 
 
-__all__ = ["LearnOutcome", "ModelManager", "OnlineUpdate", "StartupError", "config_mismatch"]
+__all__ = ["LearnOutcome", "LearnProgress", "ModelManager", "OnlineUpdate", "StartupError", "config_mismatch"]

@@ -5,19 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import IntegerRange, ParameterDescriptor
 
 from ..core import STRUCTURES
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
 from ..share import default_config_path, default_database_path, default_model_path
+from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL
 
 
 def _range(low: float, high: float) -> dict:
-    return {"floating_point_range": [FloatingPointRange(from_value=low, to_value=high)]}
+    """A double parameter (integers accepted) from ``low`` to ``high``."""
+    return {"number_range": (low, high)}
 
 
-# name -> (default (a path: the function giving it, read when declared), description, read_only, extra descriptor fields)
+# name -> (default (a path: the function giving it, read when declared), description, read_only,
+#          extra descriptor fields)
 PARAMETERS = {
     "config_path": (default_config_path, (
         "Configuration in the model schema (JSON): variables, their groups and values, sensors, "
@@ -61,6 +64,12 @@ PARAMETERS = {
     "status_period": (10.0, (
         "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
         "written only when they changed; 0 turns them off."), True, _range(0.0, 86400.0)),
+    "diagnostics_period": (1.0, (
+        "Seconds between DiagnosticArray messages on /diagnostics (OK / WARN / ERROR and key values) "
+        "from configure to cleanup; 0 turns them off."), True, _range(0.0, 3600.0)),
+    "autostart": (True, (
+        "Configure and activate the node at start (a managed lifecycle node). false: it starts unconfigured "
+        "and a lifecycle manager drives it through ~/change_state (configure, activate, ...)."), True, {}),
 }
 
 
@@ -79,16 +88,35 @@ class LearnerSettings:
     online_learning: bool
     online_save_period: float
     status_period: float
+    diagnostics_period: float
+    autostart: bool
+
+
+class ParameterError(ValueError):
+    """A parameter value the node cannot start with; the message says which and why."""
 
 
 def declare_learner_parameters(node) -> LearnerSettings:
-    """Declare every parameter on ``node`` with its descriptor; the values it starts with."""
+    """Declare every parameter on ``node`` with its descriptor; the values it starts with.
+
+    Double parameters take integers too (``slop:=1``); ParameterError for a value of the wrong type.
+    """
     defaults = {name: str(default()) if callable(default) else default
                 for name, (default, *_) in PARAMETERS.items()}
+    numbers = {}
     for name, (_, text, read_only, extra) in PARAMETERS.items():
-        node.declare_parameter(name, defaults[name],
-                               ParameterDescriptor(description=text, read_only=read_only, **extra))
+        if "number_range" in extra:
+            descriptor = numbers[name] = number_descriptor(text, *extra["number_range"], read_only=read_only)
+        else:
+            descriptor = ParameterDescriptor(description=text, read_only=read_only, **extra)
+        node.declare_parameter(name, defaults[name], descriptor)
+    accept_integers(node, numbers)
     value = {name: node.get_parameter(name).value for name in PARAMETERS}
+    try:
+        for name, descriptor in numbers.items():
+            value[name] = number_value(name, value[name], descriptor)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
     for name in ("config_path", "database_path", "model_path"):
         value[name] = Path(value[name] or defaults[name])
     return LearnerSettings(**value)
