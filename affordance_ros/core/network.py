@@ -44,6 +44,7 @@ class SensorModel:
 
     @property
     def fitted(self) -> bool:
+        """Whether the means and stddevs are known."""
         return self.means is not None
 
     def log_likelihood(self, readings: np.ndarray) -> np.ndarray:
@@ -70,6 +71,7 @@ class Variable:
 
     @property
     def card(self) -> int:
+        """The number of values."""
         if self.values is None:
             raise ModelFormatError(f"variable '{self.name}' has no values yet: fit its sensor first")
         return len(self.values)
@@ -109,6 +111,7 @@ class AffordanceNetwork:
         return self.variables[self.index(name)]
 
     def index(self, name: str) -> int:
+        """The position of a variable; EvidenceError if unknown."""
         try:
             return self._index[name]
         except KeyError:
@@ -116,30 +119,37 @@ class AffordanceNetwork:
 
     @property
     def cards(self) -> tuple[int, ...]:
+        """The number of values of every variable."""
         return tuple(v.card for v in self.variables)
 
     @property
     def structure_known(self) -> bool:
+        """Whether every variable has its parents."""
         return all(v.parents is not None for v in self.variables)
 
     @property
     def parameterised(self) -> bool:
+        """Whether the network has its structure, every CPT and every sensor's parameters."""
         return self.structure_known and all(
             v.cpt is not None and (v.sensor is None or v.sensor.fitted) for v in self.variables)
 
     @property
     def arcs(self) -> list[tuple[str, str]]:
+        """(parent, child) pairs."""
         return [(p, v.name) for v in self.variables for p in (v.parents or ())]
 
     def parent_indices(self, i: int) -> tuple[int, ...]:
+        """The positions of variable ``i``'s parents."""
         return tuple(self._index[p] for p in self.variables[i].parents)
 
     def group(self, group: str) -> list[str]:
+        """The names of the variables in ``group``."""
         if group not in GROUPS:
             raise EvidenceError(f"unknown group '{group}'; expected one of {list(GROUPS)}")
         return [v.name for v in self.variables if v.group == group]
 
     def sensor(self, sensor_name: str) -> tuple[Variable, SensorModel]:
+        """The variable a sensor observes, and the sensor model."""
         try:
             var = self[self.sensor_variable[sensor_name]]
         except KeyError:
@@ -160,6 +170,7 @@ class AffordanceNetwork:
         return [n for n in self.names if n in wanted]
 
     def topological_order(self) -> list[int]:
+        """Variable positions, parents before children."""
         order = _topological_order(self.names, {v.name: v.parents for v in self.variables})
         return [self._index[n] for n in order]
 
@@ -185,9 +196,11 @@ class AffordanceNetwork:
             {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None} for v in self.variables})
 
     def with_cpts(self, cpts: Mapping[str, np.ndarray]) -> "AffordanceNetwork":
+        """A copy with these CPTs."""
         return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float)} for n, c in cpts.items()})
 
     def cpts(self) -> dict[str, np.ndarray]:
+        """Every variable's CPT by name."""
         return {v.name: v.cpt for v in self.variables}
 
     # -------------------------------------------------------------- validation
@@ -272,6 +285,7 @@ class AffordanceNetwork:
 
     # ------------------------------------------------------------- (de)serial.
     def to_dict(self) -> dict:
+        """The JSON document (schema ``affordance_ros/model/1``)."""
         out = []
         for v in self.variables:
             d = {"name": v.name, "group": v.group,
@@ -298,6 +312,7 @@ class AffordanceNetwork:
 
     @classmethod
     def from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
+        """From a JSON document, every field checked."""
         if not isinstance(doc, Mapping):
             raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
         if doc.get("format") != FORMAT:
@@ -317,6 +332,7 @@ class AffordanceNetwork:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "AffordanceNetwork":
+        """Read a model or configuration file, every field checked."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -332,11 +348,27 @@ class AffordanceNetwork:
             raise ModelFormatError(f"'{path}': {exc}") from None
 
 
+def current_umask() -> int:
+    """The process's umask (read without changing it where /proc tells it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # (elsewhere: set and restore it)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: str | os.PathLike, doc) -> None:
+    """Write ``doc`` as JSON to ``path`` atomically, with the permissions of a new file (0666 & ~umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
             f.flush()

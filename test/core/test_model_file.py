@@ -2,6 +2,8 @@
 
 import copy
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -107,3 +109,15 @@ def test_bad_cases_csv(tmp_path, text, message):
     net = benchmark_network("montesano", sigma=3.0, seed=0)
     with pytest.raises(DataError, match=message):
         CaseSet.from_csv(net, write_csv(tmp_path / "c.csv", text))
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_model_files_get_the_permissions_of_the_umask(tmp_path, umask, mode):
+    model = benchmark_network("montesano", sigma=1.0, seed=0)
+    old = os.umask(umask)
+    try:
+        model.save(tmp_path / "model.json")
+        model.save(tmp_path / "model.json")  # replaced: still the umask's
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "model.json").stat().st_mode) == mode
