@@ -331,13 +331,13 @@ class AffordanceNetwork:
         write_json_atomic(path, self.to_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "AffordanceNetwork":
-        """Read a model or configuration file, every field checked."""
+    def load(cls, path: str | os.PathLike, what: str = "model file") -> "AffordanceNetwork":
+        """Read a model or configuration file (``what`` it is, for the messages), every field checked."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ModelFormatError(f"cannot read model file '{path}': {exc.strerror}") from None
+            raise ModelFormatError(f"cannot read {what} '{path}': {exc.strerror}") from None
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:

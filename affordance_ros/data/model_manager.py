@@ -63,7 +63,7 @@ class ModelManager:
                  online_learning: bool = False):
         self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
         try:
-            self.config = AffordanceNetwork.load(self.config_path)
+            self.config = AffordanceNetwork.load(self.config_path, what="configuration")
             self.parts = PartValidator(self.config)
         except (AffordanceError, ValueError) as exc:
             raise StartupError(f"config_path '{self.config_path}': {exc}") from None
