@@ -24,12 +24,13 @@ import numpy as np
 from ..core import STRUCTURES, AffordanceNetwork, format_arcs, predict, predict_batch
 from ..core.ground_truth import sample_values
 from ..share import default_config_path
+from .show import draw_model
 
 HELD_OUT_TRIALS = 500
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="affordance_ros.tools.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="./demo.sh", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--trials", type=int, default=300, help="trials the robot does (default 300)")
     parser.add_argument("--rate", type=float, default=100.0, help="trials per second (default 100)")
     parser.add_argument("--structure", choices=STRUCTURES, default="k2", help="structure learning (default k2)")
@@ -37,6 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed of the ground truth and the trials (default 0)")
     parser.add_argument("--pair-by-stamp", action="store_true", help="send trials without ids (paired by stamp)")
     parser.add_argument("--workdir", type=Path, help="keep the database and model here (default: a temporary folder)")
+    parser.add_argument("--picture", type=Path,
+                        help="where to draw the learned network (default: model.png in --workdir, else "
+                             f"{default_picture()})")
     parser.add_argument("--verbose", action="store_true", help="show the nodes' info logs")
     args = parser.parse_args(argv)
     if args.trials < 1 or args.rate <= 0 or args.sigma <= 0:
@@ -147,6 +151,11 @@ def distributions(response) -> dict:
     return {d.variable: dict(zip(d.values, d.probabilities)) for d in response.marginals}
 
 
+def default_picture() -> Path:
+    """Where the demo draws the learned network without --workdir (the work folder is removed at the end)."""
+    return Path(tempfile.gettempdir()) / "affordance_ros-demo-model.png"
+
+
 def check(response, what: str):
     if not response.success:
         raise RuntimeError(f"{what} failed: {response.message}")
@@ -177,6 +186,9 @@ def run(args, workdir: Path) -> int:
               f"found{', missed ' + ', '.join(sorted(true_arcs - found)) if true_arcs - found else ''}"
               f"{'; extra ' + ', '.join(sorted(found - true_arcs)) if found - true_arcs else ''}")
         print(f"  model written to {workdir / 'model.json'}")
+        picture = draw_model(AffordanceNetwork.load(workdir / "model.json"),
+                             args.picture or (workdir / "model.png" if args.workdir else default_picture()))
+        print(f"  the learned network is drawn in {picture} (affordance-ros show MODEL --out PICTURE)")
 
         print("\nPredictions for new trials: 'learned' is the node's answer (~/predict), 'truth' the same "
               "question put to the ground-truth network.")
@@ -184,7 +196,8 @@ def run(args, workdir: Path) -> int:
         action = truth.group("action")[0]
         examples = sample_values(truth, 2, rng)
         for n, codes in enumerate(examples, start=1):
-            readings = {v.sensor.name: float(v.sensor.means[codes[i]] + v.sensor.stddevs[codes[i]] * rng.standard_normal())
+            readings = {v.sensor.name: float(v.sensor.means[codes[i]]
+                                             + v.sensor.stddevs[codes[i]] * rng.standard_normal())
                         for i, v in enumerate(truth.variables) if v.group != "action"}
             labels = {v.name: v.values[codes[i]] for i, v in enumerate(truth.variables)}
             object_sensors = {truth[v].sensor.name: readings[truth[v].sensor.name] for v in truth.group("object")}
@@ -218,7 +231,8 @@ def run(args, workdir: Path) -> int:
 def print_action_accuracy(model: AffordanceNetwork, truth: AffordanceNetwork, rng) -> None:
     """How often the most probable action given object and effects is the one done, on new trials."""
     codes = sample_values(truth, HELD_OUT_TRIALS, rng)
-    sensors = {v.sensor.name: v.sensor.means[codes[:, i]] + v.sensor.stddevs[codes[:, i]] * rng.standard_normal(len(codes))
+    sensors = {v.sensor.name: v.sensor.means[codes[:, i]]
+               + v.sensor.stddevs[codes[:, i]] * rng.standard_normal(len(codes))
                for i, v in enumerate(truth.variables) if v.group != "action"}
     action = truth.group("action")[0]
     done = codes[:, truth.index(action)]
@@ -227,7 +241,8 @@ def print_action_accuracy(model: AffordanceNetwork, truth: AffordanceNetwork, rn
         answer = predict_batch(network, [action], sensors=sensors)
         hits[name] = float(np.mean(answer.most_probable[:, 0] == done))
     print(f"\nOn {HELD_OUT_TRIALS} new trials the learned model names the action done "
-          f"{percent(hits['learned']).strip()} of the time (the ground truth itself: {percent(hits['truth']).strip()}).")
+          f"{percent(hits['learned']).strip()} of the time "
+          f"(the ground truth itself: {percent(hits['truth']).strip()}).")
 
 
 def main(argv=None) -> int:
