@@ -2,8 +2,10 @@
 
 A ``BAYES`` network: the number of variables, their cardinalities, one function per variable
 (its parents, then itself: our CPT's axes) and its table with the last variable fastest (our
-CPT flattened). The format has no names and no labels: ``write_uai`` keeps the variables in
-the model's order (and their labels in order), ``read_uai`` names them ``names`` (default
+CPT flattened: the order of the UAI specification, "last increment first"; pyAgrum 2.3 writes
+and reads tables of more than one parent with the parents in the reverse order, pgmpy 1.1 with
+the child slowest, so for those tools prefer BIF or XMLBIF). The format has no names and no
+labels: ``write_uai`` keeps the variables in the model's order (and their labels in order), ``read_uai`` names them ``names`` (default
 V0, V1, ...) with labels ``values`` (default "0", "1", ...); ``import-model`` takes both from a
 configuration, variable i and label j of the file being those of the configuration.
 """
@@ -11,6 +13,7 @@ configuration, variable i and label j of the file being those of the configurati
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -25,11 +28,11 @@ def read_uai(source: str | os.PathLike, names: Sequence[str] | None = None,
              default_group: str = "object") -> AffordanceNetwork:
     """The network of a UAI ``BAYES`` file (a path, or the text itself when it contains a newline)."""
     text = source if isinstance(source, str) and "\n" in source else _read(Path(source))
-    tokens = text.split()
+    tokens = re.sub(r"#[^\n]*", "", text).split()  # (pyAgrum writes '# name' comments)
+    if tokens and tokens[0].upper() != "BAYES":
+        raise ModelFormatError(f"UAI: a '{tokens[0]}' network; only BAYES (a Bayesian network) is read")
     try:
-        kind, n = tokens[0].upper(), int(tokens[1])
-        if kind != "BAYES":
-            raise ModelFormatError(f"UAI: a '{tokens[0]}' network; only BAYES (a Bayesian network) is read")
+        n = int(tokens[1])
         cards = [int(x) for x in tokens[2:2 + n]]
         pos = 2 + n
         n_functions = int(tokens[pos])
@@ -44,6 +47,8 @@ def read_uai(source: str | os.PathLike, names: Sequence[str] | None = None,
             size = int(tokens[pos])
             tables.append([float(x) for x in tokens[pos + 1:pos + 1 + size]])
             pos += 1 + size
+        if pos > len(tokens):
+            raise IndexError
     except (IndexError, ValueError):
         raise ModelFormatError("not a readable UAI file: it ends early or holds something other than numbers") \
             from None
