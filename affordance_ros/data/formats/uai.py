@@ -1,13 +1,14 @@
 """UAI (the format of the UAI inference competitions; pyAgrum, pgmpy, merlin, toulbar2 read it).
 
-A ``BAYES`` network: the number of variables, their cardinalities, one function per variable
-(its parents, then itself: our CPT's axes) and its table with the last variable fastest (our
-CPT flattened: the order of the UAI specification, "last increment first"; pyAgrum 2.3 writes
-and reads tables of more than one parent with the parents in the reverse order, pgmpy 1.1 with
-the child slowest, so for those tools prefer BIF or XMLBIF). The format has no names and no
-labels: ``write_uai`` keeps the variables in the model's order (and their labels in order), ``read_uai`` names them ``names`` (default
-V0, V1, ...) with labels ``values`` (default "0", "1", ...); ``import-model`` takes both from a
-configuration, variable i and label j of the file being those of the configuration.
+A ``BAYES`` network: the number of variables, their cardinalities, one function per variable (its
+parents, then itself: our CPT's axes) and its table with the last variable fastest (our CPT
+flattened: the order of the UAI specification, "last increment first"; pyAgrum 2.3 writes and
+reads tables of more than one parent with the parents in the reverse order, pgmpy 1.1 with the
+child slowest, so for those tools prefer BIF or XMLBIF). The format has no names and no labels:
+``write_uai`` keeps the variables in the model's order (and their labels in order), ``read_uai``
+names them ``names`` (default V0, V1, ...) with labels ``values`` (default "0", "1", ...);
+``import-model`` takes both from a configuration, variable i and label j of the file being those
+of the configuration.
 """
 
 from __future__ import annotations
