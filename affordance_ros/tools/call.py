@@ -14,11 +14,11 @@ and exit status 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import signal
 import sys
-import threading
 from typing import Sequence
 
 DEFAULT_NODE = "/affordance_learner"
@@ -96,17 +96,16 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     node = rclpy.create_node("affordance_call", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    wait = functools.partial(_wait, executor)
     try:
         if args.service == "learn":
-            answer = _learn(node, args)
+            answer = _learn(node, wait, args)
         elif args.service == "predict":
-            answer = _predict(node, args, sensors, values)
+            answer = _predict(node, wait, args, sensors, values)
         else:
-            answer = _select_action(node, args, sensors, values, effects)
+            answer = _select_action(node, wait, args, sensors, values, effects)
     finally:
-        executor.shutdown(timeout_sec=5.0)
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown(context=context)
     json.dump(answer, sys.stdout, indent=2 if args.pretty else None)
@@ -114,28 +113,28 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     return 0
 
 
-def _wait(future, timeout: float | None, what: str):
-    done = threading.Event()
-    future.add_done_callback(lambda _: done.set())
-    if not done.wait(timeout):
+def _wait(executor, future, timeout: float | None, what: str):
+    """Spin until ``future`` is done (feedback callbacks run meanwhile); CallError after ``timeout``."""
+    executor.spin_until_future_complete(future, timeout_sec=timeout)
+    if not future.done():
         raise CallError(f"no answer from {what} within {timeout:g} s")
     return future.result()
 
 
-def _service(node, srv_type, name: str, request, timeout: float):
+def _service(node, wait, srv_type, name: str, request, timeout: float):
     client = node.create_client(srv_type, name)
     if not client.wait_for_service(timeout_sec=timeout):
         raise CallError(f"no service {name} within {timeout:g} s: is the learner node running (and active)?")
-    answer = _wait(client.call_async(request), None, name)
+    answer = wait(client.call_async(request), None, name)
     if not answer.success:
         raise CallError(answer.message)
     return answer
 
 
-def _predict(node, args, sensors, values) -> dict:
+def _predict(node, wait, args, sensors, values) -> dict:
     from ..srv import Predict
 
-    answer = _service(node, Predict, f"{args.node}/predict", Predict.Request(
+    answer = _service(node, wait, Predict, f"{args.node}/predict", Predict.Request(
         query=args.query, sensor_names=list(sensors), sensor_values=list(sensors.values()),
         variable_names=list(values), variable_values=list(values.values())), args.timeout)
     return {"marginals": {d.variable: dict(zip(d.values, d.probabilities)) for d in answer.marginals},
@@ -143,10 +142,10 @@ def _predict(node, args, sensors, values) -> dict:
             "joint_probability": answer.joint_probability}
 
 
-def _select_action(node, args, sensors, values, effects) -> dict:
+def _select_action(node, wait, args, sensors, values, effects) -> dict:
     from ..srv import SelectAction
 
-    answer = _service(node, SelectAction, f"{args.node}/select_action", SelectAction.Request(
+    answer = _service(node, wait, SelectAction, f"{args.node}/select_action", SelectAction.Request(
         sensor_names=list(sensors), sensor_values=list(sensors.values()), variable_names=list(values),
         variable_values=list(values.values()), effect_names=list(effects), effect_values=list(effects.values())),
         args.timeout)
@@ -154,7 +153,7 @@ def _select_action(node, args, sensors, values, effects) -> dict:
             "ranking": [{"action": a, "probability": p} for a, p in zip(answer.actions, answer.probabilities)]}
 
 
-def _learn(node, args) -> dict:
+def _learn(node, wait, args) -> dict:
     from rclpy.action import ActionClient
 
     from ..action import Learn
@@ -169,18 +168,18 @@ def _learn(node, args) -> dict:
         print(f"learn: {f.phase} {f.iteration} (log-likelihood {f.log_likelihood:.3f}, {f.cases} cases, "
               f"{f.elapsed:.1f} s)", file=sys.stderr, flush=True)
 
-    handle = _wait(client.send_goal_async(Learn.Goal(structure=args.structure),
+    handle = wait(client.send_goal_async(Learn.Goal(structure=args.structure),
                                           feedback_callback=feedback if args.progress else None), args.timeout, name)
     if not handle.accepted:
         raise CallError(f"{name} refused the goal")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         try:
-            answer = _wait(handle.get_result_async(), args.learn_timeout or None, name)
+            answer = wait(handle.get_result_async(), args.learn_timeout or None, name)
         except (KeyboardInterrupt, CallError):
             print("learn: cancelling (the node keeps its current model)", file=sys.stderr, flush=True)
-            _wait(handle.cancel_goal_async(), 10.0, name)
-            answer = _wait(handle.get_result_async(), 30.0, name)
+            wait(handle.cancel_goal_async(), 10.0, name)
+            answer = wait(handle.get_result_async(), 30.0, name)
     finally:
         signal.signal(signal.SIGTERM, previous)
     result = answer.result
