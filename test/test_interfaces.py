@@ -140,7 +140,9 @@ def test_python_started_in_the_source_tree_finds_the_generated_interfaces():
     code = ('import affordance_ros, affordance_ros.core; from affordance_ros.srv import Predict; '
             'from affordance_ros.msg import Action; from affordance_ros.action import Learn; '
             'print(affordance_ros.__file__); print(Predict.Request().query)')
-    out = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONSAFEPATH'}  # (test.sh sets it) as a user runs it
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+                         env=env)
     assert out.returncode == 0, out.stderr
     source_file, query = out.stdout.splitlines()
     assert Path(source_file).resolve() == REPO_ROOT / 'affordance_ros' / '__init__.py'  # really the source tree
