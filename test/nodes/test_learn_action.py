@@ -32,9 +32,7 @@ def send(ros, structure=""):
 def test_the_action_learns_with_feedback_and_the_service_still_works(ros, tmp_path):
     seed_database(tmp_path)
     learner = ros.learner()
-    action_names = {name for name, _ in ros.client_node.get_service_names_and_types_by_node("affordance_learner", "/")}
-    assert {ACTION, f"{ACTION}/_action/send_goal", f"{ACTION}/_action/cancel_goal"} <= action_names
-
+    # (the service and the action's services live side by side at ~/learn: both are called below)
     handle, feedback = send(ros, "k2")
     answer = _Waiter(handle.get_result_async()).result(60.0)
     assert answer.status == GoalStatus.STATUS_SUCCEEDED
