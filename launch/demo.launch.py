@@ -24,7 +24,9 @@ def generate_launch_description():
         ('count', '300', int, 'Trials the simulated robot does before it exits (0: until stopped)'),
         ('rate', '20.0', float, 'Trials per second'),
         ('sigma', '1.0', float, 'Sensor noise of the simulated robot'),
-        ('seed', '0', int, 'Seed of the ground truth and of the trials'),
+        ('seed', '-1', int, 'Seed of the trials (and of the ground truth unless truth_seed is set); -1: random'),
+        ('truth_seed', '-1', int, "Seed of the ground truth's CPTs; -1: seed if it is set, else 0"),
+        ('wait_for', 'affordance_learner', str, 'Nodes that must subscribe before the robot publishes'),
         ('use_trial_ids', 'true', bool, 'false: send trials without ids (the learner pairs them by stamp)'),
     ]
     return LaunchDescription([
@@ -34,10 +36,13 @@ def generate_launch_description():
             'params_file',
             default_value=PathJoinSubstitution([FindPackageShare('affordance_ros'), 'config', 'learner.params.yaml']),
             description='Parameters of affordance_learner'),
+        DeclareLaunchArgument('autostart', default_value='true',
+                              description='Configure and activate the learner at start (false: lifecycle manager)'),
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(
                 PathJoinSubstitution([FindPackageShare('affordance_ros'), 'launch', 'learner.launch.py'])),
-            launch_arguments={'params_file': LaunchConfiguration('params_file')}.items(),
+            launch_arguments={'params_file': LaunchConfiguration('params_file'),
+                              'autostart': LaunchConfiguration('autostart')}.items(),
         ),
         Node(
             package='affordance_ros',

@@ -6,6 +6,7 @@ Runs against the installed package (.venv or a colcon install), see test.sh.
 import array
 import os
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import affordance_ros
+from affordance_ros.action import Learn as LearnAction
 from affordance_ros.msg import Action, Distribution, Features, TrialStatus
 from affordance_ros.srv import Learn, Predict, SelectAction
 
@@ -51,6 +53,25 @@ EXPECTED_FIELDS = {
         ('log_likelihood', 'double'),
         ('iterations', 'uint32'),
         ('duration', 'double'),
+    ],
+    LearnAction.Goal: [
+        ('structure', 'string'),
+    ],
+    LearnAction.Result: [
+        ('success', 'boolean'),
+        ('message', 'string'),
+        ('num_cases', 'uint32'),
+        ('arcs', 'sequence<string>'),
+        ('log_likelihood', 'double'),
+        ('iterations', 'uint32'),
+        ('duration', 'double'),
+    ],
+    LearnAction.Feedback: [
+        ('phase', 'string'),
+        ('iteration', 'uint32'),
+        ('log_likelihood', 'double'),
+        ('cases', 'uint32'),
+        ('elapsed', 'double'),
     ],
     Predict.Request: [
         ('query', 'sequence<string>'),
@@ -116,6 +137,21 @@ def test_imports_installed_package_not_source_tree():
     import affordance_ros.srv as generated_srv
     assert Path(generated_msg.__file__).resolve().parent.parent == pkg_dir
     assert Path(generated_srv.__file__).resolve().parent.parent == pkg_dir
+
+
+def test_python_started_in_the_source_tree_finds_the_generated_interfaces():
+    # `python -c ...` (or a script) in the repository root imports the source tree first, which has no
+    # generated msg/srv/action: its __init__ adds the installed package's directory to __path__.
+    code = ('import affordance_ros, affordance_ros.core; from affordance_ros.srv import Predict; '
+            'from affordance_ros.msg import Action; from affordance_ros.action import Learn; '
+            'print(affordance_ros.__file__); print(Predict.Request().query)')
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONSAFEPATH'}  # (test.sh sets it) as a user runs it
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    source_file, query = out.stdout.splitlines()
+    assert Path(source_file).resolve() == REPO_ROOT / 'affordance_ros' / '__init__.py'  # really the source tree
+    assert query == '[]'
 
 
 def test_hand_written_init_installed_over_generated_one():

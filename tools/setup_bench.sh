@@ -24,4 +24,4 @@ if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$HASH" ]]; then
   fi
   echo "$HASH" >"$STAMP"
 fi
-"$VENV/bin/python" -c 'import pgmpy; print(f"setup_bench: pgmpy {pgmpy.__version__} ready in .venv", flush=True)' >&2
+"$VENV/bin/python" -c 'import pgmpy, pyagrum; print(f"setup_bench: pgmpy {pgmpy.__version__}, pyAgrum {pyagrum.__version__} ready in .venv", flush=True)' >&2

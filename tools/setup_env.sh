@@ -7,8 +7,11 @@
 # - Otherwise: ROS 2 "kilted" from PyPI wheels in .venv/ at the repository
 #   root (requirements-ros.txt; pip runs only when that file changed), then
 #   plain CMake builds and installs the package into .venv itself, so that
-#   .venv/bin/python imports affordance_ros (with .msg/.srv) from anywhere.
-#   See shared/ros2-wheels.md for why each step is there.
+#   .venv/bin/python imports affordance_ros (with .msg/.srv/.action) from anywhere.
+#   Why each step is there: the wheels' metadata does not pull in every build
+#   tool (requirements-ros.txt lists them), their CMake exports name the wheel
+#   builder's include dirs (tools/fix_wheel_cmake_paths.py rewrites them), and
+#   plain CMake needs no sourced environment (AMENT_PREFIX_PATH is set below).
 #
 # Environment: PYTHON (default python3) picks the interpreter for a new .venv;
 # AFFORDANCE_ROS_FORCE_VENV=1 uses .venv even when ROS 2 is sourced.

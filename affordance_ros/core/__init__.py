@@ -18,11 +18,12 @@ from .network import FORMAT, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorMod
 from .options import STRUCTURES, LearningOptions
 from .parameters import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
 from .predict import ActionRanking, BatchPrediction, Prediction, predict, predict_batch, rank_actions
+from .progress import LearningCancelled
 
 __all__ = [
     "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet",
-    "DataError", "EMResult", "Evidence", "EvidenceError", "FORMAT", "GROUPS", "LearnResult", "LearningOptions",
-    "ModelFormatError", "Prediction", "SENSOR_GROUPS", "STRUCTURES", "SensorModel", "Variable", "benchmark_network",
-    "benchmark_structure", "fit_discrete", "fit_em", "format_arcs", "log_likelihood", "map_assign", "predict",
-    "predict_batch", "rank_actions", "sample_cases",
+    "DataError", "EMResult", "Evidence", "EvidenceError", "FORMAT", "GROUPS", "LearnResult", "LearningCancelled",
+    "LearningOptions", "ModelFormatError", "Prediction", "SENSOR_GROUPS", "STRUCTURES", "SensorModel", "Variable",
+    "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "format_arcs", "log_likelihood",
+    "map_assign", "predict", "predict_batch", "rank_actions", "sample_cases",
 ]

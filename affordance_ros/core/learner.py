@@ -16,6 +16,7 @@ from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork
 from .options import STRUCTURES, LearningOptions
 from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
+from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure
 
@@ -60,9 +61,12 @@ class AffordanceLearner:
         return LearningOptions.resolve(config.learning, **self.params)
 
     def fit(self, config: AffordanceNetwork, cases: CaseSet,
-            prior_model: AffordanceNetwork | None = None) -> "AffordanceLearner":
+            prior_model: AffordanceNetwork | None = None, progress: Progress = None) -> "AffordanceLearner":
         """Learn from ``cases``; with ``prior_model`` (and ``prior_strength`` > 0) the CPTs
         start from what that earlier model knew, worth ``prior_strength`` cases.
+
+        ``progress(phase, iteration, log_likelihood)`` hears of every step (``core.progress``); it may
+        stop learning by raising ``LearningCancelled`` or returning False (then nothing is learned).
         """
         start = time.perf_counter()
         opts = self.options(config)
@@ -70,6 +74,7 @@ class AffordanceLearner:
             raise DataError("no cases to learn from: record some trials first")
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
+        report(progress, "sensors", 0)
         network = fit_sensors(config, cases.readings, seed=opts.seed)
         cases = cases.with_network(network)
         structure_result = None
@@ -78,15 +83,17 @@ class AffordanceLearner:
                 network, cases, method=opts.structure, score=opts.score, max_parents=opts.max_parents,
                 order=opts.order, forbidden_arcs=opts.forbidden_arcs,
                 forbidden_group_arcs=opts.forbidden_group_arcs, n_samples=opts.mcmc_samples,
-                burn_in=opts.mcmc_burn_in, seed=opts.seed, ess=opts.ess)
+                burn_in=opts.mcmc_burn_in, seed=opts.seed, ess=opts.ess, progress=progress)
             cases = cases.with_network(network)
         em_result = None
         if opts.method == "em":
             model, em_result = fit_em(network, cases, prior=opts.prior, tol=opts.tol,
                                       max_iter=opts.max_iter, init=opts.em_init, prior_model=prior_model,
-                                      prior_strength=opts.prior_strength, fit_sensors=opts.fit_sensors)
+                                      prior_strength=opts.prior_strength, fit_sensors=opts.fit_sensors,
+                                      progress=progress)
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
         else:
+            report(progress, "parameters", 0)
             model = fit_discrete(network, cases, prior=opts.prior)
             ll, iterations, converged = log_likelihood(model, cases), 0, True
         duration = time.perf_counter() - start

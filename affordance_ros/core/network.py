@@ -359,13 +359,13 @@ class AffordanceNetwork:
         write_json_atomic(path, self.to_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "AffordanceNetwork":
-        """Read and check a model or configuration file."""
+    def load(cls, path: str | os.PathLike, what: str = "model file") -> "AffordanceNetwork":
+        """Read a model or configuration file (``what`` it is, for the messages), every field checked."""
         path = Path(path)
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise ModelFormatError(f"cannot read model file '{path}': {exc.strerror}") from None
+            raise ModelFormatError(f"cannot read {what} '{path}': {exc.strerror}") from None
         try:
             doc = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
@@ -380,12 +380,27 @@ class AffordanceNetwork:
             raise ModelFormatError(f"'{path}': {exc}") from None
 
 
+def current_umask() -> int:
+    """The process's umask (read without changing it where /proc tells it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # (elsewhere: set and restore it)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: str | os.PathLike, doc) -> None:
-    """Write ``doc`` as JSON to ``path`` atomically (a temporary file, fsync, rename)."""
+    """Write ``doc`` as JSON to ``path`` atomically, with the permissions of a new file (0666 & ~umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
             f.flush()

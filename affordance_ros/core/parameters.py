@@ -12,6 +12,7 @@ from .errors import DataError, ModelFormatError
 from .evidence import Evidence
 from .inference import JunctionTree
 from .network import AffordanceNetwork, SensorModel
+from .progress import Progress, report
 from .sensors import mixture_weights
 
 
@@ -92,7 +93,7 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0,
 def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: float = 1e-3,
            max_iter: int = 100, init: str = "uniform", chunk_size: int = 512,
            prior_model: AffordanceNetwork | None = None, prior_strength: float = 0.0,
-           fit_sensors: bool = False):
+           fit_sensors: bool = False, progress: Progress = None):
     """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
 
     E-step: p(family | case) for every family and case by one junction-tree pass over all
@@ -104,7 +105,8 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
     Beyond the paper: ``prior_model`` with ``prior_strength`` (an equivalent sample size)
     adds pseudo-counts ``prior_strength * p_prior_model(family)`` so that what an earlier
     model learned carries over; ``fit_sensors`` re-estimates every sensor's means and
-    stddevs in the M-step too (for sensor models only roughly known).
+    stddevs in the M-step too (for sensor models only roughly known). ``progress``: called after
+    every iteration with ("parameters", iterations done, log-likelihood) (see ``core.progress``).
     """
     _check_learnable(network, cases)
     if prior < 0 or not np.isfinite(prior) or prior_strength < 0 or not np.isfinite(prior_strength):
@@ -136,6 +138,7 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
             estep = engine.estep(cases.evidence(network), chunk_size, readings)
         result.rms_changes.append(change)
         result.iterations += 1
+        report(progress, "parameters", result.iterations, ll)
         if change < tol:
             result.converged = True
             break

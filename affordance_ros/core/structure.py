@@ -17,6 +17,9 @@ from .errors import ModelFormatError
 from .network import GROUPS, AffordanceNetwork
 from .options import SCORES
 from .parameters import family_counts, map_assign
+from .progress import Progress, report
+
+PROGRESS_STEPS = 100  # MCMC steps between progress reports
 
 
 @dataclass
@@ -89,9 +92,10 @@ def default_order(network: AffordanceNetwork) -> list[int]:
     return [i for g in GROUPS for i, v in enumerate(network.variables) if v.group == g]
 
 
-def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int) -> list[tuple]:
+def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int,
+       progress: Progress = None) -> list[tuple]:
     """Greedy K2: each node takes, from its predecessors in ``order``, the parent that raises its
-    family score most, until none does or it has ``max_parents``.
+    family score most, until none does or it has ``max_parents``. ``progress`` hears of every node placed.
     """
     parents = [() for _ in order]
     for pos, child in enumerate(order):
@@ -107,6 +111,7 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
                 break
             best, current = top, current + (u,)
         parents[child] = tuple(sorted(current))
+        report(progress, "structure", pos + 1, best)
     return parents
 
 
@@ -128,8 +133,10 @@ def _legal_moves(adj: np.ndarray, allowed: np.ndarray, max_parents: int):
 
 
 def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, start: Sequence[tuple],
-         n_samples: int, burn_in: int, rng: np.random.Generator):
+         n_samples: int, burn_in: int, rng: np.random.Generator, progress: Progress = None):
     """Metropolis-Hastings over DAGs with single-arc additions and deletions (MC^3).
+
+    ``progress`` hears every ``PROGRESS_STEPS`` steps (steps done, current score).
 
     Returns (best parents visited, its score, arc frequencies after burn-in, acceptance rate, trace).
     """
@@ -163,6 +170,8 @@ def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, star
         if step >= burn_in:
             freq += adj
         trace.append(total)
+        if (step + 1) % PROGRESS_STEPS == 0:
+            report(progress, "structure", step + 1, total)
     parents = [tuple(np.flatnonzero(best_adj[:, v])) for v in range(n)]
     steps = burn_in + n_samples
     return parents, best_total, freq / max(n_samples, 1), accepted / max(steps, 1), trace
@@ -171,8 +180,12 @@ def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, star
 def learn_structure(network: AffordanceNetwork, cases: CaseSet, method: str = "k2", score: str = "k2",
                     max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
                     forbidden_group_arcs=(("effect", "action"), ("effect", "object")), n_samples: int = 5000,
-                    burn_in: int = 1000, seed: int = 0, ess: float = 1.0):
-    """MAP-assign the hidden values, then K2 or MCMC. Returns (network with the arcs, StructureResult)."""
+                    burn_in: int = 1000, seed: int = 0, ess: float = 1.0, progress: Progress = None):
+    """MAP-assign the hidden values, then K2 or MCMC. Returns (network with the arcs, StructureResult).
+
+    ``progress`` (see ``core.progress``) hears of K2's nodes and of MCMC's steps (K2's first: MCMC starts from
+    K2's structure), and may cancel.
+    """
     if method not in ("k2", "mcmc"):
         raise ModelFormatError(f"structure method '{method}' is not 'k2' or 'mcmc'")
     if not isinstance(max_parents, int) or max_parents < 0:
@@ -187,11 +200,11 @@ def learn_structure(network: AffordanceNetwork, cases: CaseSet, method: str = "k
         order_idx = [network.index(name) for name in order]
         if sorted(order_idx) != list(range(n)):
             raise ModelFormatError(f"'order' must name every variable once: {list(network.names)}")
-    parents = k2(scorer, order_idx, allowed, max_parents)
+    parents = k2(scorer, order_idx, allowed, max_parents, progress)
     result = StructureResult("k2", score, sum(scorer(v, parents[v]) for v in range(n)), {})
     if method == "mcmc":
         parents, best, freq, acceptance, trace = mcmc(
-            scorer, n, allowed, max_parents, parents, n_samples, burn_in, np.random.default_rng(seed))
+            scorer, n, allowed, max_parents, parents, n_samples, burn_in, np.random.default_rng(seed), progress)
         probabilities = {(network.names[u], network.names[v]): float(freq[u, v])
                          for u in range(n) for v in range(n) if freq[u, v] > 0}
         result = StructureResult("mcmc", score, best, {}, probabilities, acceptance, trace)

@@ -16,7 +16,7 @@ dropped gets no answer: the robot sends it again.
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -173,18 +173,3 @@ def _same_part(kind: str, fields, record) -> bool:
     if len(names) != len(values) or len(names) != len(stored):
         return False
     return all(stored.get(name) == float(value) for name, value in zip(names, values))
-
-
-def status_line(counts: Mapping[str, int], pending: int, online_learning: bool) -> str:
-    """The learner's counters in one log line."""
-    c = Counter(counts)
-    return (f"cases: {c['stored']} stored this run; trials pending: {pending}; "
-            f"parts received: {c['received_action']} action, {c['received_object']} object, "
-            f"{c['received_effect']} effect; rejected parts: {c['rejected_parts']} (out of range "
-            f"{c['out_of_range_parts']}, oversized {c['oversized_parts']}); re-sent parts of stored trials: "
-            f"{c['resent_parts']}; duplicate parts: {c['duplicate_parts']}; duplicate trials: "
-            f"{c['duplicate_trials']}; incomplete trials dropped: {c['dropped_incomplete']}; store errors: "
-            f"{c['store_errors']}; learn ok/failed/refused: {c['learn_ok']}/{c['learn_failed']}/"
-            f"{c['learn_refused']}; predict ok/failed: {c['predict_ok']}/{c['predict_failed']}; "
-            f"select_action ok/failed: {c['select_ok']}/{c['select_failed']}"
-            + (f"; online updates/skipped: {c['online_updates']}/{c['online_skipped']}" if online_learning else ""))

@@ -12,9 +12,11 @@ updates catch up on the cases stored while a learn ran or after a restart.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -69,6 +71,18 @@ class SkippedCases:
 
 
 @dataclass(frozen=True)
+class LearnProgress:
+    """Where a learn is: ``phase`` (sensors, structure, parameters), its ``iteration``, the score or
+    log-likelihood so far, the number of ``cases`` learned from and the seconds ``elapsed``."""
+
+    phase: str
+    iteration: int
+    log_likelihood: float
+    cases: int
+    elapsed: float
+
+
+@dataclass(frozen=True)
 class OnlineUpdate:
     """What one online update did: ``ok`` False with the reason when the model could not use the case."""
 
@@ -83,7 +97,7 @@ class ModelManager:
                  online_learning: bool = False, limits: SizeLimits = SizeLimits()):
         self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
         try:
-            self.config = AffordanceNetwork.load(self.config_path)
+            self.config = AffordanceNetwork.load(self.config_path, what="configuration")
             self.parts = PartValidator(self.config, limits)
         except (AffordanceError, ValueError) as exc:
             raise StartupError(f"config_path '{self.config_path}': {exc}") from None
@@ -120,10 +134,15 @@ class ModelManager:
         return self.model
 
     # -------------------------------------------------------------- learning
-    def learn(self, structure: str, prior_strength: float, current: AffordanceNetwork | None) -> LearnOutcome:
+    def learn(self, structure: str, prior_strength: float, current: AffordanceNetwork | None,
+              progress: Callable[[LearnProgress], None] | None = None) -> LearnOutcome:
         """Learn from the stored cases (with ``prior_strength`` > 0 and a ``current`` model: from the cases
         stored since it, with it as the prior) and write the model file. Safe in a worker thread: it reads
-        the store and the configuration only. Raises AffordanceError with the message for the user."""
+        the store and the configuration only. Raises AffordanceError with the message for the user.
+
+        ``progress`` hears of every step; it may raise ``core.LearningCancelled`` to stop learning, which
+        then raises it here with nothing written (the current model stays)."""
+        started = time.monotonic()
         if structure not in STRUCTURES:
             raise AffordanceError(f"structure '{structure}' is not one of {list(STRUCTURES)}")
         prior = current if prior_strength > 0 else None
@@ -140,8 +159,11 @@ class ModelManager:
         if cases.n_cases == 0 and skipped:
             raise AffordanceError(f"no cases to learn from: all {len(skipped)} stored cases were skipped, as they "
                                   f"do not fit the configuration {self.config_path}: {skipped.describe()}")
+        def step(phase: str, iteration: int, log_likelihood: float) -> None:
+            progress(LearnProgress(phase, iteration, log_likelihood, cases.n_cases, time.monotonic() - started))
+
         learner = AffordanceLearner(structure=structure, prior_strength=prior_strength).fit(
-            config, cases, prior_model=prior)
+            config, cases, prior_model=prior, progress=step if progress is not None else None)
         model = learner.model_
         model.metadata["cases"] = marker
         try:
@@ -301,4 +323,5 @@ def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
     return ""
 
 
-__all__ = ["LearnOutcome", "ModelManager", "OnlineUpdate", "SkippedCases", "StartupError", "config_mismatch"]
+__all__ = ["LearnOutcome", "LearnProgress", "ModelManager", "OnlineUpdate", "SkippedCases", "StartupError",
+           "config_mismatch"]

@@ -1,109 +1,76 @@
 """The affordance learner node: stores the robot's trials, learns the network, answers predictions.
 
-Topics (relative names, remappable): ``action`` (Action), ``object_features`` and ``effects``
-(Features). Services: ``~/learn`` (Learn), ``~/predict`` (Predict), ``~/select_action``
-(SelectAction: the actions ranked by how likely they produce a desired effect). Publishes on
-``~/stored`` (TrialStatus, reliable, keep all) the answer for every trial: stored once committed (and
-again when it is re-sent), duplicate, rejected. The work below
-ROS is done by ``data.intake.TrialIntake`` (check, pair, store every trial) and
-``data.model_manager.ModelManager`` (configuration, case store, model file, learning, online
-updates); this class wires them to topics, services, timers and the log.
+A managed (lifecycle) node. configure: read the configuration, open the case database, load
+the model (``data.model_manager.ModelManager``), start /diagnostics; activate: the
+subscriptions ``action`` (Action), ``object_features`` and ``effects`` (Features), the services
+``~/learn`` (Learn), ``~/predict`` (Predict), ``~/select_action`` (SelectAction), the action
+``~/learn`` (Learn, with feedback and cancel), the timers, ``~/stored`` (TrialStatus, reliable,
+keep all: the answer for every trial, stored once committed and again when it is re-sent,
+duplicate, rejected) and ``~/model`` (the model JSON, transient local: published at
+activation, after every learn and every online save);
+deactivate, cleanup and shutdown undo them. With ``autostart`` (default) the node configures
+and activates itself at start. The work below ROS is done by ``data.intake.TrialIntake``
+(check, pair, store every trial) and ``ModelManager``; this class wires them to topics,
+services, timers and the log.
 
 Threads: the executor thread takes the messages, pairs and stores trials and answers
-predict and select_action; learning runs in a worker thread of its own while the ~/learn callback (a
-coroutine in a reentrant callback group) awaits it, so the executor goes on with
-everything else and a second learn request is answered "busy" at once. rclpy 9's
-MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
+predict and select_action; learning runs in a worker thread (``learning.LearnEndpoints``).
+rclpy 9's MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
 subscription callbacks by seconds (trials then time out); the single-threaded executor
 delivers the same stream in milliseconds.
 """
 
 from __future__ import annotations
 
-import threading
+import json
 import time
-from collections import Counter
 
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.exceptions import InvalidHandle
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.node import Node
-from rclpy.task import Future
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
 
-from ..core import STRUCTURES, AffordanceError
-from ..data.intake import Event, TrialIntake, status_line
+from ..core import STRUCTURES
+from ..data.health import Counters, Health, HealthMonitor, LastLearn, status_line
+from ..data.intake import TrialIntake
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
 from ..data.text import printable
-from ..data.trial import stamp_seconds
-from ..msg import Action, Features, TrialStatus
-from ..srv import Learn, Predict, SelectAction
 from . import shutdown
-from .answers import answer, checked, predict_into, select_action_into
-from .learner_parameters import declare_learner_parameters
-from .qos import KEEP_ALL, describe_qos, trial_qos
+from .diagnostics import DiagnosticsPublisher
+from .learner_parameters import ParameterError, declare_learner_parameters
+from .learning import LearnEndpoints
+from .qos import describe_qos
+from .query_services import QueryServices
+from .trial_topics import TrialTopics
 
 NODE_NAME = "affordance_learner"
+MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
-class LearnerNode(Node):
+class LearnerNode(LifecycleNode):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
-        self.manager = None
+        self.manager = self.learn = self.diagnostics = None
+        self._active, self._periodic, self._problem, self.last_learn = [], [], "", None
+        self.lifecycle_state = "unconfigured"
+        self.counts = Counters()
         try:
-            self._setup()
+            self.settings = declare_learner_parameters(self)
+            self.add_on_set_parameters_callback(self._on_set_parameters)
+            if not self.settings.autostart:
+                self.get_logger().info("unconfigured (autostart false): waiting for ~/change_state configure")
+            elif self.trigger_configure() != SUCCESS or self.trigger_activate() != SUCCESS:
+                raise StartupError(self._problem or "could not start (see the log)")
+        except ParameterError as exc:
+            self.destroy_node()
+            raise StartupError(str(exc)) from None
         except BaseException:
             self.destroy_node()
             raise
-
-    def _setup(self) -> None:
-        settings = self.settings = declare_learner_parameters(self)
-        if settings.structure not in STRUCTURES:
-            raise StartupError(f"structure '{settings.structure}' is not one of {list(STRUCTURES)}")
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
-                                    settings.online_learning, settings.limits)
-        self.counts = Counter()
-        self._counts_lock = threading.Lock()
-        self._logged_counts = None
-        self._learning = threading.Lock()
-        self._learn_started = 0.0
-        self.intake = TrialIntake(self.manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
-                                  self.manager.store_record, self.manager.store.record_of,
-                                  expire_period=min(1.0, settings.trial_timeout / 4),
-                                  max_stamp_skew=settings.max_stamp_skew)
-        problem = self.manager.load()
-        if problem:
-            self._log("error", problem)
-        elif self.manager.model is not None:
-            self._installed(self.manager.model)
-
-        ingest = MutuallyExclusiveCallbackGroup()
-        self._status = self.create_publisher(TrialStatus, "~/stored", trial_qos(KEEP_ALL))
-        qos = trial_qos(settings.qos_depth)
-        self.create_subscription(Action, "action", self._on_action, qos, callback_group=ingest)
-        self.create_subscription(Features, "object_features", self._on_object_features, qos, callback_group=ingest)
-        self.create_subscription(Features, "effects", self._on_effects, qos, callback_group=ingest)
-        self.create_timer(self.intake.expire_period, self._expire_trials, callback_group=ingest)
-        if settings.status_period > 0:
-            self.create_timer(settings.status_period, self._log_status, callback_group=ingest)
-        if settings.online_learning and settings.online_save_period > 0:
-            self.create_timer(settings.online_save_period, self._save_online, callback_group=ingest)
-        # reentrant: a second request is taken (and refused) while the first one awaits its worker
-        self.create_service(Learn, "~/learn", self._on_learn, callback_group=ReentrantCallbackGroup())
-        queries = MutuallyExclusiveCallbackGroup()
-        self.create_service(Predict, "~/predict", self._on_predict, callback_group=queries)
-        self.create_service(SelectAction, "~/select_action", self._on_select_action, callback_group=queries)
-
-        manager = self.manager
-        self.get_logger().info(
-            f"config {manager.config_path} ({len(manager.config)} variables, action variable "
-            f"'{manager.parts.action_variable}'); {manager.store.count()} cases in {manager.database_path}; "
-            f"trial topics {describe_qos(settings.qos_depth)}; "
-            + (f"model loaded from {manager.model_path}" if manager.model else "no model yet: call ~/learn")
-            + ("; online learning on" if settings.online_learning else ""))
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         for p in params:  # (prior_strength: its descriptor's range is checked by rclpy)
@@ -112,151 +79,146 @@ class LearnerNode(Node):
                                            reason=f"structure '{p.value}' is not one of {list(STRUCTURES)}")
         return SetParametersResult(successful=True)
 
-    # ------------------------------------------------------------- trials
-    def _on_action(self, msg: Action) -> None:
-        self._take("action", msg, msg.action)
-
-    def _on_object_features(self, msg: Features) -> None:
-        self._take("object", msg, (msg.names, msg.values))
-
-    def _on_effects(self, msg: Features) -> None:
-        self._take("effect", msg, (msg.names, msg.values))
-
-    def _take(self, kind: str, msg, fields) -> None:
-        self._handle(self.intake.take(kind, msg.trial_id, stamp_seconds(msg.header.stamp), fields, self._now()))
-
-    def _expire_trials(self) -> None:
-        self._handle(self.intake.expire(self._now()))
-
-    def _handle(self, events: list[Event]) -> None:
-        for event in events:
-            for counter in (event.counter, *event.also):
-                self._count(counter)
-            if event.message:
-                self._log(event.level, event.message)
-            if event.status is not None:
-                self._confirm(*event.status)
-            if event.case is not None and self.manager.online is not None:
-                self._report_online([self.manager.update_online(*event.case)])
-                if self.settings.online_save_period == 0:
-                    self._save_online()
-
-    def _confirm(self, trial_id: str, status: str, reason: str) -> None:
-        """The answer for one trial on ~/stored (if a reader is so far behind that it is lost: counted,
-        and the robot sends the trial again)."""
+    # ---------------------------------------------------------- lifecycle
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        settings = self.settings
         try:
-            self._status.publish(TrialStatus(trial_id=trial_id, status=status, reason=printable(reason)))
-        except _rclpy.RCLError as exc:
-            self._count("status_not_published")
-            self.get_logger().warning(f"could not publish on ~/stored: {exc}", throttle_duration_sec=10.0)
+            if self.get_parameter("structure").value not in STRUCTURES:
+                raise StartupError(f"structure '{self.get_parameter('structure').value}' is not one of "
+                                   f"{list(STRUCTURES)}")
+            self.manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
+                                        settings.online_learning, settings.limits)
+        except StartupError as exc:
+            self._problem = str(exc)
+            self.get_logger().error(f"configure failed: {exc}")
+            return FAILURE
+        self.intake = TrialIntake(self.manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
+                                  self.manager.store_record, self.manager.store.record_of,
+                                  expire_period=min(1.0, settings.trial_timeout / 4),
+                                  max_stamp_skew=settings.max_stamp_skew)
+        self._logged_counts, self.health_monitor = None, HealthMonitor()
+        problem = self.manager.load()
+        if problem:
+            self.log("error", problem)
+        elif self.manager.model is not None:
+            self.installed(self.manager.model)
+        self.model_publisher = self.create_lifecycle_publisher(String, "~/model", MODEL_QOS)
+        if settings.diagnostics_period > 0:
+            self.diagnostics = DiagnosticsPublisher(self, self.health, settings.diagnostics_period)
+        manager = self.manager
+        self.get_logger().info(
+            f"config {manager.config_path} ({len(manager.config)} variables, action variable "
+            f"'{manager.parts.action_variable}'); {manager.store.count()} cases in {manager.database_path}; "
+            f"trial topics {describe_qos(settings.qos_depth)}; "
+            + (f"model loaded from {manager.model_path}" if manager.model else "no model yet: call ~/learn")
+            + ("; online learning on" if settings.online_learning else ""))
+        self.lifecycle_state = "inactive"
+        return SUCCESS
 
-    @property
-    def parts_received(self) -> int:
-        with self._counts_lock:
-            return sum(self.counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        settings, ingest = self.settings, MutuallyExclusiveCallbackGroup()
+        self._active = [TrialTopics(self, settings.qos_depth, ingest),
+                        QueryServices(self, MutuallyExclusiveCallbackGroup())]
+        timers = [(settings.status_period, self._log_status)] if settings.status_period > 0 else []
+        if settings.online_learning and settings.online_save_period > 0:
+            timers.append((settings.online_save_period, self.save_online))
+        self._periodic = [self.create_timer(period, callback, callback_group=ingest) for period, callback in timers]
+        self.learn = LearnEndpoints(self)
+        result = super().on_activate(state)  # activates ~/model
+        self.lifecycle_state = "active"
+        self._publish_model()
+        self.get_logger().info("active: taking trials and answering ~/learn, ~/predict, ~/select_action")
+        return result
 
-    # -------------------------------------------------------------- learn
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._deactivate()
+        self.get_logger().info("inactive: not taking trials nor answering")
+        self.lifecycle_state = "inactive"
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._cleanup()
+        self.lifecycle_state = "unconfigured"
+        return SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._deactivate()
+        self._cleanup()
+        self.lifecycle_state = "finalized"
+        return SUCCESS
+
+    def _deactivate(self) -> None:
+        if self.learn is not None:
+            self.learn.close()  # cancels a learn that is running
+            self.learn = None
+        for endpoints in self._active:
+            endpoints.close()
+        for timer in self._periodic:
+            self.destroy_timer(timer)
+        self._active, self._periodic = [], []
+
+    def _cleanup(self) -> None:
+        if self.manager is None:
+            return
+        if self.manager.online is not None:
+            self.save_online(stopping=True)
+        self.get_logger().info(f"stopping; {self.status_line()}")
+        if self.diagnostics is not None:
+            self.diagnostics.close()
+            self.diagnostics = None
+        self.destroy_lifecycle_publisher(self.model_publisher)
+        self.manager.close()
+        self.manager = None
+
+    # ------------------------------------------------------- model, online
     @property
     def learning(self) -> bool:
-        """True while a learn request is being worked on."""
-        return self._learning.locked()
+        """True while a learn request (service or action) is being worked on."""
+        return self.learn is not None and self.learn.busy
 
-    async def _on_learn(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
-        response.success = False
-        if not self._learning.acquire(blocking=False):
-            self._count("learn_refused")
-            response.message = (f"a learn is already running (for {time.monotonic() - self._learn_started:.1f} s); "
-                                "call ~/learn again when it has finished")
-            return response
-        self._learn_started = time.monotonic()
-        work = (request.structure or self.get_parameter("structure").value,
-                self.get_parameter("prior_strength").value, self.manager.current_model())
-        try:
-            outcome = await self._in_worker(lambda: self.manager.learn(*work))
-            self._installed(outcome.model)
-            result = outcome.result
-            response.success, response.message = True, outcome.message
-            response.num_cases, response.arcs = result.num_cases, [f"{a}->{b}" for a, b in result.arcs]
-            response.log_likelihood, response.iterations = float(result.log_likelihood), int(result.iterations)
-            response.duration = float(result.duration)
-        except AffordanceError as exc:
-            response.message = str(exc)
-        except Exception as exc:  # a bug: answer and keep running rather than take the node down
-            self._log("error", f"learn failed unexpectedly: {exc!r}")
-            response.message = printable(f"internal error while learning: {exc!r}")
-        finally:
-            self._learning.release()  # only now: until the new model is in use, online saves wait
-        self._count("learn_ok" if response.success else "learn_failed")
-        self._log("info" if response.success else "warning", f"learn: {response.message}")
-        return response
-
-    def _in_worker(self, job) -> Future:
-        """Run ``job`` in a thread of its own; the future is done (and the executor woken) when it ends."""
-        finished, executor = Future(), self.executor
-
-        def work():
-            try:
-                finished.set_result(job())
-            except BaseException as exc:  # raised in the awaiting callback
-                finished.set_exception(exc)
-            finally:
-                try:
-                    executor.wake()  # the awaiting callback is polled on the executor's next wake-up
-                except InvalidHandle:  # the executor was shut down meanwhile
-                    pass
-
-        threading.Thread(target=work, name="affordance_learn", daemon=True).start()
-        return finished
-
-    # ------------------------------------------------------------- online
-    def _installed(self, model) -> None:
+    def installed(self, model, learned=None) -> None:
+        """``model`` takes over (loaded at configure, or just ``learned``); it goes out on ~/model."""
         updates, message = self.manager.install(model)
-        self._report_online(updates)
+        self.report_online(updates)
         if message:
-            self._log("info", message)
+            self.get_logger().info(message)
+        if learned is not None:
+            self.last_learn = LastLearn(float(learned.result.duration), float(learned.result.log_likelihood))
+            self._publish_model()
 
-    def _report_online(self, updates) -> None:
+    def _publish_model(self) -> None:
+        model = self.manager.current_model()
+        if model is not None and self.model_publisher.is_activated:
+            self.model_publisher.publish(String(data=json.dumps(model.to_dict())))
+
+    def report_online(self, updates) -> None:
+        """Count and log what online updates did."""
         for update in updates:
-            self._count("online_updates" if update.ok else "online_skipped")
+            self.count("online_updates" if update.ok else "online_skipped")
             if update.message:
-                self._log("info" if update.ok else "warning", update.message)
+                self.log("info" if update.ok else "warning", update.message)
 
-    def _save_online(self, stopping: bool = False) -> None:
+    def save_online(self, stopping: bool = False) -> None:
         """Write the online-updated model; not while a learn runs (it writes its own), unless stopping."""
-        if self.learning and not stopping:
+        if (self.learning and not stopping) or not self.manager.unsaved:
             return
         try:
             self.manager.save_online()
         except OSError as exc:
-            self._count("online_save_errors")
-            self._log("error", f"could not write the online-updated model to {self.manager.model_path}: {exc}")
+            self.count("online_save_errors")
+            self.get_logger().error(f"could not write the online-updated model to {self.manager.model_path}: {exc}")
+            return
+        if not stopping:
+            self._publish_model()
 
-    # ----------------------------------------------------- predict, select
-    def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
-        return self._answer("predict", "predict", checked(self.settings.limits, request, predict_into(request)),
-                            response)
+    # ------------------------------------------------ counters, log, health
+    def count(self, name: str) -> None:
+        """Count one more ``name`` (any thread)."""
+        self.counts.add(name)
 
-    def _on_select_action(self, request: SelectAction.Request,
-                          response: SelectAction.Response) -> SelectAction.Response:
-        return self._answer("select_action", "select",
-                            checked(self.settings.limits, request, select_action_into(request)), response)
-
-    def _answer(self, service: str, counter: str, fill, response):
-        # a learn running meanwhile swaps in its model only when done
-        problem = answer(self.manager.current_model(), response, fill,
-                         f"no model yet: call ~/learn first ({self.manager.store.count()} cases stored)")
-        if problem:
-            self._log("error" if problem.startswith("internal error") else "warning", f"{service}: {problem}")
-        self._count(f"{counter}_{'failed' if problem else 'ok'}")
-        return response
-
-    # ----------------------------------------------------------- counters
-    def _count(self, name: str) -> None:
-        with self._counts_lock:
-            self.counts[name] += 1
-
-    def _log(self, level: str, message: str) -> None:
-        # control characters escaped, length bounded: text from messages cannot forge or flood the log
+    def log(self, level: str, message: str) -> None:
+        """Log at ``level`` (info, warning, error), control characters escaped and the length bounded: text
+        from messages cannot forge or flood the log."""
         message = printable(message)
         # (one call site per severity: rclpy refuses different severities from one line of code)
         if level == "info":
@@ -267,32 +229,48 @@ class LearnerNode(Node):
             self.get_logger().warning(message)
 
     def _log_status(self) -> None:
-        with self._counts_lock:
-            counts = dict(self.counts)
+        counts = self.counts.snapshot()
         if counts != self._logged_counts:
             self._logged_counts = counts
             self.get_logger().info(self.status_line(counts))
 
     def status_line(self, counts=None) -> str:
-        return status_line(dict(self.counts) if counts is None else counts, self.intake.pending,
+        """The counters in one line (as logged every status_period and at stop)."""
+        return status_line(self.counts.snapshot() if counts is None else counts, self.intake.pending,
                            self.settings.online_learning)
 
-    def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+    def health(self) -> Health:
+        """The node's health now, as /diagnostics reports it."""
+        model = self.manager.current_model()
+        return self.health_monitor.assess(
+            self.counts.snapshot(), time.time(), state=self.lifecycle_state,
+            database=self.manager.database_path, stored_total=self.manager.store.count(),
+            model_metadata=None if model is None else model.metadata, last_learn=self.last_learn,
+            online=self.settings.online_learning)
+
+    @property
+    def parts_received(self) -> int:
+        """Trial parts taken so far (how ``shutdown.drain`` sees that queued messages are still coming)."""
+        counts = self.counts.snapshot()
+        return sum(counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
+
+    def finalize(self) -> None:
+        """The shutdown transition (saves, last log lines), unless it happened already."""
+        if self.lifecycle_state != "finalized":
+            self.trigger_shutdown()
 
     def destroy_node(self) -> None:
-        if self.manager is not None:
-            if self.manager.online is not None:
-                self._save_online(stopping=True)
-            self._log("info", f"stopping; {self.status_line()}")
-            self.manager.close()
-            self.manager = None
+        self._deactivate()
+        self._cleanup()
         super().destroy_node()
 
 
 def main(args=None) -> int:
-    # SIGINT/SIGTERM: what DDS delivered already is stored, then the node goes before the context (shutdown.py)
-    return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args, taken=lambda node: node.parts_received)
+    # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
+    # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
+    return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args,
+                        done=lambda node: node.lifecycle_state == "finalized",
+                        taken=lambda node: node.parts_received, finish=LearnerNode.finalize)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import IntegerRange, ParameterDescriptor
 
 from ..core import STRUCTURES, LearningOptions
 from ..data.pairing import (
@@ -17,11 +17,13 @@ from ..data.pairing import (
     SizeLimits,
 )
 from ..share import default_config_path, default_database_path, default_model_path
+from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL
 
 
 def _range(low: float, high: float) -> dict:
-    return {"floating_point_range": [FloatingPointRange(from_value=low, to_value=high)]}
+    """A double parameter (integers accepted) from ``low`` to ``high``."""
+    return {"number_range": (low, high)}
 
 
 def _int_range(low: int, high: int) -> dict:
@@ -92,6 +94,12 @@ PARAMETERS = {
     "status_period": (10.0, (
         "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
         "written only when they changed; 0 turns them off."), True, _range(0.0, 86400.0)),
+    "diagnostics_period": (1.0, (
+        "Seconds between DiagnosticArray messages on /diagnostics (OK / WARN / ERROR and key values) "
+        "from configure to cleanup; 0 turns them off."), True, _range(0.0, 3600.0)),
+    "autostart": (True, (
+        "Configure and activate the node at start (a managed lifecycle node). false: it starts unconfigured "
+        "and a lifecycle manager drives it through ~/change_state (configure, activate, ...)."), True, {}),
 }
 
 
@@ -114,20 +122,40 @@ class LearnerSettings:
     max_name_length: int
     max_list_length: int
     status_period: float
+    diagnostics_period: float
+    autostart: bool
 
     @property
     def limits(self) -> SizeLimits:
+        """The size limits of parts and requests."""
         return SizeLimits(self.max_trial_id_length, self.max_name_length, self.max_list_length)
 
 
+class ParameterError(ValueError):
+    """A parameter value the node cannot start with; the message says which and why."""
+
+
 def declare_learner_parameters(node) -> LearnerSettings:
-    """Declare every parameter on ``node`` with its descriptor; the values it starts with."""
+    """Declare every parameter on ``node`` with its descriptor; the values it starts with.
+
+    Double parameters take integers too (``slop:=1``); ParameterError for a value of the wrong type.
+    """
     defaults = {name: str(default()) if callable(default) else default
                 for name, (default, *_) in PARAMETERS.items()}
+    numbers = {}
     for name, (_, text, read_only, extra) in PARAMETERS.items():
-        node.declare_parameter(name, defaults[name],
-                               ParameterDescriptor(description=text, read_only=read_only, **extra))
+        if "number_range" in extra:
+            descriptor = numbers[name] = number_descriptor(text, *extra["number_range"], read_only=read_only)
+        else:
+            descriptor = ParameterDescriptor(description=text, read_only=read_only, **extra)
+        node.declare_parameter(name, defaults[name], descriptor)
+    accept_integers(node, numbers)
     value = {name: node.get_parameter(name).value for name in PARAMETERS}
+    try:
+        for name, descriptor in numbers.items():
+            value[name] = number_value(name, value[name], descriptor)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
     for name in ("config_path", "database_path", "model_path"):
         value[name] = Path(value[name] or defaults[name])
     return LearnerSettings(**value)

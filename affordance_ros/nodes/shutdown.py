@@ -89,10 +89,11 @@ def close(executor, node, context=None) -> None:
 
 
 def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: Callable | None = None,
-        taken: Callable | None = None, stopped: Callable | None = None) -> int:
+        taken: Callable | None = None, stopped: Callable | None = None, finish: Callable | None = None) -> int:
     """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``)
     spins until SIGINT/SIGTERM or ``done(node)``; after a signal, ``taken(node)`` (messages handled so far)
-    drains what is queued and ``stopped(node, signal_name)`` runs; then ``close``. Returns the exit status."""
+    drains what is queued and ``stopped(node, signal_name)`` runs; then ``finish(node)`` (e.g. a lifecycle
+    node's shutdown transition) and ``close``. Returns the exit status."""
     init(args=args)
     with StopSignals() as stop:
         try:
@@ -113,5 +114,7 @@ def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: 
         except ExternalShutdownException:
             pass
         finally:
+            if finish is not None and executor.context.ok():
+                finish(node)
             close(executor, node)
     return 0

@@ -2,12 +2,16 @@
 
 Each trial is an Action (the label), the object features and the effects (noisy sensor
 readings ~ Normal(5 * value index, sigma)), the three stamped with the time the trial
-starts. It waits until every topic has a subscriber, so that no trial is lost, and
-exits after ``count`` trials once the learner has confirmed them all (``confirm``, with trial
-ids: ``TrialPublisher`` sends a trial again while it is unconfirmed, so a learner that crashed
-and restarted still gets every one), or else once they are all acknowledged by DDS (count 0:
-runs until stopped). The publishers are reliable and keep all by default: while a subscriber is
-behind, publishing waits (the robot slows down to the subscriber's pace) instead of dropping trials.
+starts. It waits until the nodes named in ``wait_for`` (by default the learner) subscribe to
+every topic and every topic has ``min_subscribers`` subscribers, so that no trial is lost (a
+recorder that is up first is not enough), and exits after ``count`` trials once the learner has
+confirmed them all (``confirm``, with trial ids: ``TrialPublisher`` sends a trial again while it is
+unconfirmed, so a learner that crashed and restarted still gets every one), or else once they are
+all acknowledged by DDS (count 0: runs until stopped). ``seed`` -1 (the default) draws a random seed for
+the trials, logged, so that two runs publish different readings; the ground truth's CPTs come
+from ``truth_seed`` (default: ``seed`` if given, else 0: the same world every run).
+The publishers are reliable and keep all by default: while a subscriber is behind,
+publishing waits (the robot slows down to the subscriber's pace) instead of dropping trials.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import time
 
 import numpy as np
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import IntegerRange, ParameterDescriptor
 from rclpy.duration import Duration
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
@@ -26,11 +30,14 @@ from ..core import SENSOR_GROUPS, AffordanceNetwork
 from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
 from ..msg import Action, Features
 from . import shutdown
+from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, publish_waiting, trial_qos
 from .trial_publisher import DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
 
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
+# double parameters (integers accepted) and their ranges
+_NUMBERS = {"sigma": (1e-6, 1e6), "rate": (0.001, 10000.0), "resend_timeout": (0.01, 3600.0)}
 
 
 def trial_networks() -> list[str]:
@@ -42,19 +49,24 @@ class SimulatedRobot(Node):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
-        self._declare_parameters()
-        param = lambda name: self.get_parameter(name).value  # noqa: E731
-        network = param("network")
-        if network not in trial_networks():
+        try:
+            param = self._declare_parameters()
+            network = param["network"]
+            if network not in trial_networks():
+                raise ValueError(f"network '{network}' is not one of {trial_networks()}")
+        except ValueError:
             self.destroy_node()
-            raise ValueError(f"network '{network}' is not one of {trial_networks()}")
-        self.truth: AffordanceNetwork = benchmark_network(network, param("sigma"), param("seed"))
-        self.count = param("count")
-        self.min_subscribers = param("min_subscribers")
-        self.use_trial_ids = param("use_trial_ids")
-        self.trial_id_prefix = param("trial_id_prefix") or f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
+            raise
+        self.seed = param["seed"] if param["seed"] >= 0 else int.from_bytes(os.urandom(4), "little") >> 1
+        truth_seed = param["truth_seed"] if param["truth_seed"] >= 0 else max(param["seed"], 0)
+        self.truth: AffordanceNetwork = benchmark_network(network, param["sigma"], truth_seed)
+        self.count = param["count"]
+        self.min_subscribers = param["min_subscribers"]
+        self.wait_for = [name.strip() for name in param["wait_for"].split(",") if name.strip()]
+        self.use_trial_ids = param["use_trial_ids"]
+        self.trial_id_prefix = param["trial_id_prefix"] or f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
         # The trials come from another random stream than the ground truth's CPTs.
-        self._rng = np.random.default_rng([param("seed"), 1])
+        self._rng = np.random.default_rng([self.seed, 1])
         self._action = self.truth.index(self.truth.group("action")[0])
         self._sensors = {kind: [self.truth.index(name) for name in self.truth.group(kind)]
                          for kind in SENSOR_GROUPS}
@@ -62,39 +74,42 @@ class SimulatedRobot(Node):
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
-        self._waiting_logged = False
+        self._waiting_logged = []  # what the last 'waiting' line named; None once publishing
 
         self.trials = None  # the TrialPublisher when trials are confirmed
-        if param("confirm") and self.use_trial_ids:
-            self.trials = TrialPublisher(self, param("resend_timeout"), param("qos_depth"), param("status_topic"))
+        if param["confirm"] and self.use_trial_ids:
+            self.trials = TrialPublisher(self, param["resend_timeout"], param["qos_depth"], param["status_topic"])
             self._outputs = self.trials.publishers
         else:
-            qos = trial_qos(param("qos_depth"))
+            qos = trial_qos(param["qos_depth"])
             self._outputs = {
                 "action": self.create_publisher(Action, "action", qos),
                 "object": self.create_publisher(Features, "object_features", qos),
                 "effect": self.create_publisher(Features, "effects", qos),
             }
-        self._timer = self.create_timer(1.0 / param("rate"), self._publish_trial)
+        self._timer = self.create_timer(1.0 / param["rate"], self._publish_trial)
         self.get_logger().info(
-            f"ground truth '{network}' (sigma {param('sigma'):g}, seed {param('seed')}); "
-            f"{self.count or 'endless'} trials at {param('rate'):g} Hz, "
+            f"ground truth '{network}' (sigma {param['sigma']:g}, truth_seed {truth_seed}); trials seeded with "
+            f"{self.seed}" + (" (random; seed:=%d repeats them)" % self.seed if param["seed"] < 0 else "")
+            + f"; {self.count or 'endless'} trials at {param['rate']:g} Hz, "
             + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp")
-            + (f", each kept until the learner confirms it on {param('status_topic')}" if self.trials else ""))
+            + (f", each kept until the learner confirms it on {param['status_topic']}" if self.trials else ""))
 
-    def _declare_parameters(self) -> None:
+    def _declare_parameters(self) -> dict:
         def describe(text, **ranges):
             return ParameterDescriptor(description=text, read_only=True, **ranges)
 
         self.declare_parameter("network", "montesano", describe(
             f"Ground-truth network, one of {trial_networks()}.", additional_constraints=f"one of {trial_networks()}"))
-        self.declare_parameter("sigma", 1.0, describe(
-            "Standard deviation of the sensor noise; readings ~ Normal(5 * value index, sigma).",
-            floating_point_range=[FloatingPointRange(from_value=1e-6, to_value=1e6)]))
-        self.declare_parameter("seed", 0, describe(
-            "Seed of the ground truth's CPTs (Dirichlet(1)) and of the trials."))
-        self.declare_parameter("rate", 20.0, describe(
-            "Trials per second.", floating_point_range=[FloatingPointRange(from_value=0.001, to_value=10000.0)]))
+        self.declare_parameter("sigma", 1.0, number_descriptor(
+            "Standard deviation of the sensor noise; readings ~ Normal(5 * value index, sigma).", *_NUMBERS["sigma"]))
+        self.declare_parameter("seed", -1, describe(
+            "Seed of the trials (and of the ground truth when truth_seed is -1); -1: a random seed, logged.",
+            integer_range=[IntegerRange(from_value=-1, to_value=2**31 - 1)]))
+        self.declare_parameter("truth_seed", -1, describe(
+            "Seed of the ground truth's CPTs (Dirichlet(1)); -1: seed if it is given, else 0 (the same world "
+            "every run).", integer_range=[IntegerRange(from_value=-1, to_value=2**31 - 1)]))
+        self.declare_parameter("rate", 20.0, number_descriptor("Trials per second.", *_NUMBERS["rate"]))
         self.declare_parameter("count", 300, describe(
             "Trials to publish before exiting; 0: publish until stopped.",
             integer_range=[IntegerRange(from_value=0, to_value=2**31 - 1)]))
@@ -106,30 +121,60 @@ class SimulatedRobot(Node):
         self.declare_parameter("min_subscribers", 1, describe(
             "Publish only once each topic has this many subscribers (so that no trial is lost).",
             integer_range=[IntegerRange(from_value=0, to_value=1000)]))
+        self.declare_parameter("wait_for", "affordance_learner", describe(
+            "Publish only once these nodes (comma-separated names, or /namespace/name) subscribe to every "
+            "topic; empty: wait for min_subscribers only."))
         self.declare_parameter("confirm", True, describe(
             "With trial ids: keep every trial until the learner confirms it on status_topic, send it again "
             "after resend_timeout, and exit only once all are confirmed. false: exit once DDS acknowledged "
             "them (a learner that crashes meanwhile loses those it had not stored)."))
-        self.declare_parameter("resend_timeout", DEFAULT_RESEND_TIMEOUT, describe(
+        self.declare_parameter("resend_timeout", DEFAULT_RESEND_TIMEOUT, number_descriptor(
             "Seconds a trial waits for its confirmation before it is sent again (see TrialPublisher).",
-            floating_point_range=[FloatingPointRange(from_value=0.01, to_value=3600.0)]))
+            *_NUMBERS["resend_timeout"]))
         self.declare_parameter("status_topic", STATUS_TOPIC, describe(
             "Where the learner confirms trials (its ~/stored)."))
         self.declare_parameter("qos_depth", KEEP_ALL, describe(
             "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
             "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",
             integer_range=[IntegerRange(from_value=0, to_value=100000)]))
+        accept_integers(self, _NUMBERS)
+        values = {name: self.get_parameter(name).value for name in self.list_parameters([], 0).names}
+        for name in _NUMBERS:
+            values[name] = number_value(name, values[name], self.describe_parameter(name))
+        return values
 
     def _subscribers_ready(self) -> bool:
         return all(p.get_subscription_count() >= self.min_subscribers for p in self._outputs.values())
 
+    def missing_subscribers(self) -> list[str]:
+        """What publishing still waits for: the ``wait_for`` nodes not subscribed to a topic, or too few
+        subscribers on a topic (empty when ready)."""
+        missing = []
+        for publisher in self._outputs.values():
+            topic = publisher.topic_name
+            subscribed = {(info.node_name, f"{info.node_namespace.rstrip('/')}/{info.node_name}")
+                          for info in self.get_subscriptions_info_by_topic(topic)}
+            missing += [f"{name} on {topic}" for name in self.wait_for
+                        if not any(name in pair for pair in subscribed)]
+            if publisher.get_subscription_count() < self.min_subscribers:
+                missing.append(f"{self.min_subscribers} subscriber(s) on {topic}")
+        return missing
+
     def _publish_trial(self) -> None:
         if self.count and self.published >= self.count:
             return
-        if not self._subscribers_ready():
-            if not self._waiting_logged:
-                self.get_logger().info("waiting for subscribers on action, object_features and effects")
-                self._waiting_logged = True
+        if not self.published:
+            missing = self.missing_subscribers()
+            if missing:
+                if missing != self._waiting_logged:
+                    self.get_logger().info(f"waiting for {', '.join(missing)} before publishing")
+                    self._waiting_logged = missing
+                return
+            if self._waiting_logged is not None:
+                self.get_logger().info("publishing: " + (f"{', '.join(self.wait_for)} subscribed to every topic"
+                                                         if self.wait_for else "subscribers are there"))
+                self._waiting_logged = None
+        elif not self._subscribers_ready():  # a subscriber left: pause
             return
         if not len(self._batch):
             self._batch = sample_values(self.truth, _BATCH, self._rng)
@@ -146,8 +191,8 @@ class SimulatedRobot(Node):
             for i in self._sensors[kind]:
                 sensor = self.truth.variables[i].sensor
                 msg.names.append(sensor.name)
-                noise = self._rng.standard_normal()
-                msg.values.append(float(sensor.means[codes[i]] + sensor.stddevs[codes[i]] * noise))
+                noise = sensor.stddevs[codes[i]] * self._rng.standard_normal()
+                msg.values.append(float(sensor.means[codes[i]] + noise))
             parts.append((kind, msg))
         if self.trials is not None:
             self.trials.send(trial_id, [(self._outputs[kind], msg) for kind, msg in parts])

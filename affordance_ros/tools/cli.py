@@ -7,6 +7,10 @@
     affordance-ros export cases.db --out cases.csv          (or --out new_bag/ --storage mcap)
     affordance-ros replay robot_bag/ --rate 10 --clock      (needs ROS 2: publishes into the graph)
     affordance-ros record new_bag/ --trials 300             (needs ROS 2: subscribes to the graph)
+    affordance-ros call predict --query action --sensor obj_vel=9.7   (asks the running learner node)
+    affordance-ros export-model model.json --format bif --out model.bif
+    affordance-ros import-model expert.bif --config config.json --out model.json
+    affordance-ros show model.json --out model.png [--cpts]
 
 Bags are rosbag2 (sqlite3 or mcap) holding the Action/Features topics; see docs/offline.md.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -23,10 +28,11 @@ from ..core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSe
 from ..core.options import METHODS, SCORES, STRUCTURES, LearningOptions
 from ..data import offline
 from ..data.bag import BagError
+from ..data.formats import FORMATS, export_model, format_of, import_model
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
 from ..data.storage import CaseStoreError
 from ..share import default_config_path
-from . import record, replay
+from . import call, record, replay
 from .bench import add_parser as add_bench_parser
 from .progress import ProgressBar
 from .ros_args import split_ros_args
@@ -70,7 +76,7 @@ def _pairing_options(args):
 
 
 def _config(args) -> AffordanceNetwork:
-    return AffordanceNetwork.load(args.config or default_config_path())
+    return AffordanceNetwork.load(args.config or default_config_path(), what="configuration")
 
 
 def _pairs(items, what: str) -> dict:
@@ -84,7 +90,7 @@ def _pairs(items, what: str) -> dict:
 
 
 def cmd_learn(args) -> int:
-    config = AffordanceNetwork.load(args.config)
+    config = AffordanceNetwork.load(args.config, what="configuration")
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress)
     learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
                                 prior=args.prior, method=args.method, seed=args.seed,
@@ -151,6 +157,40 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_export_model(args) -> int:
+    model = AffordanceNetwork.load(args.model)
+    fmt = format_of(args.out, args.format)
+    export_model(model, fmt, args.out)
+    print(f"wrote the discrete network of {args.model} ({len(model)} variables, {len(model.arcs)} arcs) "
+          f"to {args.out} ({fmt}; the sensor models stay in {args.model})")
+    return 0
+
+
+def cmd_import_model(args) -> int:
+    config = AffordanceNetwork.load(args.config, what="configuration")
+    model = import_model(args.file, config, args.format)
+    model.save(args.out)
+    print(f"imported {args.file} ({len(model)} variables, {len(model.arcs)} arcs) with the groups and sensors of "
+          f"{args.config}; model written to {args.out}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from .show import draw_model  # (matplotlib: only for this command)
+
+    model = AffordanceNetwork.load(args.model)
+    try:
+        out = draw_model(model, args.out, cpts=args.cpts, title=args.title, min_probability=args.min_probability)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    print(f"drew {args.model} to {out}")
+    return 0
+
+
+def cmd_call(args) -> int:
+    return call.run(args, args.ros_args)
+
+
 def cmd_replay(args) -> int:
     return replay.run(args, args.ros_args)
 
@@ -177,23 +217,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="affordance-ros", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    learn = sub.add_parser("learn", help="learn structure and parameters from recorded cases")
+    learn = sub.add_parser(
+        "learn", help="learn structure and parameters from recorded cases",
+        description="Learn a model (structure, then CPTs by EM) from recorded cases, as the learner node's ~/learn "
+                    "does, and write it as model JSON. Options left out come from the configuration's 'learning' "
+                    "block, then the defaults.")
     learn.add_argument("--cases", required=True,
                        help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag "
                             "(directory, .db3, .mcap)")
-    learn.add_argument("--config", required=True, help="configuration in the model schema (no CPTs)")
+    learn.add_argument("--config", required=True,
+                       help="configuration in the model schema, without CPTs (e.g. config/montesano.json)")
     learn.add_argument("--structure", choices=STRUCTURES, help=f"default: the config's, else {DEFAULTS.structure}")
     learn.add_argument("--out", required=True, help="where to write the model JSON")
     learn.add_argument("--score", choices=SCORES,
                        help=f"structure score (default: the config's, else {DEFAULTS.score})")
-    learn.add_argument("--max-parents", type=int)
+    learn.add_argument("--max-parents", type=int,
+                       help=f"at most this many parents per variable (default {DEFAULTS.max_parents})")
     learn.add_argument("--prior", type=float, help="Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
     learn.add_argument("--method", choices=METHODS,
-                       help=f"parameter learning (default: the config's, else {DEFAULTS.method})")
+                       help=f"em, or discrete: the paper's baseline (MAP-assign, then count); default: the "
+                            f"config's, else {DEFAULTS.method}")
     learn.add_argument("--tol", type=float, help="EM stops when the RMS parameter change is below this")
-    learn.add_argument("--max-iter", type=int)
-    learn.add_argument("--mcmc-samples", type=int)
-    learn.add_argument("--seed", type=int)
+    learn.add_argument("--max-iter", type=int, help="EM stops after this many iterations (default 100)")
+    learn.add_argument("--mcmc-samples", type=int, help="structures MCMC samples after burn-in (default 5000)")
+    learn.add_argument("--seed", type=int, help="seed of MCMC and of the sensor fits (default 0: reproducible)")
     learn.add_argument("--fit-sensors", action="store_true",
                        help="re-estimate the sensor means/stddevs inside EM (when only roughly known)")
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
@@ -202,8 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pairing_options(learn)
     learn.set_defaults(run=cmd_learn)
 
-    pred = sub.add_parser("predict", help="posterior of query variables given labels and sensor readings")
-    pred.add_argument("--model", required=True)
+    pred = sub.add_parser(
+        "predict", help="posterior of query variables given labels and sensor readings",
+        description="The posterior of the query variables under a model file, given raw sensor readings and/or "
+                    "known labels, as JSON (what the node's ~/predict answers; `call predict` asks the node).")
+    pred.add_argument("--model", required=True, help="a model file (model JSON with CPTs, e.g. from learn)")
     pred.add_argument("--query", action="append", required=True,
                       help="a variable name or a group (action, object, effect); repeatable")
     pred.add_argument("--sensor", action="append", metavar="SENSOR=READING", help="raw sensor reading")
@@ -238,6 +288,46 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_arguments(rec)
     rec.set_defaults(run=cmd_record)
 
+    calls = sub.add_parser(
+        "call", help="call the running learner node: learn, predict, select-action (needs ROS 2)",
+        description="Call the running learner node's Learn action, ~/predict or ~/select_action and print the "
+                    "answer as JSON (the `ros2 service call` these machines lack).",
+        epilog="ROS arguments go after --ros-args (e.g. --ros-args -r __ns:=/robot1)")
+    call.add_arguments(calls)
+    calls.set_defaults(run=cmd_call)
+
+    formats = ", ".join(f"{fmt} ({'/'.join(suffixes)})" for fmt, suffixes in FORMATS.items())
+    exm = sub.add_parser(
+        "export-model", help="write a model's discrete network as BIF, XMLBIF or UAI (pyAgrum, pgmpy, GeNIe, bnlearn)",
+        description="Write the discrete network of a model (variables, labels in order, arcs, CPTs) in another "
+                    "tool's format; the sensor models stay in the model file.")
+    exm.add_argument("model", help="a model file (model JSON with CPTs)")
+    exm.add_argument("--format", choices=list(FORMATS), help=f"default: from --out's extension: {formats}")
+    exm.add_argument("--out", required=True, help="the file to write")
+    exm.set_defaults(run=cmd_export_model)
+    imm = sub.add_parser(
+        "import-model", help="make a model from a BIF, XMLBIF or UAI network and a configuration",
+        description="Read a discrete network (an expert's, or another tool's) and give it the groups, sensors and "
+                    "learning options of a configuration: a model to predict with, or to be the prior of the next.")
+    imm.add_argument("file", help=f"the network: {formats}")
+    imm.add_argument("--config", required=True,
+                     help="configuration with the same variables and labels (UAI: in the file's order), with sensors")
+    imm.add_argument("--format", choices=list(FORMATS), help="default: from the file's extension")
+    imm.add_argument("--out", required=True, help="where to write the model JSON")
+    imm.set_defaults(run=cmd_import_model)
+    show = sub.add_parser(
+        "show", help="draw a model (or configuration) as a picture: PNG, SVG or PDF",
+        description="Draw the network: actions, object features and effects in columns, arcs labelled with their "
+                    "MCMC probability when the model has them; --cpts adds a heat map of every CPT.")
+    show.add_argument("model", help="a model file (or a configuration: its variables and any arcs)")
+    show.add_argument("--out", required=True, help="the picture to write: .png, .svg or .pdf")
+    show.add_argument("--cpts", action="store_true", help="add a heat map of every CPT")
+    show.add_argument("--title", help="title (default: how the model was learned)")
+    show.add_argument("--min-probability", type=float, default=0.3,
+                      help="also draw (dashed) arcs MCMC sampled at least this often that the model lacks "
+                           "(default 0.3)")
+    show.set_defaults(run=cmd_show)
+
     add_bench_parser(sub)
     return parser
 
@@ -246,17 +336,30 @@ def main(argv=None) -> int:
     parser = build_parser()
     argv, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if ros_args and args.command not in ("replay", "record"):
-        parser.error(f"--ros-args is for replay and record, not {args.command}")
+    if ros_args and args.command not in ("replay", "record", "call"):
+        parser.error(f"--ros-args is for replay, record and call, not {args.command}")
     args.ros_args = ros_args
+    command = args.command + (f" {args.service}" if args.command == "call" else "")
     try:
-        return args.run(args)
-    except (AffordanceError, UserError, BagError, CaseStoreError) as exc:
-        print(f"affordance-ros {args.command}: error: {exc}", file=sys.stderr)
+        status = args.run(args)
+        sys.stdout.flush()  # (here, so that a closed pipe is caught below)
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
+    except (AffordanceError, UserError, BagError, CaseStoreError, call.CallError) as exc:
+        print(f"affordance-ros {command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"affordance-ros {args.command}: error: {exc}", file=sys.stderr)
+        print(f"affordance-ros {command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`affordance-ros learn ... | head -1`): stop quietly, as `cat` would.
+    Python would complain once more when it flushes stdout at exit: point stdout at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
 
 
 if __name__ == "__main__":

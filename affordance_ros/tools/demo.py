@@ -24,12 +24,13 @@ import numpy as np
 from ..core import STRUCTURES, AffordanceNetwork, format_arcs, predict, predict_batch
 from ..core.ground_truth import sample_values
 from ..share import default_config_path
+from .show import draw_model
 
 HELD_OUT_TRIALS = 500
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="affordance_ros.tools.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="./demo.sh", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--trials", type=int, default=300, help="trials the robot does (default 300)")
     parser.add_argument("--rate", type=float, default=100.0, help="trials per second (default 100)")
     parser.add_argument("--structure", choices=STRUCTURES, default="k2", help="structure learning (default k2)")
@@ -37,6 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed of the ground truth and the trials (default 0)")
     parser.add_argument("--pair-by-stamp", action="store_true", help="send trials without ids (paired by stamp)")
     parser.add_argument("--workdir", type=Path, help="keep the database and model here (default: a temporary folder)")
+    parser.add_argument("--picture", type=Path,
+                        help="where to draw the learned network (default: model.png in --workdir, else "
+                             f"{default_picture()})")
     parser.add_argument("--verbose", action="store_true", help="show the nodes' info logs")
     args = parser.parse_args(argv)
     if args.trials < 1 or args.rate <= 0 or args.sigma <= 0:
@@ -147,6 +151,11 @@ def distributions(response) -> dict:
     return {d.variable: dict(zip(d.values, d.probabilities)) for d in response.marginals}
 
 
+def default_picture() -> Path:
+    """Where the demo draws the learned network without --workdir (the work folder is removed at the end)."""
+    return Path(tempfile.gettempdir()) / "affordance_ros-demo-model.png"
+
+
 def check(response, what: str):
     if not response.success:
         raise RuntimeError(f"{what} failed: {response.message}")
@@ -177,6 +186,9 @@ def run(args, workdir: Path) -> int:
               f"found{', missed ' + ', '.join(sorted(true_arcs - found)) if true_arcs - found else ''}"
               f"{'; extra ' + ', '.join(sorted(found - true_arcs)) if found - true_arcs else ''}")
         print(f"  model written to {workdir / 'model.json'}")
+        picture = draw_model(AffordanceNetwork.load(workdir / "model.json"),
+                             args.picture or (workdir / "model.png" if args.workdir else default_picture()))
+        print(f"  the learned network is drawn in {picture} (affordance-ros show MODEL --out PICTURE)")
 
         print("\nPredictions for new trials: 'learned' is the node's answer (~/predict), 'truth' the same "
               "question put to the ground-truth network.")

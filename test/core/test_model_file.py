@@ -2,6 +2,8 @@
 
 import copy
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -148,3 +150,13 @@ def test_impossible_cases_are_found_and_can_be_left_out():
         cases.evidence()
     kept = cases.take(~cases.impossible())
     assert list(kept.trial_ids) == ["ok"] and kept.evidence().n_cases == 1
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_model_files_get_the_permissions_of_the_umask(tmp_path, umask, mode):
+    model = benchmark_network("montesano", sigma=1.0, seed=0)
+    old = os.umask(umask)
+    try:
+        model.save(tmp_path / "model.json")
+        model.save(tmp_path / "model.json")  # replaced: still the umask's
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "model.json").stat().st_mode) == mode

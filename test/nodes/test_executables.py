@@ -2,9 +2,11 @@
 
 import os
 import signal
+import stat
 import subprocess
 
-from conftest import assert_distributions, wait_for
+import pytest
+from conftest import assert_distributions, sampled_records, wait_for
 
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.share import default_config_path, share_directory
@@ -14,11 +16,11 @@ LIB = PREFIX / "lib" / "affordance_ros"
 PARAMS_FILE = share_directory() / "config" / "learner.params.yaml"
 
 
-def start(executable, *ros_args, tmp_path, name):
+def start(executable, *ros_args, tmp_path, name, umask=None):
     log = open(tmp_path / f"{name}.log", "w")
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-    return subprocess.Popen([str(LIB / executable), "--ros-args", *ros_args], stdout=log,
-                            stderr=subprocess.STDOUT, env=env)
+    return subprocess.Popen([str(LIB / executable), "--ros-args", *ros_args], stdout=log, stderr=subprocess.STDOUT,
+                            env=env, preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 
 def output(tmp_path, name):
@@ -103,3 +105,27 @@ def test_the_robot_at_full_speed_loses_no_trial_with_the_defaults(tmp_path):
     assert (f"stopping; cases: {n} stored this run; trials pending: 0; parts received: {n} action, {n} object, "
             f"{n} effect") in log, log
     assert "incomplete trials dropped: 0" in log, log
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_integer_doubles_umask_permissions_and_a_clean_stop(ros, tmp_path, signum):
+    # slop:=1 (an integer for a double) used to end in InvalidParameterTypeException; the model file was
+    # 0600 whatever the umask; every stop printed "Failed to publish log message to rosout".
+    db, model = tmp_path / "cases.db", tmp_path / "model.json"
+    with CaseStore(db) as store:
+        for record in sampled_records(50):
+            store.add(record)
+    learner = start("learner_node", "-p", "slop:=1", "-p", "trial_timeout:=3", "-p", f"database_path:={db}",
+                    "-p", f"model_path:={model}", tmp_path=tmp_path, name="learner", umask=0o002)
+    try:
+        learned = ros.learn()
+        assert learned.success, learned.message
+    finally:
+        learner.send_signal(signum)
+        status = learner.wait(30)
+        print(output(tmp_path, "learner"))
+    log = output(tmp_path, "learner")
+    assert status == 0, log
+    assert stat.S_IMODE(model.stat().st_mode) == 0o664  # 0666 & ~umask, as any new file
+    assert "stopping; cases: 0 stored this run" in log, log
+    assert "rosout" not in log and "Traceback" not in log and "Exception" not in log, log

@@ -36,3 +36,21 @@ def test_params_file_names_every_declared_parameter(ros):
     assert set(params["affordance_learner"]["ros__parameters"]) == declared
     for name in declared:
         assert learner.describe_parameter(name).description, name
+
+
+def declared_arguments(path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = [node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", "") == "DeclareLaunchArgument" and node.args
+             and isinstance(node.args[0], ast.Constant)]
+    table = [elt.elts[0].value for node in ast.walk(tree) if isinstance(node, ast.Tuple) and len(node.elts) == 4
+             and isinstance(node.elts[0], ast.Constant) and isinstance(node.elts[0].value, str)
+             for elt in [node]]
+    return set(names) | set(table)
+
+
+def test_launch_files_take_the_lifecycle_diagnostics_and_robot_parameters():
+    learner = declared_arguments(SHARE / "launch" / "learner.launch.py")
+    assert {"autostart", "diagnostics_period", "params_file", "namespace"} <= learner
+    demo = declared_arguments(SHARE / "launch" / "demo.launch.py")
+    assert {"autostart", "seed", "truth_seed", "wait_for", "count", "rate", "sigma"} <= demo

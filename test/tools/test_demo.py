@@ -20,4 +20,15 @@ def test_demo_runs_and_prints_predictions(tmp_path):
     assert out.count("<- what happened") == 2 * (1 + 4)  # each example: the action, the four effects
     assert "names the action done" in out
     assert (tmp_path / "work" / "cases.db").is_file() and (tmp_path / "work" / "model.json").is_file()
+    picture = tmp_path / "work" / "model.png"
+    assert f"the learned network is drawn in {picture}" in out
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "ros_home" / "affordance_ros").exists()  # nothing written to the default place
+
+
+def test_demo_help_is_whole_sentences():
+    result = subprocess.run([sys.executable, "-P", "-m", "affordance_ros.tools.demo", "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("usage: ./demo.sh")
+    description = " ".join(result.stdout.split("\n\n")[1].split())
+    assert description.endswith("printed next to the ground truth."), description

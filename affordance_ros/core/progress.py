@@ -1,0 +1,28 @@
+"""Progress of a learning run, and how to stop one: a callback the learner calls between steps.
+
+``progress(phase, iteration, log_likelihood)`` is called by ``AffordanceLearner.fit``,
+``learn_structure`` and ``fit_em``: ``phase`` is "sensors", "structure" or "parameters",
+``iteration`` counts the steps of that phase (K2: variables placed, MCMC: samples drawn,
+EM: iterations done) and ``log_likelihood`` is the structure score or the EM log-likelihood so
+far (NaN when there is none yet). The callback may raise ``LearningCancelled`` (or return
+False, which raises it) to stop learning: nothing learned so far is kept.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+Progress = Optional[Callable[[str, int, float], Optional[bool]]]
+
+
+class LearningCancelled(Exception):
+    """Learning was stopped by its progress callback; nothing of that run is kept."""
+
+
+def report(progress: Progress, phase: str, iteration: int, log_likelihood: float = float("nan")) -> None:
+    """Call ``progress`` (if any); ``LearningCancelled`` when it returns False."""
+    if progress is not None and progress(phase, int(iteration), float(log_likelihood)) is False:
+        raise LearningCancelled(f"learning was cancelled during the {phase} phase")
+
+
+__all__ = ["LearningCancelled", "Progress", "report"]

@@ -1,0 +1,45 @@
+"""The planners' services of the learner: ``~/predict`` and ``~/select_action`` (see ``answers``).
+
+Created when the node activates and removed when it deactivates; both answer from the model in
+use (a learn running meanwhile swaps in its model only when done), count what they answered
+and log what they could not.
+"""
+
+from __future__ import annotations
+
+from ..srv import Predict, SelectAction
+from .answers import answer, checked, predict_into, select_action_into
+
+
+class QueryServices:
+    """``~/predict`` and ``~/select_action`` of a LearnerNode, in one callback group."""
+
+    def __init__(self, node, callback_group):
+        self.node = node
+        self.services = [
+            node.create_service(Predict, "~/predict", self._on_predict, callback_group=callback_group),
+            node.create_service(SelectAction, "~/select_action", self._on_select_action,
+                                callback_group=callback_group)]
+
+    def close(self) -> None:
+        """Remove the services."""
+        for service in self.services:
+            self.node.destroy_service(service)
+
+    def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
+        return self._answer("predict", "predict", checked(self.node.settings.limits, request, predict_into(request)),
+                            response)
+
+    def _on_select_action(self, request: SelectAction.Request,
+                          response: SelectAction.Response) -> SelectAction.Response:
+        return self._answer("select_action", "select",
+                            checked(self.node.settings.limits, request, select_action_into(request)), response)
+
+    def _answer(self, service: str, counter: str, fill, response):
+        node, manager = self.node, self.node.manager
+        problem = answer(manager.current_model(), response, fill,
+                         f"no model yet: call ~/learn first ({manager.store.count()} cases stored)")
+        if problem:
+            node.log("error" if problem.startswith("internal error") else "warning", f"{service}: {problem}")
+        node.count(f"{counter}_{'failed' if problem else 'ok'}")
+        return response

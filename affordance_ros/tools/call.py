@@ -1,0 +1,193 @@
+"""`affordance-ros call`: ask a running learner node, from the shell (there is no `ros2` command here).
+
+    affordance-ros call learn [--structure k2] [--progress]
+    affordance-ros call predict --query action --sensor obj_vel=9.7 --value Shape=box
+    affordance-ros call select-action --effect ObjVel=fast --sensor size=9.7
+
+The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout.
+``learn`` uses the node's Learn action (``--progress``: its feedback on stderr; Ctrl-C cancels
+the learn and the node keeps its current model). Waits ``--timeout`` seconds for the node's
+service or action to appear. Failures (no node, ``success: false``) are one line on stderr
+and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import signal
+import sys
+from typing import Sequence
+
+DEFAULT_NODE = "/affordance_learner"
+
+
+class CallError(Exception):
+    """The call could not be made or was answered with success false: one line for the user."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The `call` sub-commands: learn, predict, select-action."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--node", default=DEFAULT_NODE,
+                        help=f"the learner node's full name (default {DEFAULT_NODE}; its services are NODE/learn, ...)")
+    common.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to wait for the node's service or action to appear (default 10)")
+    common.add_argument("--pretty", action="store_true", help="indent the JSON")
+    evidence = argparse.ArgumentParser(add_help=False)
+    evidence.add_argument("--sensor", action="append", metavar="SENSOR=READING", help="raw sensor reading; repeatable")
+    evidence.add_argument("--value", action="append", metavar="VARIABLE=LABEL", help="known label; repeatable")
+    which = parser.add_subparsers(dest="service", required=True, metavar="{learn,predict,select-action}")
+    learn = which.add_parser("learn", parents=[common], help="learn a new model from the stored cases (Learn action)",
+                             description="Learn a new model from the node's stored cases, with the Learn action.")
+    learn.add_argument("--structure", default="", help="k2, mcmc or fixed (default: the node's 'structure' parameter)")
+    learn.add_argument("--progress", action="store_true", help="print the action's feedback on stderr")
+    learn.add_argument("--learn-timeout", type=float, default=0.0,
+                       help="seconds to wait for the result; then the learn is cancelled (default 0: no limit)")
+    predict = which.add_parser("predict", parents=[common, evidence], help="posterior of query variables (~/predict)",
+                               description="The posterior of the query variables given the evidence (~/predict).")
+    predict.add_argument("--query", action="append", required=True,
+                         help="a variable name or a group (action, object, effect); repeatable")
+    select = which.add_parser("select-action", parents=[common, evidence],
+                              help="rank the actions by how likely they produce an effect (~/select_action)",
+                              description="Every action ranked by p(desired effects | action, object evidence).")
+    select.add_argument("--effect", action="append", required=True, metavar="VARIABLE=LABEL",
+                        help="a desired effect; repeatable")
+    return parser
+
+
+def pairs(items, what: str) -> dict:
+    """NAME=VALUE arguments as a dict; CallError for a malformed one."""
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise CallError(f"{what} '{item}' must look like NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def readings(items) -> dict:
+    """--sensor SENSOR=READING arguments as floats."""
+    out = {}
+    for name, text in pairs(items, "--sensor").items():
+        try:
+            out[name] = float(text)
+        except ValueError:
+            raise CallError(f"--sensor {name}={text}: the reading must be a number") from None
+        if not math.isfinite(out[name]):
+            raise CallError(f"--sensor {name}={text}: the reading must be a finite number")
+    return out
+
+
+def run(args, ros_args: Sequence[str] = ()) -> int:
+    """Make the call; print the answer as JSON. CallError for a failure."""
+    sensors = readings(getattr(args, "sensor", None))
+    values = pairs(getattr(args, "value", None), "--value")
+    effects = pairs(getattr(args, "effect", None), "--effect")
+
+    import rclpy  # (here: the command line's other commands need no ROS)
+    from rclpy.executors import SingleThreadedExecutor
+
+    context = rclpy.Context()
+    rclpy.init(args=["call", *ros_args], context=context)
+    node = rclpy.create_node("affordance_call", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    wait = functools.partial(_wait, executor)
+    try:
+        if args.service == "learn":
+            answer = _learn(node, wait, args)
+        elif args.service == "predict":
+            answer = _predict(node, wait, args, sensors, values)
+        else:
+            answer = _select_action(node, wait, args, sensors, values, effects)
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+    json.dump(answer, sys.stdout, indent=2 if args.pretty else None)
+    print()
+    return 0
+
+
+def _wait(executor, future, timeout: float | None, what: str):
+    """Spin until ``future`` is done (feedback callbacks run meanwhile); CallError after ``timeout``."""
+    executor.spin_until_future_complete(future, timeout_sec=timeout)
+    if not future.done():
+        raise CallError(f"no answer from {what} within {timeout:g} s")
+    return future.result()
+
+
+def _service(node, wait, srv_type, name: str, request, timeout: float):
+    client = node.create_client(srv_type, name)
+    if not client.wait_for_service(timeout_sec=timeout):
+        raise CallError(f"no service {name} within {timeout:g} s: is the learner node running (and active)?")
+    answer = wait(client.call_async(request), None, name)
+    if not answer.success:
+        raise CallError(answer.message)
+    return answer
+
+
+def _predict(node, wait, args, sensors, values) -> dict:
+    from ..srv import Predict
+
+    answer = _service(node, wait, Predict, f"{args.node}/predict", Predict.Request(
+        query=args.query, sensor_names=list(sensors), sensor_values=list(sensors.values()),
+        variable_names=list(values), variable_values=list(values.values())), args.timeout)
+    return {"marginals": {d.variable: dict(zip(d.values, d.probabilities)) for d in answer.marginals},
+            "most_probable": dict(zip([d.variable for d in answer.marginals], answer.most_probable)),
+            "joint_probability": answer.joint_probability}
+
+
+def _select_action(node, wait, args, sensors, values, effects) -> dict:
+    from ..srv import SelectAction
+
+    answer = _service(node, wait, SelectAction, f"{args.node}/select_action", SelectAction.Request(
+        sensor_names=list(sensors), sensor_values=list(sensors.values()), variable_names=list(values),
+        variable_values=list(values.values()), effect_names=list(effects), effect_values=list(effects.values())),
+        args.timeout)
+    return {"action_variable": answer.action_variable,
+            "ranking": [{"action": a, "probability": p} for a, p in zip(answer.actions, answer.probabilities)]}
+
+
+def _learn(node, wait, args) -> dict:
+    from rclpy.action import ActionClient
+
+    from ..action import Learn
+
+    name = f"{args.node}/learn"
+    client = ActionClient(node, Learn, name)
+    if not client.wait_for_server(timeout_sec=args.timeout):
+        raise CallError(f"no action {name} within {args.timeout:g} s: is the learner node running (and active)?")
+
+    def feedback(msg):
+        f = msg.feedback
+        print(f"learn: {f.phase} {f.iteration} (log-likelihood {f.log_likelihood:.3f}, {f.cases} cases, "
+              f"{f.elapsed:.1f} s)", file=sys.stderr, flush=True)
+
+    handle = wait(client.send_goal_async(Learn.Goal(structure=args.structure),
+                                          feedback_callback=feedback if args.progress else None), args.timeout, name)
+    if not handle.accepted:
+        raise CallError(f"{name} refused the goal")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        try:
+            answer = wait(handle.get_result_async(), args.learn_timeout or None, name)
+        except (KeyboardInterrupt, CallError):
+            print("learn: cancelling (the node keeps its current model)", file=sys.stderr, flush=True)
+            wait(handle.cancel_goal_async(), 10.0, name)
+            answer = wait(handle.get_result_async(), 30.0, name)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    result = answer.result
+    if not result.success:
+        raise CallError(result.message)
+    return {"success": True, "message": result.message, "num_cases": result.num_cases, "arcs": list(result.arcs),
+            "log_likelihood": result.log_likelihood, "iterations": result.iterations, "duration": result.duration}
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

@@ -1,0 +1,96 @@
+"""/diagnostics (OK / WARN / ERROR with key values) and the ~/model topic (transient local)."""
+
+import json
+import threading
+
+from conftest import sampled_records, wait_for
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
+
+from affordance_ros.core import AffordanceNetwork
+from affordance_ros.data.storage import CaseStore
+from affordance_ros.msg import Features
+
+NAME = "affordance_learner: learner"
+MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class Listener:
+    """Keeps what arrives on a topic."""
+
+    def __init__(self, ros, msg_type, topic, qos=10):
+        self.messages, self.lock = [], threading.Lock()
+        ros.client_node.create_subscription(msg_type, topic, self._take, qos)
+
+    def _take(self, msg):
+        with self.lock:
+            self.messages.append(msg)
+
+    def last(self):
+        with self.lock:
+            return self.messages[-1] if self.messages else None
+
+
+def learner_status(listener, level=None, text=""):
+    """The newest status of the learner, if it has ``level`` and ``text`` in its message."""
+    msg = listener.last()
+    statuses = [s for s in msg.status if s.name == NAME] if msg else []
+    if statuses and (level is None or statuses[0].level == level) and text in statuses[0].message:
+        return statuses[0]
+    return None
+
+
+def test_diagnostics_say_ok_warn_and_error_with_key_values(ros, tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(80):
+            store.add(record)
+    diagnostics = Listener(ros, DiagnosticArray, "/diagnostics")
+    ros.learner(diagnostics_period=0.2)
+
+    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.WARN, "no model yet"), what="WARN: no model")
+    values = {kv.key: kv.value for kv in learner_status(diagnostics).values}
+    assert values["cases stored"] == "80" and values["model age [s]"] == "no model"
+    assert values["state"] == "active" and values["last learn duration [s]"] == "-"
+
+    learned = ros.learn()
+    assert learned.success, learned.message
+    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.OK), what="OK once a model exists")
+    values = {kv.key: kv.value for kv in learner_status(diagnostics).values}
+    assert float(values["last learn duration [s]"]) == round(learned.duration, 3)
+    assert float(values["last learn log-likelihood"]) == round(learned.log_likelihood, 3)
+    assert 0 <= float(values["model age [s]"]) < 60 and values["online updates"] == "off"
+
+    bad = ros.publisher(Features, "object_features")
+    bad.publish(Features(trial_id="bad", names=["weight"], values=[1.0]))
+    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.WARN, "1 parts rejected"), what="WARN: rejected")
+    assert {kv.key: kv.value for kv in learner_status(diagnostics).values}["rejected parts"] == "1"
+
+    (tmp_path / "cases.db").unlink()  # the database is gone: new cases would be lost
+    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.ERROR, "case database"), what="ERROR")
+    assert learner_status(diagnostics).hardware_id == "/affordance_learner"
+
+
+def test_the_model_topic_has_the_model_at_start_up_and_after_every_learn(ros, tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(80):
+            store.add(record)
+    learner = ros.learner()
+    learned = ros.learn()
+    assert learned.success, learned.message
+    late = Listener(ros, String, "/affordance_learner/model", MODEL_QOS)  # joins after the learn: still gets it
+    wait_for(lambda: late.last() is not None, what="the model on ~/model")
+    on_topic = AffordanceNetwork.from_dict(json.loads(late.last().data))
+    assert on_topic.to_dict() == AffordanceNetwork.load(tmp_path / "model.json").to_dict()
+    assert json.loads(late.last().data) == json.loads(json.dumps(learner.manager.current_model().to_dict()))
+
+    again = ros.learn(structure="fixed")
+    assert again.success
+    wait_for(lambda: len(late.messages) == 2, what="the second model")
+
+    # a restarted learner publishes the model it loaded, for subscribers that come later
+    ros.remove(learner)
+    ros.learner()
+    restarted = Listener(ros, String, "/affordance_learner/model", MODEL_QOS)
+    wait_for(lambda: restarted.last() is not None, what="the model at start-up")
+    assert json.loads(restarted.last().data) == AffordanceNetwork.load(tmp_path / "model.json").to_dict()
