@@ -132,23 +132,28 @@ def gaussian_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarr
     they have, and each group is done at once on its sub-vector (rows with none: 0).
     """
     n, d = x.shape
-    out = np.zeros((n, means.shape[0]))
     present = ~np.isnan(x)
-    patterns, inverse = np.unique(present, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    for p, pattern in enumerate(patterns):
-        if not pattern.any():
+    if present.all():
+        return _complete_log_density(x, means, covariances)
+    out = np.zeros((n, means.shape[0]))
+    code = present.astype(np.int64) @ (1 << np.arange(d, dtype=np.int64))   # the missing-pattern of each case
+    for pattern in np.unique(code):
+        if pattern == 0:
             continue
-        rows = np.flatnonzero(inverse == p)
-        dims = np.flatnonzero(pattern)
-        sub = x[np.ix_(rows, dims)]                                   # (m, e)
-        cov = covariances[:, dims[:, None], dims[None, :]]            # (card, e, e)
-        chol = np.linalg.cholesky(cov)
-        diff = sub[None, :, :] - means[:, None, dims]                 # (card, m, e)
-        z = np.linalg.solve(chol, np.swapaxes(diff, 1, 2))            # (card, e, m)
-        log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-        out[rows] = (-0.5 * (z * z).sum(axis=1) - 0.5 * log_det[:, None] - dims.size * _LOG_SQRT_2PI).T
+        rows = np.flatnonzero(code == pattern)
+        dims = np.flatnonzero((pattern >> np.arange(d)) & 1)
+        out[rows] = _complete_log_density(x[np.ix_(rows, dims)], means[:, dims],
+                                          covariances[:, dims[:, None], dims[None, :]])
     return out
+
+
+def _complete_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
+    """log N(x_k; means[j], covariances[j]), (K, card), for rows without NaN."""
+    chol = np.linalg.cholesky(covariances)                             # (card, d, d)
+    inv_chol = np.linalg.inv(chol)
+    z = inv_chol @ (x.T[None, :, :] - means[:, :, None])               # (card, d, K)
+    log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+    return (-0.5 * (z * z).sum(axis=1) - 0.5 * log_det[:, None] - x.shape[1] * _LOG_SQRT_2PI).T
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,7 +16,7 @@ from .errors import ModelFormatError
 from .network import GROUPS
 
 STRUCTURES = ("k2", "mcmc", "fixed")
-SCORES = ("k2", "bdeu", "bic")
+SCORES = ("k2", "bdeu", "bic", "cv")
 METHODS = ("em", "discrete")
 EM_INITS = ("uniform", "discrete")
 
@@ -42,13 +42,14 @@ class LearningOptions:
     em_init: str = "uniform"
     fit_sensors: bool = False
     prior_strength: float = 0.0
+    structural_em: int = 0
 
     def __post_init__(self):
         _choice("structure", self.structure, STRUCTURES)
         _choice("score", self.score, SCORES)
         _choice("method", self.method, METHODS)
         _choice("em_init", self.em_init, EM_INITS)
-        for name in ("max_parents", "max_iter", "mcmc_samples", "mcmc_burn_in", "seed"):
+        for name in ("max_parents", "max_iter", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
             _integer(name, getattr(self, name))
         for name in ("prior", "prior_strength"):
             _number(name, getattr(self, name), minimum=0.0)

@@ -136,10 +136,11 @@ def fit_gmm(x: np.ndarray, n_components: int, covariance_type: str, rng: np.rand
             weights = nk / n
             means = (resp.T @ x) / nk[:, None]
             diff = x[None, :, :] - means[:, None, :]                          # (k, n, d)
+            weighted = resp.T[:, :, None] * diff
             if covariance_type == "diag":
-                covs = np.einsum("kn,knd->kd", resp.T, diff * diff)[:, :, None] * eye / nk[:, None, None]
+                covs = (weighted * diff).sum(axis=1)[:, :, None] * eye / nk[:, None, None]
             else:
-                covs = np.einsum("kn,kni,knj->kij", resp.T, diff, diff) / nk[:, None, None]
+                covs = np.swapaxes(weighted, 1, 2) @ diff / nk[:, None, None]
             covs = covs + floor * eye
             if ll - previous < tol * abs(ll):
                 break
@@ -169,12 +170,17 @@ def fit_vector_sensor(readings: np.ndarray, n_components: int | None, max_compon
     types = ("full", "diag") if covariance_type == "auto" else (covariance_type,)
     ks = [n_components] if n_components is not None else range(1, min(max_components, len(x)) + 1)
     best = None
-    for k in ks:
-        for cov_type in types:
+    for cov_type in types:
+        worse = 0  # BIC search stops once three more components in a row did not help
+        for k in ks:
             w, m, c, ll = fit_gmm(z, k, cov_type, rng)
             bic = -2.0 * ll + _n_parameters(k, z.shape[1], cov_type) * np.log(len(z))
             if best is None or bic < best[0]:
-                best = (bic, w, m, c, cov_type)
+                best, worse = (bic, w, m, c, cov_type), 0
+            else:
+                worse += 1
+                if worse >= 3 and n_components is None:
+                    break
     _, w, m, c, cov_type = best
     means = m * scale + centre
     covs = c * np.outer(scale, scale)

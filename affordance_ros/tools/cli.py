@@ -19,7 +19,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from ..core import SCORES, STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
 from ..data import offline
 from ..data.bag import BagError
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--config", required=True, help="configuration in the model schema (no CPTs)")
     learn.add_argument("--structure", choices=STRUCTURES, help="default: the config's, else k2")
     learn.add_argument("--out", required=True, help="where to write the model JSON")
-    learn.add_argument("--score", choices=("k2", "bdeu", "bic"))
+    learn.add_argument("--score", choices=SCORES)
     learn.add_argument("--max-parents", type=int)
     learn.add_argument("--prior", type=float, help="Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
     learn.add_argument("--method", choices=("em", "discrete"))
