@@ -7,6 +7,8 @@
     affordance-ros export cases.db --out cases.csv          (or --out new_bag/ --storage mcap)
     affordance-ros replay robot_bag/ --rate 10 --clock      (needs ROS 2: publishes into the graph)
     affordance-ros record new_bag/ --trials 300             (needs ROS 2: subscribes to the graph)
+    affordance-ros simulate --scenario tools --out cases.csv
+    affordance-ros evaluate --cases cases.csv --config config/tools.json --leave-out object_id --targets Effect
 
 Bags are rosbag2 (sqlite3 or mcap) holding the Action/Features topics; see docs/offline.md.
 """
@@ -25,7 +27,7 @@ from ..data.bag import BagError
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
 from ..data.storage import CaseStoreError
 from ..share import default_config_path
-from . import record, replay
+from . import evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .progress import ProgressBar
 from .ros_args import split_ros_args
@@ -148,6 +150,14 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_evaluate(args) -> int:
+    return evaluate.run_evaluate(args, UserError)
+
+
+def cmd_simulate(args) -> int:
+    return evaluate.run_simulate(args)
+
+
 def cmd_replay(args) -> int:
     return replay.run(args, args.ros_args)
 
@@ -230,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog="ROS arguments go after --ros-args (e.g. --ros-args -r __ns:=/robot1)")
     record.add_arguments(rec)
     rec.set_defaults(run=cmd_record)
+
+    ev = sub.add_parser("evaluate", help="cross-validate learning on cases against baselines (accuracy, log-loss, "
+                                         "RMSE, log-density), on the same folds")
+    sim = sub.add_parser("simulate", help="write the trials of a realistic scenario (tools, hands) to a CSV file")
+    evaluate.add_arguments(ev, sim)
+    ev.set_defaults(run=cmd_evaluate)
+    sim.set_defaults(run=cmd_simulate)
 
     add_bench_parser(sub)
     return parser
