@@ -52,6 +52,12 @@ HANDS = {  # finger flexion (degrees), and how far each action moves a reference
     "bent": (90.0, {"push": 5.0, "pull": 8.0, "tap_left": 4.0, "tap_right": 4.0}),
 }
 HAND_OBJECTS = {"ball": 1.4, "box": 0.7}  # mobility
+HAND_OBJECT_CIRCLENESS = {"ball": 0.9, "box": 0.15}
+# what a robot publishes of each trial: object features and effects, by reading name
+FEATURES = {
+    "tools": {"object": TOOL_DESCRIPTORS + SHAPE_DESCRIPTORS, "effect": ("dx", "dy")},
+    "hands": {"object": ("finger_flexion", "object_circleness"), "effect": ("dx", "dy")},
+}
 
 
 def shape_descriptors(roundness: np.ndarray, elongation: np.ndarray) -> np.ndarray:
@@ -119,7 +125,7 @@ def simulate_tools(n_repeats: int = 10, seed: int = 0) -> dict:
 
 def simulate_hands(n_repeats: int = 10, seed: int = 0) -> dict:
     """Every (hand posture, object, action) ``n_repeats`` times, shuffled. Returns columns: trial_id,
-    object_id, Action, Hand, Object (labels), finger_flexion, dx, dy."""
+    object_id, Action, Hand, Object (labels), finger_flexion, object_circleness, dx, dy."""
     rng = np.random.default_rng(seed)
     grid = [(h, o, a) for h in HANDS for o in HAND_OBJECTS for a in ACTIONS for _ in range(n_repeats)]
     grid = [grid[j] for j in rng.permutation(len(grid))]
@@ -130,9 +136,10 @@ def simulate_hands(n_repeats: int = 10, seed: int = 0) -> dict:
     lateral = np.where(objects == "ball", 0.25, 0.05)
     disp = _displacement(base, mobility, actions, lateral, rng)
     flexion = np.array([HANDS[h][0] for h in hands]) + 4.0 * rng.standard_normal(n)
+    circleness = np.array([HAND_OBJECT_CIRCLENESS[o] for o in objects]) + 0.05 * rng.standard_normal(n)
     return {"trial_id": [f"hands-{k:05d}" for k in range(n)], "object_id": list(objects), "Action": list(actions),
             "Hand": list(hands), "Object": list(objects), "finger_flexion": flexion,
-            "dx": disp[:, 0], "dy": disp[:, 1]}
+            "object_circleness": circleness, "dx": disp[:, 0], "dy": disp[:, 1]}
 
 
 def simulate(scenario: str, n_repeats: int = 10, seed: int = 0) -> dict:
@@ -153,5 +160,5 @@ def scenario_cases(config: AffordanceNetwork, columns: dict, extra=("object_id",
     return cases.with_extra({name: columns[name] for name in extra})
 
 
-__all__ = ["ACTIONS", "SCENARIOS", "SHAPE_DESCRIPTORS", "TOOL_DESCRIPTORS", "scenario_cases", "simulate",
+__all__ = ["ACTIONS", "FEATURES", "SCENARIOS", "SHAPE_DESCRIPTORS", "TOOL_DESCRIPTORS", "scenario_cases", "simulate",
            "simulate_hands", "simulate_tools"]

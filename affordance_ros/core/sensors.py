@@ -107,7 +107,7 @@ def _kmeanspp(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def fit_gmm(x: np.ndarray, n_components: int, covariance_type: str, rng: np.random.Generator,
-            n_init: int = 2, max_iter: int = 200, tol: float = 1e-5, floor: float = COVARIANCE_FLOOR):
+            n_init: int = 3, max_iter: int = 200, tol: float = 1e-5, floor: float = COVARIANCE_FLOOR):
     """Maximum-likelihood multivariate mixture by EM on (standardised) rows ``x`` (n, d), best of
     ``n_init`` k-means++ starts; ``covariance_type`` "full" or "diag"; ``floor`` is added to every
     variance. Returns (weights (k,), means (k, d), covariances (k, d, d), log-likelihood).
@@ -171,15 +171,17 @@ def fit_vector_sensor(readings: np.ndarray, n_components: int | None, max_compon
     ks = [n_components] if n_components is not None else range(1, min(max_components, len(x)) + 1)
     best = None
     for cov_type in types:
-        worse = 0  # BIC search stops once three more components in a row did not help
+        type_best, worse = np.inf, 0  # this type's search stops once three more components in a row did not help
         for k in ks:
             w, m, c, ll = fit_gmm(z, k, cov_type, rng)
             bic = -2.0 * ll + _n_parameters(k, z.shape[1], cov_type) * np.log(len(z))
             if best is None or bic < best[0]:
-                best, worse = (bic, w, m, c, cov_type), 0
+                best = (bic, w, m, c, cov_type)
+            if bic < type_best:
+                type_best, worse = bic, 0
             else:
                 worse += 1
-                if worse >= 3 and n_components is None:
+                if worse >= 3:
                     break
     _, w, m, c, cov_type = best
     means = m * scale + centre

@@ -1,8 +1,10 @@
-"""A simulated robot: publishes trials sampled from a ground-truth affordance network.
+"""A simulated robot: publishes trials sampled from a ground-truth affordance network, or from a scenario.
 
 Each trial is an Action (the label), the object features and the effects (noisy sensor
 readings ~ Normal(5 * value index, sigma)), the three stamped with the time the trial
-starts. It waits until every topic has a subscriber, so that no trial is lost, and
+starts. With ``scenario`` tools or hands the trials come from the realistic scenarios of
+``core.scenarios`` instead (tool and shape descriptors, 2-D displacements; config/tools.json,
+config/hands.json). It waits until every topic has a subscriber, so that no trial is lost, and
 exits after ``count`` trials once they are all acknowledged (count 0: runs until stopped).
 The publishers are reliable and keep all by default: while a subscriber is behind,
 publishing waits (the robot slows down to the subscriber's pace) instead of dropping trials.
@@ -24,6 +26,7 @@ from rclpy.task import Future
 
 from ..core import SENSOR_GROUPS, AffordanceNetwork
 from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
+from ..core.scenarios import FEATURES, SCENARIOS, simulate
 from ..msg import Action, Features
 from .qos import KEEP_ALL, publish_waiting, trial_qos
 
@@ -57,6 +60,11 @@ class SimulatedRobot(Node):
         self._sensors = {kind: [self.truth.index(name) for name in self.truth.group(kind)]
                          for kind in SENSOR_GROUPS}
         self._batch = np.empty((0, len(self.truth)), dtype=np.int64)
+        self.scenario = param("scenario")
+        if self.scenario not in ("network", *SCENARIOS):
+            self.destroy_node()
+            raise ValueError(f"scenario '{self.scenario}' is not one of {['network', *SCENARIOS]}")
+        self._scenario_trials = []
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
@@ -70,8 +78,9 @@ class SimulatedRobot(Node):
         }
         self._timer = self.create_timer(1.0 / param("rate"), self._publish_trial)
         self.get_logger().info(
-            f"ground truth '{network}' (sigma {param('sigma'):g}, seed {param('seed')}); "
-            f"{self.count or 'endless'} trials at {param('rate'):g} Hz, "
+            (f"ground truth '{network}' (sigma {param('sigma'):g}, seed {param('seed')}); " if self.scenario == "network"
+             else f"scenario '{self.scenario}' (seed {param('seed')}); ")
+            + f"{self.count or 'endless'} trials at {param('rate'):g} Hz, "
             + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp"))
 
     def _declare_parameters(self) -> None:
@@ -80,6 +89,10 @@ class SimulatedRobot(Node):
 
         self.declare_parameter("network", "montesano", describe(
             f"Ground-truth network, one of {trial_networks()}.", additional_constraints=f"one of {trial_networks()}"))
+        self.declare_parameter("scenario", "network", describe(
+            f"Where trials come from: 'network' (the ground-truth 'network') or a realistic scenario, one of "
+            f"{list(SCENARIOS)} (learn it with config/<scenario>.json).",
+            additional_constraints=f"one of {['network', *SCENARIOS]}"))
         self.declare_parameter("sigma", 1.0, describe(
             "Standard deviation of the sensor noise; readings ~ Normal(5 * value index, sigma).",
             floating_point_range=[FloatingPointRange(from_value=1e-6, to_value=1e6)]))
@@ -114,27 +127,43 @@ class SimulatedRobot(Node):
                 self.get_logger().info("waiting for subscribers on action, object_features and effects")
                 self._waiting_logged = True
             return
-        if not len(self._batch):
-            self._batch = sample_values(self.truth, _BATCH, self._rng)
-        codes, self._batch = self._batch[0], self._batch[1:]
+        label, readings = self._next_trial()
         stamp = self.get_clock().now().to_msg()
         trial_id = f"{self.trial_id_prefix}-{self.published:06d}" if self.use_trial_ids else ""
 
-        action = Action(trial_id=trial_id, action=self.truth.variables[self._action].values[codes[self._action]])
+        action = Action(trial_id=trial_id, action=label)
         action.header.stamp = stamp
         self._publish("action", action)
         for kind in SENSOR_GROUPS:
-            msg = Features(trial_id=trial_id)
+            msg = Features(trial_id=trial_id, names=list(readings[kind]), values=list(readings[kind].values()))
             msg.header.stamp = stamp
-            for i in self._sensors[kind]:
-                sensor = self.truth.variables[i].sensor
-                msg.names.append(sensor.name)
-                msg.values.append(float(sensor.means[codes[i]] + sensor.stddevs[codes[i]] * self._rng.standard_normal()))
             self._publish(kind, msg)
         self.published += 1
         if self.count and self.published == self.count:
             self._timer.cancel()
             self._finish()
+
+    def _next_trial(self) -> tuple[str, dict]:
+        """(action label, {kind: {reading name: value}}) of the next trial."""
+        if self.scenario != "network":
+            if not self._scenario_trials:
+                columns = simulate(self.scenario, 1, int(self._rng.integers(2**31)))
+                self._scenario_trials = [
+                    (str(columns["Action"][k]), {kind: {n: float(columns[n][k]) for n in FEATURES[self.scenario][kind]}
+                                                 for kind in SENSOR_GROUPS})
+                    for k in range(len(columns["trial_id"]))]
+            return self._scenario_trials.pop(0)
+        if not len(self._batch):
+            self._batch = sample_values(self.truth, _BATCH, self._rng)
+        codes, self._batch = self._batch[0], self._batch[1:]
+        readings = {}
+        for kind in SENSOR_GROUPS:
+            readings[kind] = {}
+            for i in self._sensors[kind]:
+                sensor = self.truth.variables[i].sensor
+                readings[kind][sensor.name] = float(sensor.means[codes[i]]
+                                                    + sensor.stddevs[codes[i]] * self._rng.standard_normal())
+        return self.truth.variables[self._action].values[codes[self._action]], readings
 
     def _publish(self, kind: str, msg) -> None:
         """Publish; while a subscriber is behind (keep-all history full) wait: trials are delayed, never lost."""
