@@ -37,13 +37,15 @@ class UserError(Exception):
     """A mistake in the command line or its files: printed as one line, exit status 2."""
 
 
-def load_cases(config: AffordanceNetwork, source: str, options=None, progress: bool | None = None) -> CaseSet:
-    """Cases from a CSV file, the learner node's SQLite database or a rosbag2 bag."""
+def load_cases(config: AffordanceNetwork, source: str, options=None, progress: bool | None = None,
+               ignore=()) -> CaseSet:
+    """Cases from a CSV file (``ignore``: its columns that are not variables), the learner node's SQLite
+    database or a rosbag2 bag."""
     path = Path(source)
     if not path.exists():
         raise UserError(f"cases file '{source}' does not exist")
     if offline.source_kind(path) == "csv":  # every label column, not only the action's
-        return CaseSet.from_csv(config, path)
+        return CaseSet.from_csv(config, path, extra=ignore)
     cases = read_cases(path, config, options or offline.PairingOptions(), progress)
     _tell(cases, "learn")
     return CaseSet.from_records(config, cases.records)
@@ -84,7 +86,7 @@ def _pairs(items, what: str) -> dict:
 
 def cmd_learn(args) -> int:
     config = AffordanceNetwork.load(args.config)
-    cases = load_cases(config, args.cases, _pairing_options(args), args.progress)
+    cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
     learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
                                 prior=args.prior, method=args.method, seed=args.seed,
                                 mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter,
@@ -203,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
     learn.add_argument("--prior-strength", type=float,
                        help="how many cases the prior model is worth (equivalent sample size)")
+    learn.add_argument("--ignore-columns", nargs="+", metavar="COLUMN",
+                       help="CSV columns that are not variables, to skip (e.g. object_id)")
     _add_pairing_options(learn)
     learn.set_defaults(run=cmd_learn)
 

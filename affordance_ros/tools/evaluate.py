@@ -38,6 +38,8 @@ def add_arguments(evaluate_parser, simulate_parser) -> None:
                    help="variables (or groups) to predict from everything else; default: every variable observed")
     p.add_argument("--groups", metavar="COLUMN",
                    help="the column whose groups the nearest-centroid baseline averages over (default: --leave-out's)")
+    p.add_argument("--ignore-columns", nargs="+", metavar="COLUMN", default=[],
+                   help="other CSV columns that are not variables, to skip")
     p.add_argument("--k", type=int, default=10, help="neighbours of the k-NN baseline (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the k-fold split")
     p.add_argument("--out", help="directory for evaluation.json and the PNGs (confusion matrices, predicted vs true)")
@@ -72,7 +74,7 @@ def _cell(x) -> str:
 
 def run_evaluate(args, user_error) -> int:
     config = AffordanceNetwork.load(args.config)
-    extra = [c for c in dict.fromkeys([args.leave_out, args.groups]) if c]
+    extra = [c for c in dict.fromkeys([args.leave_out, args.groups, *args.ignore_columns]) if c]
     cases = CaseSet.from_csv(config, args.cases, extra=extra)
     group_column = args.groups or args.leave_out
     if args.leave_out:
