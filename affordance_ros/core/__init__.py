@@ -17,12 +17,21 @@ from .learner import AffordanceLearner, LearnResult, format_arcs
 from .network import FORMAT, FORMAT_VECTOR, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorModel, Variable
 from .options import SCORES, STRUCTURES, LearningOptions
 from .parameters import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
-from .predict import (ActionRanking, BatchPrediction, Prediction, ReadingPrediction, predict, predict_batch,
-                      predict_readings, rank_actions)
+from .predict import (
+                      ActionRanking,
+                      BatchPrediction,
+                      Prediction,
+                      ReadingPrediction,
+                      predict,
+                      predict_batch,
+                      predict_readings,
+                      rank_actions,
+)
 
 __all__ = [
     "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet", "DataError", "EMResult",
-    "Evidence", "EvidenceError", "FORMAT", "FORMAT_VECTOR", "GROUPS", "SENSOR_GROUPS", "LearnResult", "LearningOptions", "SCORES", "STRUCTURES", "ModelFormatError", "Prediction", "ReadingPrediction", "SensorModel",
+    "Evidence", "EvidenceError", "FORMAT", "FORMAT_VECTOR", "GROUPS", "SENSOR_GROUPS", "LearnResult",
+    "LearningOptions", "SCORES", "STRUCTURES", "ModelFormatError", "Prediction", "ReadingPrediction", "SensorModel",
     "Variable", "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "format_arcs", "log_likelihood",
     "map_assign", "predict", "predict_batch", "predict_readings", "rank_actions", "sample_cases",
 ]

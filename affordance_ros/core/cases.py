@@ -2,7 +2,8 @@
 
 A ``CaseSet`` holds K cases column-wise: for each variable observed by label an
 int array of value codes (-1: not observed), for each reading name (a 1-D sensor's,
-or one of a vector sensor's) a float array of readings (NaN: not observed). ``CaseSet.evidence`` turns them into the per-variable
+or one of a vector sensor's) a float array of readings (NaN: not observed).
+``CaseSet.evidence`` turns them into the per-variable
 likelihood arrays (``evidence.Evidence``) that inference consumes.
 """
 

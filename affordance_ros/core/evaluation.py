@@ -56,6 +56,8 @@ def group_indices(groups: Sequence) -> tuple[list, list[np.ndarray]]:
 # ---------------------------------------------------------------- targets and inputs
 @dataclass
 class Target:
+    """A variable to predict, and how it is scored."""
+
     variable: str
     kind: str                 # "label" or "reading"
     names: tuple = ()         # reading names of a reading target
@@ -64,7 +66,8 @@ class Target:
 
 def resolve_targets(config: AffordanceNetwork, cases: CaseSet, targets: Sequence[str] | None) -> list[Target]:
     """The variables to predict: ``targets`` (names or groups), by default every variable the cases
-    carry labels or all readings of."""
+    carry labels or all readings of.
+    """
     names = config.resolve_query(targets) if targets else list(config.names)
     out = []
     for name in names:
@@ -191,17 +194,20 @@ def _neighbours(inputs: Inputs, k: int) -> np.ndarray:
 
 def reading_baseline(method: str, inputs: Inputs, y_train: np.ndarray, k: int = 10):
     """(means (n_test, d), variances (n_test, d)) of a Gaussian prediction of a reading target (y_train
-    (n_train, d), training rows with a missing target reading skipped)."""
+    (n_train, d), training rows with a missing target reading skipped).
+    """
     keep = np.all(np.isfinite(y_train), axis=1)
     groups = None if inputs.groups_train is None else inputs.groups_train[keep]
     inputs = Inputs(inputs.cells_train[keep], inputs.cells_test, inputs.x_train[keep], inputs.x_test, groups)
     y = y_train[keep]
     n_test = len(inputs.cells_test)
     if method == "majority":
-        return np.broadcast_to(y.mean(0), (n_test, y.shape[1])).copy(), np.broadcast_to(y.var(0), (n_test, y.shape[1])).copy()
+        shape = (n_test, y.shape[1])
+        return np.broadcast_to(y.mean(0), shape).copy(), np.broadcast_to(y.var(0), shape).copy()
     member = _cell_members(inputs).astype(float)
     if method == "cell_mean":
-        return _member_mean(member, y), np.broadcast_to(_pooled_variance(inputs.cells_train, y), member.shape[:1] + y.shape[1:]).copy()
+        variance = _pooled_variance(inputs.cells_train, y)
+        return _member_mean(member, y), np.broadcast_to(variance, (n_test, y.shape[1])).copy()
     if method == "nearest_centroid":
         if inputs.groups_train is None or inputs.x_train.shape[1] == 0:
             return reading_baseline("cell_mean", inputs, y, k)
@@ -252,7 +258,7 @@ def _pooled_variance(cells: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def gaussian_diag_log_density(y: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """log N(y; mean, diag(var)) per row, NaN dimensions left out."""
+    """Log N(y; mean, diag(var)) per row, NaN dimensions left out."""
     present = np.isfinite(y)
     terms = -0.5 * ((y - mean) ** 2 / var + np.log(var) + _LOG_2PI)
     return np.where(present, terms, 0.0).sum(1)
@@ -288,6 +294,8 @@ class TargetResult:
 
 @dataclass
 class EvaluationResult:
+    """Every target's results, and how the folds were made."""
+
     folds: int
     scheme: str
     n_cases: int
@@ -295,6 +303,7 @@ class EvaluationResult:
     duration: float = 0.0
 
     def to_dict(self) -> dict:
+        """The metrics, JSON-ready (the predictions are left out)."""
         return {"scheme": self.scheme, "folds": self.folds, "num_cases": self.n_cases,
                 "duration": round(self.duration, 3),
                 "targets": {t.target.variable: {"kind": t.target.kind, "names": list(t.target.names),
@@ -366,7 +375,8 @@ def _metrics(r: TargetResult, method: str) -> dict:
         y = y[ok]
         chosen = np.argmax(p, axis=1)
         prob = np.clip(p[np.arange(len(y)), y], 1e-15, 1.0)
-        return {"accuracy": float(np.mean(chosen == y)), "log_loss": float(-np.mean(np.log(prob))), "cases": int(ok.sum())}
+        return {"accuracy": float(np.mean(chosen == y)), "log_loss": float(-np.mean(np.log(prob))),
+                "cases": int(ok.sum())}
     y = r.truth
     pred = r.predictions[method]
     err = (pred - y) ** 2

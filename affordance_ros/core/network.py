@@ -91,6 +91,7 @@ class SensorModel:
 
     @property
     def vector(self) -> bool:
+        """Whether the sensor reports several readings at once."""
         return self.dim > 1
 
     def component_means(self) -> np.ndarray:
@@ -126,7 +127,7 @@ class SensorModel:
 
 
 def gaussian_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
-    """log N(x_k; means[j], covariances[j]) for every case k and component j, (K, card).
+    """Log N(x_k; means[j], covariances[j]) for every case k and component j, (K, card).
 
     NaN entries of ``x`` (K, d) are marginalised out: the cases are grouped by which readings
     they have, and each group is done at once on its sub-vector (rows with none: 0).
@@ -148,7 +149,7 @@ def gaussian_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarr
 
 
 def _complete_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
-    """log N(x_k; means[j], covariances[j]), (K, card), for rows without NaN."""
+    """Log N(x_k; means[j], covariances[j]), (K, card), for rows without NaN."""
     chol = np.linalg.cholesky(covariances)                             # (card, d, d)
     inv_chol = np.linalg.inv(chol)
     z = inv_chol @ (x.T[None, :, :] - means[:, :, None])               # (card, d, K)
@@ -406,6 +407,7 @@ class AffordanceNetwork:
     # ------------------------------------------------------------- (de)serial.
     @property
     def has_vector_sensors(self) -> bool:
+        """Whether any sensor reports several readings at once (the model file is then /2)."""
         return any(v.sensor is not None and v.sensor.vector for v in self.variables)
 
     def to_dict(self) -> dict:

@@ -90,10 +90,11 @@ class Prediction:
     readings: dict = field(default_factory=dict)
     mixtures: dict = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self, readings: bool = True) -> dict:
+        """JSON-ready; ``readings`` False leaves the predicted readings out."""
         out = {"marginals": self.marginals, "most_probable": self.most_probable,
                "joint_probability": self.joint_probability}
-        if self.readings:
+        if readings and self.readings:
             out["readings"] = self.readings
             out["mixtures"] = self.mixtures
         return out

@@ -77,7 +77,8 @@ def shape_descriptors(roundness: np.ndarray, elongation: np.ndarray) -> np.ndarr
 def _displacement(base: np.ndarray, mobility: np.ndarray, actions: np.ndarray, lateral: np.ndarray,
                   rng: np.random.Generator) -> np.ndarray:
     """2-D displacements (n, 2): size base * mobility with multiplicative and additive Student-t noise,
-    direction the action's with an angular error, plus ~2 % outliers."""
+    direction the action's with an angular error, plus ~2 % outliers.
+    """
     n = len(base)
     size = base * mobility * np.exp(0.20 * rng.standard_t(3, n).clip(-6, 6))
     size = np.maximum(size + 0.8 * rng.standard_t(3, n), 0.0)
@@ -98,7 +99,8 @@ def _displacement(base: np.ndarray, mobility: np.ndarray, actions: np.ndarray, l
 
 def simulate_tools(n_repeats: int = 10, seed: int = 0) -> dict:
     """Every (tool, object, action) ``n_repeats`` times, shuffled. Returns columns: trial_id, object_id,
-    Action, Tool (labels), the tool and shape descriptors, dx, dy."""
+    Action, Tool (labels), the tool and shape descriptors, dx, dy.
+    """
     rng = np.random.default_rng(seed)
     grid = [(t, o, a) for t in TOOLS for o in OBJECTS for a in ACTIONS for _ in range(n_repeats)]
     grid = [grid[j] for j in rng.permutation(len(grid))]
@@ -125,7 +127,8 @@ def simulate_tools(n_repeats: int = 10, seed: int = 0) -> dict:
 
 def simulate_hands(n_repeats: int = 10, seed: int = 0) -> dict:
     """Every (hand posture, object, action) ``n_repeats`` times, shuffled. Returns columns: trial_id,
-    object_id, Action, Hand, Object (labels), finger_flexion, object_circleness, dx, dy."""
+    object_id, Action, Hand, Object (labels), finger_flexion, object_circleness, dx, dy.
+    """
     rng = np.random.default_rng(seed)
     grid = [(h, o, a) for h in HANDS for o in HAND_OBJECTS for a in ACTIONS for _ in range(n_repeats)]
     grid = [grid[j] for j in rng.permutation(len(grid))]
@@ -153,7 +156,8 @@ def simulate(scenario: str, n_repeats: int = 10, seed: int = 0) -> dict:
 
 def scenario_cases(config: AffordanceNetwork, columns: dict, extra=("object_id",), labels=None) -> CaseSet:
     """A CaseSet of simulated ``columns`` for ``config``: its label columns (default: every column that
-    names a variable) and every reading the config has a sensor for; ``extra`` columns kept aside."""
+    names a variable) and every reading the config has a sensor for; ``extra`` columns kept aside.
+    """
     known = set(config.sensor_variable) | set(config.names if labels is None else labels)
     picked = {name: list(col) for name, col in columns.items() if name in known}
     cases = CaseSet.from_columns(config, picked, [str(t) for t in columns["trial_id"]])

@@ -57,6 +57,7 @@ class FamilyScore:
 
     @property
     def n_cases(self) -> int:
+        """How many cases the counts come from."""
         return len(self.codes)
 
     def counts(self, child: int, parents: tuple) -> np.ndarray:
@@ -80,7 +81,8 @@ class FamilyScore:
 
     def _cross_validated(self, child: int, parents: tuple) -> float:
         """Held-out log-likelihood of the child given its parents: for each fold, the CPT learned (with
-        ``prior`` pseudo-counts, as EM learns it) on the other folds, scored on that fold's counts."""
+        ``prior`` pseudo-counts, as EM learns it) on the other folds, scored on that fold's counts.
+        """
         folds = self.fold_counts(child, parents)
         r = self.cards[child]
         folds = folds.reshape(CV_FOLDS, -1, r)
@@ -112,7 +114,8 @@ class FamilyScore:
 
 class ExpectedFamilyScore(FamilyScore):
     """The same scores on expected counts: sum over cases of p(parents, child | case) under ``model``
-    (structural EM's E-step), by exact inference over all cases at once."""
+    (structural EM's E-step), by exact inference over all cases at once.
+    """
 
     def __init__(self, model: AffordanceNetwork, cases: CaseSet, score: str = "k2", ess: float = 1.0,
                  prior: float = 1.0):
@@ -121,10 +124,12 @@ class ExpectedFamilyScore(FamilyScore):
         self.calibration = model.engine.calibrate([v.cpt for v in model.variables], cases.evidence(model))
 
     def counts(self, child: int, parents: tuple) -> np.ndarray:
+        """Expected counts of (parents..., child) over the cases."""
         family = [*parents, child]
         return self.model.engine.joint(self.calibration, family).sum(axis=0)
 
     def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
+        """Expected counts per fold, (CV_FOLDS, *CPT shape)."""
         joint = self.model.engine.joint(self.calibration, [*parents, child])        # (K, *family cards)
         fold = self.fold_of_case()
         return np.stack([joint[fold == f].sum(axis=0) for f in range(CV_FOLDS)])

@@ -21,7 +21,16 @@ import math
 import sys
 from pathlib import Path
 
-from ..core import SCORES, STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from ..core import (
+    SCORES,
+    STRUCTURES,
+    AffordanceError,
+    AffordanceLearner,
+    AffordanceNetwork,
+    CaseSet,
+    format_arcs,
+    predict,
+)
 from ..data import offline
 from ..data.bag import BagError
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
@@ -115,7 +124,7 @@ def cmd_predict(args) -> int:
         if not math.isfinite(sensors[name]):
             raise UserError(f"--sensor {name}={text}: the reading must be a finite number")
     answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
-    json.dump(answer.to_dict(), sys.stdout, indent=2 if args.pretty else None)
+    json.dump(answer.to_dict(readings=args.readings), sys.stdout, indent=2 if args.pretty else None)
     print()
     return 0
 
@@ -217,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--sensor", action="append", metavar="SENSOR=READING", help="raw sensor reading")
     pred.add_argument("--value", action="append", metavar="VARIABLE=LABEL", help="known label")
     pred.add_argument("--pretty", action="store_true", help="indent the JSON")
+    pred.add_argument("--readings", action="store_true",
+                      help="add what the queried variables' sensors should read: 'readings' (mean and stddev per "
+                           "reading name) and 'mixtures' (the predictive mixture per variable)")
     pred.set_defaults(run=cmd_predict)
 
     config_help = "configuration in the model schema; default: the learner node's default (montesano.json)"

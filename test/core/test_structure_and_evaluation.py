@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 
 from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseSet, Variable
-from affordance_ros.core.evaluation import (Inputs, evaluate, group_indices, kfold_indices, label_baseline,
-                                            reading_baseline)
+from affordance_ros.core.evaluation import (
+    Inputs,
+    evaluate,
+    group_indices,
+    kfold_indices,
+    label_baseline,
+    reading_baseline,
+)
 from affordance_ros.core.parameters import fit_em
 from affordance_ros.core.scenarios import scenario_cases, simulate
 from affordance_ros.core.structure import structural_em

@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 from helpers import brute_force_joint
 
-from affordance_ros.core import (AffordanceLearner, AffordanceNetwork, CaseSet, ModelFormatError, SensorModel,
-                                 Variable, predict, predict_batch)
+from affordance_ros.core import (
+    AffordanceLearner,
+    AffordanceNetwork,
+    CaseSet,
+    ModelFormatError,
+    SensorModel,
+    Variable,
+    predict,
+    predict_batch,
+)
 from affordance_ros.core.ground_truth import random_cpts
 from affordance_ros.core.parameters import fit_em
 from affordance_ros.core.sensors import fit_vector_sensor
@@ -41,7 +49,8 @@ def vector_network(rng, n_vars=5, d=3):
 def mvn_log_pdf(x, mean, cov):
     d = len(x)
     diff = x - mean
-    return float(-0.5 * diff @ np.linalg.solve(cov, diff) - 0.5 * np.log(np.linalg.det(cov)) - 0.5 * d * np.log(2 * np.pi))
+    quad = diff @ np.linalg.solve(cov, diff)
+    return float(-0.5 * quad - 0.5 * np.log(np.linalg.det(cov)) - 0.5 * d * np.log(2 * np.pi))
 
 
 def readings_with_holes(rng, net, k):

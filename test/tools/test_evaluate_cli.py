@@ -29,10 +29,11 @@ def test_simulate_writes_every_trial_with_an_object_id(tmp_path):
     assert len({r["object_id"] for r in rows}) == 11 and {r["Tool"] for r in rows} == {"stick", "hook", "rake"}
     assert all(0.0 <= float(r["circleness"]) <= 1.0 for r in rows)
     # the config reads it (the object_id column named as extra) and learns from it
-    out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json", "--out", tmp_path / "m.json")
+    out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json",
+              "--out", tmp_path / "m.json")
     assert out.returncode == 2 and "column 'object_id' is neither a variable" in out.stderr
-    out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json", "--out", tmp_path / "m.json",
-              "--ignore-columns", "object_id")
+    out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json",
+              "--out", tmp_path / "m.json", "--ignore-columns", "object_id")
     assert out.returncode == 0, out.stderr
     assert "Shape->Effect" in out.stdout
 
@@ -66,7 +67,8 @@ def test_evaluate_leave_one_group_out(hands_csv):
     (["--folds", "1"], "at least 2 folds"),
 ])
 def test_evaluate_mistakes_are_one_line_errors(hands_csv, args, message):
-    out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--ignore-columns", "object_id", *args)
+    out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--ignore-columns", "object_id",
+              *args)
     assert out.returncode == 2 and message in out.stderr, out.stderr
 
 
@@ -76,7 +78,7 @@ def test_predict_json_has_the_predicted_readings(hands_csv, tmp_path):
               "--ignore-columns", "object_id")
     assert out.returncode == 0, out.stderr
     out = run("predict", "--model", model, "--query", "Effect", "--value", "Action=push", "--value", "Hand=straight",
-              "--value", "Object=ball")
+              "--value", "Object=ball", "--readings")
     answer = json.loads(out.stdout)
     direct = predict(AffordanceNetwork.load(model), ["Effect"], values={"Action": "push", "Hand": "straight",
                                                                       "Object": "ball"})
