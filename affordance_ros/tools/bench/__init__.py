@@ -5,6 +5,7 @@
     affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
+    affordance-ros bench scenario [--quick] [--out DIR] tools/hands scenarios: ours vs baselines (issue 10)
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -22,6 +23,7 @@ SUBCOMMANDS = {
     "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
+    "scenario": ("scenario", "the tools and hands scenarios: ours against every baseline; evaluate's time"),
 }
 
 
@@ -38,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         _add_common(p)
         p.set_defaults(run=lambda args, name=name: _module(name).run(args))
-    every = sub.add_parser("all", help="paper, perf, pgmpy, dds and beyond one after the other")
+    every = sub.add_parser("all", help="paper, perf, pgmpy, dds, beyond and scenario one after the other")
     _add_common(every)
     every.set_defaults(run=run_all)
     return bench
