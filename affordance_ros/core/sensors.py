@@ -107,7 +107,7 @@ def _kmeanspp(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def fit_gmm(x: np.ndarray, n_components: int, covariance_type: str, rng: np.random.Generator,
-            n_init: int = 3, max_iter: int = 200, tol: float = 1e-5, floor: float = COVARIANCE_FLOOR):
+            n_init: int = 3, max_iter: int = 200, tol: float = 1e-4, floor: float = COVARIANCE_FLOOR):
     """Maximum-likelihood multivariate mixture by EM on (standardised) rows ``x`` (n, d), best of
     ``n_init`` k-means++ starts; ``covariance_type`` "full" or "diag"; ``floor`` is added to every
     variance. Returns (weights (k,), means (k, d), covariances (k, d, d), log-likelihood).
