@@ -36,7 +36,8 @@ class LearningOptions:
     mcmc_burn_in: int = 1000
     seed: int = 0
     forbidden_arcs: tuple = ()
-    forbidden_group_arcs: tuple = (("effect", "action"), ("effect", "object"))
+    # the action is the experiment's input: nothing points into it; effects do not cause object features
+    forbidden_group_arcs: tuple = (("effect", "action"), ("object", "action"), ("effect", "object"))
     order: tuple | None = None
     ess: float = 1.0
     em_init: str = "uniform"
