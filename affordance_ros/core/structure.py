@@ -136,6 +136,7 @@ class ExpectedFamilyScore(FamilyScore):
 
 
 CV_FOLDS = 5
+DEFAULT_FORBIDDEN_GROUP_ARCS = (("effect", "action"), ("object", "action"), ("effect", "object"))
 
 
 def allowed_arcs(network: AffordanceNetwork, forbidden_arcs=(), forbidden_group_arcs=()) -> np.ndarray:
@@ -260,7 +261,7 @@ def search(scorer: FamilyScore, network: AffordanceNetwork, method: str, max_par
 
 def structural_em(model: AffordanceNetwork, cases: CaseSet, fit: Callable, rounds: int, method: str = "k2",
                   score: str = "k2", max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
-                  forbidden_group_arcs=(("effect", "action"), ("object", "action"), ("effect", "object")), n_samples: int = 5000,
+                  forbidden_group_arcs=DEFAULT_FORBIDDEN_GROUP_ARCS, n_samples: int = 5000,
                   burn_in: int = 1000, seed: int = 0, ess: float = 1.0, prior: float = 1.0):
     """Structural EM from a learned ``model``: score families on expected counts under the current
     model, search again, re-fit the parameters with ``fit(network) -> model``; at most ``rounds``
@@ -293,7 +294,7 @@ def _order(network: AffordanceNetwork, order: Sequence[str] | None) -> list[int]
 
 def learn_structure(network: AffordanceNetwork, cases: CaseSet, method: str = "k2", score: str = "k2",
                     max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
-                    forbidden_group_arcs=(("effect", "action"), ("object", "action"), ("effect", "object")), n_samples: int = 5000,
+                    forbidden_group_arcs=DEFAULT_FORBIDDEN_GROUP_ARCS, n_samples: int = 5000,
                     burn_in: int = 1000, seed: int = 0, ess: float = 1.0, prior: float = 1.0):
     """MAP-assign the hidden values, then K2 or MCMC. Returns (network with the arcs, StructureResult)."""
     if method not in ("k2", "mcmc"):
