@@ -86,6 +86,9 @@ EXPECTED_FIELDS = {
         ('marginals', 'sequence<affordance_ros/Distribution>'),
         ('most_probable', 'sequence<string>'),
         ('joint_probability', 'double'),
+        ('reading_names', 'sequence<string>'),     # appended (issue 10): predicted readings
+        ('reading_means', 'sequence<double>'),
+        ('reading_stddevs', 'sequence<double>'),
     ],
     SelectAction.Request: [
         ('sensor_names', 'sequence<string>'),

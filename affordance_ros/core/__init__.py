@@ -14,16 +14,26 @@ from .errors import AffordanceError, DataError, EvidenceError, ModelFormatError
 from .evidence import Evidence
 from .ground_truth import benchmark_network, benchmark_structure, sample_cases
 from .learner import AffordanceLearner, LearnResult, format_arcs
-from .network import FORMAT, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorModel, Variable
-from .options import STRUCTURES, LearningOptions
+from .network import FORMAT, FORMAT_VECTOR, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorModel, Variable
+from .options import SCORES, STRUCTURES, LearningOptions
 from .parameters import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
-from .predict import ActionRanking, BatchPrediction, Prediction, predict, predict_batch, rank_actions
+from .predict import (
+    ActionRanking,
+    BatchPrediction,
+    Prediction,
+    ReadingPrediction,
+    predict,
+    predict_batch,
+    predict_readings,
+    rank_actions,
+)
 from .progress import LearningCancelled
 
 __all__ = [
     "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet",
-    "DataError", "EMResult", "Evidence", "EvidenceError", "FORMAT", "GROUPS", "LearnResult", "LearningCancelled",
-    "LearningOptions", "ModelFormatError", "Prediction", "SENSOR_GROUPS", "STRUCTURES", "SensorModel", "Variable",
-    "benchmark_network", "benchmark_structure", "fit_discrete", "fit_em", "format_arcs", "log_likelihood",
-    "map_assign", "predict", "predict_batch", "rank_actions", "sample_cases",
+    "DataError", "EMResult", "Evidence", "EvidenceError", "FORMAT", "FORMAT_VECTOR", "GROUPS", "LearnResult",
+    "LearningCancelled", "LearningOptions", "ModelFormatError", "Prediction", "ReadingPrediction", "SCORES",
+    "SENSOR_GROUPS", "STRUCTURES", "SensorModel", "Variable", "benchmark_network", "benchmark_structure",
+    "fit_discrete", "fit_em", "format_arcs", "log_likelihood", "map_assign", "predict", "predict_batch",
+    "predict_readings", "rank_actions", "sample_cases",
 ]

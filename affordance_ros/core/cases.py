@@ -1,8 +1,9 @@
 """Cases (trials): labels of label-observed variables and raw sensor readings, as arrays.
 
 A ``CaseSet`` holds K cases column-wise: for each variable observed by label an
-int array of value codes (-1: not observed), for each sensor a float array of
-readings (NaN: not observed). ``CaseSet.evidence`` turns them into the per-variable
+int array of value codes (-1: not observed), for each reading name (a 1-D sensor's,
+or one of a vector sensor's) a float array of readings (NaN: not observed).
+``CaseSet.evidence`` turns them into the per-variable
 likelihood arrays (``evidence.Evidence``) that inference consumes.
 """
 
@@ -26,11 +27,14 @@ class CaseSet:
     """K cases for one network; validated on construction, arrays in and out."""
 
     def __init__(self, network: AffordanceNetwork, labels: Mapping[str, np.ndarray],
-                 readings: Mapping[str, np.ndarray], trial_ids: Sequence[str] | None = None):
+                 readings: Mapping[str, np.ndarray], trial_ids: Sequence[str] | None = None,
+                 extra: Mapping[str, Sequence[str]] | None = None):
         self.network = network
+        # columns that are not variables, carried along (e.g. an object_id that groups cases)
+        self.extra = {name: np.asarray(column, dtype=object) for name, column in (extra or {}).items()}
         self.labels = {name: np.asarray(codes, dtype=np.int64) for name, codes in labels.items()}
         self.readings = {name: np.asarray(x, dtype=float) for name, x in readings.items()}
-        sizes = {a.shape[0] for a in [*self.labels.values(), *self.readings.values()]}
+        sizes = {a.shape[0] for a in [*self.labels.values(), *self.readings.values(), *self.extra.values()]}
         if trial_ids is not None:
             sizes.add(len(trial_ids))
         if len(sizes) > 1:
@@ -80,8 +84,12 @@ class CaseSet:
         return cls.from_columns(network, columns, [str(r.get("trial_id", i)) for i, r in enumerate(records)])
 
     @classmethod
-    def from_csv(cls, network: AffordanceNetwork, path: str | Path) -> "CaseSet":
-        """CSV with a header: trial_id, one column per label-observed variable, one per sensor."""
+    def from_csv(cls, network: AffordanceNetwork, path: str | Path, extra: Sequence[str] = ()) -> "CaseSet":
+        """CSV with a header: trial_id, one column per label-observed variable, one per sensor reading.
+
+        ``extra`` names columns that are not variables (e.g. ``object_id``): kept as text in
+        ``CaseSet.extra``, not learned from; any other unknown column is an error.
+        """
         path = Path(path)
         try:
             with path.open(newline="", encoding="utf-8") as f:
@@ -100,14 +108,19 @@ class CaseSet:
                 raise DataError(f"'{path}' line {n}: {len(row)} fields, the header has {len(header)}")
         cols = {h: [row[j] for row in body] for j, h in enumerate(header)}
         ids = cols.pop("trial_id")
+        missing = [name for name in extra if name not in cols]
+        if missing:
+            raise DataError(f"'{path}': no column {missing[0]!r}; the header has {header}")
+        kept = {name: cols.pop(name) for name in extra}
         for name in list(cols):
             if name in network.sensor_variable:
                 cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
                               for n, x in enumerate(cols[name], start=2)]
         try:
-            return cls.from_columns(network, cols, ids)
+            cases = cls.from_columns(network, cols, ids)
         except DataError as exc:
             raise DataError(f"'{path}': {exc}") from None
+        return cases.with_extra(kept) if kept else cases
 
     def to_csv(self, path: str | Path) -> None:
         """Write the cases as a CSV file (the format ``from_csv`` reads)."""
@@ -115,9 +128,9 @@ class CaseSet:
         names = list(self.labels) + list(self.readings)
         with path.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
-            writer.writerow(["trial_id", *names])
+            writer.writerow(["trial_id", *self.extra, *names])
             for k in range(self.n_cases):
-                row = [self.trial_ids[k]]
+                row = [self.trial_ids[k], *(str(column[k]) for column in self.extra.values())]
                 for n in self.labels:
                     code = self.labels[n][k]
                     row.append("" if code == MISSING else self.network[n].values[code])
@@ -129,11 +142,16 @@ class CaseSet:
     def take(self, rows) -> "CaseSet":
         """The cases at ``rows`` (an index, slice or mask)."""
         return CaseSet(self.network, {n: c[rows] for n, c in self.labels.items()},
-                       {s: x[rows] for s, x in self.readings.items()}, self.trial_ids[rows])
+                       {s: x[rows] for s, x in self.readings.items()}, self.trial_ids[rows],
+                       {n: c[rows] for n, c in self.extra.items()})
 
     def with_network(self, network: AffordanceNetwork) -> "CaseSet":
         """The same cases for a network with the same variable values (e.g. after learning)."""
-        return CaseSet(network, self.labels, self.readings, self.trial_ids)
+        return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra)
+
+    def with_extra(self, extra: Mapping[str, Sequence[str]]) -> "CaseSet":
+        """The same cases with these columns that are not variables added to ``extra``."""
+        return CaseSet(self.network, self.labels, self.readings, self.trial_ids, {**self.extra, **extra})
 
     # ---------------------------------------------------------------- evidence
     def evidence(self, network: AffordanceNetwork | None = None) -> Evidence:
@@ -155,15 +173,31 @@ class CaseSet:
             hard = np.where(codes[:, None] == np.arange(network.variables[i].card), 0.0, -np.inf)
             hard[codes == MISSING] = 0.0
             log_lik[i] = hard
-        for sensor, x in self.readings.items():
-            var, model = network.sensor(sensor)
+        for var, x in self.sensor_readings(network).items():
+            i = network.index(var)
+            model = network.variables[i].sensor
             if fitted_only and not model.fitted:
                 continue
-            i = network.index(var.name)
             with np.errstate(over="ignore", invalid="ignore"):  # a huge reading: -inf, judged by the caller
                 ll = model.log_likelihood(x)
             log_lik[i] = ll if log_lik[i] is None else log_lik[i] + ll
         return log_lik
+
+    def sensor_readings(self, network: AffordanceNetwork | None = None) -> dict[str, np.ndarray]:
+        """{variable: its sensor's readings} for every variable with at least one reading column:
+        (K,) for a 1-D sensor, (K, d) for a vector sensor in the order of its ``names`` (NaN: missing).
+        """
+        network = network or self.network
+        out = {}
+        for v in network.variables:
+            if v.sensor is None or not any(n in self.readings for n in v.sensor.names):
+                continue
+            if not v.sensor.vector:
+                out[v.name] = self.readings[v.sensor.name]
+                continue
+            missing = np.full(self.n_cases, np.nan)
+            out[v.name] = np.stack([self.readings.get(n, missing) for n in v.sensor.names], axis=1)
+        return out
 
 
 def _parse_labels(var, column: Sequence, trial_ids) -> np.ndarray:

@@ -272,7 +272,8 @@ class EStep:
 
     With ``readings`` ({variable index: readings (K,), NaN where missing}) each call also
     returns the posterior-weighted moments of those readings per value, (3, card):
-    sum w, sum w*y, sum w*y^2, for re-estimating the sensor models.
+    sum w, sum w*y, sum w*y^2, for re-estimating the sensor models. A 2-D entry (K, m) is taken
+    as per-case features already (e.g. [1, y, y y^T] of a vector sensor): moments (m, card).
     """
 
     def __init__(self, tree: JunctionTree, evidence: Evidence, chunk_size: int = 512, readings=None):
@@ -284,7 +285,7 @@ class EStep:
         for start in range(0, evidence.n_cases, chunk_size):
             rows = slice(start, start + chunk_size)
             part = evidence.take(rows)
-            powers = {i: _reading_powers(x[rows]) for i, x in readings.items()}
+            powers = {i: _reading_powers(x[rows]) if x.ndim == 1 else x[rows] for i, x in readings.items()}
             self.chunks.append((part.n_cases, tree.evidence_tables(part), powers))
 
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:

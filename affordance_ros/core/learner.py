@@ -18,7 +18,7 @@ from .options import STRUCTURES, LearningOptions
 from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
 from .progress import Progress, report
 from .sensors import fit_sensors
-from .structure import StructureResult, learn_structure
+from .structure import StructureResult, learn_structure, structural_em
 
 
 @dataclass
@@ -42,7 +42,9 @@ class AffordanceLearner:
 
     1. fit the sensor models that the configuration leaves open (Gaussian mixtures, BIC);
     2. learn the structure on MAP-assigned values (K2 or MCMC), or keep the configured arcs;
-    3. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline).
+    3. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline);
+    4. with ``structural_em`` > 0, up to that many rounds of structural EM: search the structure
+       again on the expected counts under the model of step 3, re-learn the CPTs, repeat.
 
     Takes the fields of ``LearningOptions`` as keyword arguments (None: not given); options not
     given here come from the configuration's "learning" block, then the defaults.
@@ -83,18 +85,33 @@ class AffordanceLearner:
                 network, cases, method=opts.structure, score=opts.score, max_parents=opts.max_parents,
                 order=opts.order, forbidden_arcs=opts.forbidden_arcs,
                 forbidden_group_arcs=opts.forbidden_group_arcs, n_samples=opts.mcmc_samples,
-                burn_in=opts.mcmc_burn_in, seed=opts.seed, ess=opts.ess, progress=progress)
+                burn_in=opts.mcmc_burn_in, seed=opts.seed, ess=opts.ess, prior=opts.prior, progress=progress)
             cases = cases.with_network(network)
-        em_result = None
-        if opts.method == "em":
-            model, em_result = fit_em(network, cases, prior=opts.prior, tol=opts.tol,
-                                      max_iter=opts.max_iter, init=opts.em_init, prior_model=prior_model,
-                                      prior_strength=opts.prior_strength, fit_sensors=opts.fit_sensors,
-                                      progress=progress)
+        fitted = {}
+
+        def fit_parameters(net: AffordanceNetwork) -> AffordanceNetwork:
+            if opts.method == "em":
+                fitted["model"], fitted["em"] = fit_em(
+                    net, cases.with_network(net), prior=opts.prior, tol=opts.tol, max_iter=opts.max_iter,
+                    init=opts.em_init, prior_model=prior_model, prior_strength=opts.prior_strength,
+                    fit_sensors=opts.fit_sensors, progress=progress)
+            else:
+                report(progress, "parameters", 0)
+                fitted["model"], fitted["em"] = fit_discrete(net, cases, prior=opts.prior), None
+            return fitted["model"]
+
+        model = fit_parameters(network)
+        structural_rounds = 0
+        if opts.structural_em and opts.structure != "fixed":
+            model, structure_result, structural_rounds = structural_em(
+                model, cases, fit_parameters, opts.structural_em, method=opts.structure, score=opts.score,
+                max_parents=opts.max_parents, order=opts.order, forbidden_arcs=opts.forbidden_arcs,
+                forbidden_group_arcs=opts.forbidden_group_arcs, n_samples=opts.mcmc_samples,
+                burn_in=opts.mcmc_burn_in, seed=opts.seed, ess=opts.ess, prior=opts.prior, progress=progress)
+        em_result = fitted["em"]
+        if em_result is not None:
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
         else:
-            report(progress, "parameters", 0)
-            model = fit_discrete(network, cases, prior=opts.prior)
             ll, iterations, converged = log_likelihood(model, cases), 0, True
         duration = time.perf_counter() - start
         arc_probabilities = structure_result.arc_probabilities if structure_result else {}
@@ -108,6 +125,7 @@ class AffordanceLearner:
             "method": opts.method, "prior": opts.prior, "log_likelihood": ll, "iterations": iterations,
             "prior_strength": opts.prior_strength if prior_model is not None else 0.0,
             "fit_sensors": opts.fit_sensors,
+            **({"structural_em_rounds": structural_rounds} if opts.structural_em else {}),
             "converged": converged, "duration": round(duration, 4),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }

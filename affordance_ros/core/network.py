@@ -1,8 +1,10 @@
 """The affordance network: discrete variables, their DAG, CPTs and Gaussian sensor models.
 
 One class serves as both configuration (what to learn: CPTs, arcs or sensor
-parameters left out) and learned model (everything present). The JSON form is
-the ``affordance_ros/model/1`` schema documented in the README.
+parameters left out) and learned model (everything present). The JSON form is the
+``affordance_ros/model/1`` schema documented in the README, or ``affordance_ros/model/2``
+when a sensor is a vector sensor (several readings at once); a model whose sensors are
+all 1-D is still written as /1, so that earlier versions read it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from .errors import EvidenceError, ModelFormatError
 from .inference import JunctionTree
 
 FORMAT = "affordance_ros/model/1"
+# /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
+FORMAT_VECTOR = "affordance_ros/model/2"
+FORMATS = (FORMAT, FORMAT_VECTOR)
+COVARIANCE_TYPES = ("auto", "full", "diag")
 GROUPS = ("action", "object", "effect")
 # The groups seen through sensors whose readings the robot publishes (object features, effects).
 SENSOR_GROUPS = ("object", "effect")
@@ -34,18 +40,59 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 @dataclass(frozen=True, eq=False)
 class SensorModel:
-    """A 1-D Gaussian per value of the hidden variable a sensor observes.
+    """Gaussian readings of the hidden variable a sensor observes: one Gaussian per value.
 
     ``means``/``stddevs`` are None while they are still to be fitted from readings;
     ``max_components`` bounds the BIC search when the variable's values are not configured;
-    ``valid_range`` (low, high): the readings the robot can plausibly report (None: ``DEFAULT_VALID_RANGE``).
+    ``valid_range`` (low, high): the readings the robot can plausibly report, for each of its readings
+    (None: ``DEFAULT_VALID_RANGE``).
+
+    A 1-D sensor has one reading ``name`` with ``means``/``stddevs`` of shape (card,). A vector
+    sensor sees the variable through several readings ``names`` at once (e.g. six shape
+    descriptors, or the dx and dy of a displacement): one multivariate Gaussian per value, with
+    ``means`` (card, d) and ``covariances`` (card, d, d). A sensor given with ``names`` of one
+    reading is stored as a 1-D one. ``means`` etc. are None while they are still to be fitted;
+    ``max_components`` bounds the BIC search when the variable's values are not configured, and
+    ``covariance_type`` ("full", "diag" or "auto": chosen by BIC) is what a fit of a vector sensor uses.
     """
 
-    name: str
+    name: str | None = None
     means: np.ndarray | None = None
     stddevs: np.ndarray | None = None
     max_components: int = 6
     valid_range: tuple[float, float] | None = None
+    names: tuple[str, ...] | None = None
+    covariances: np.ndarray | None = None
+    covariance_type: str = "auto"
+
+    def __post_init__(self):
+        names = self.names
+        if names is None:
+            names = (self.name,)
+        elif isinstance(names, str):
+            names = (names,)
+        names = tuple(names)
+        set_ = lambda field, value: object.__setattr__(self, field, value)  # noqa: E731
+        set_("names", names)
+        if self.name is None:
+            set_("name", names[0] if len(names) == 1 else "+".join(str(n) for n in names))
+        if len(names) == 1 and self.covariances is not None and self.stddevs is None:
+            # one reading given the vector way: keep it as a 1-D sensor
+            cov = np.asarray(self.covariances, dtype=float)
+            set_("stddevs", np.sqrt(cov.reshape(-1)) if cov.size else cov.reshape(-1))
+            set_("covariances", None)
+            if self.means is not None:
+                set_("means", np.asarray(self.means, dtype=float).reshape(-1))
+        if len(names) > 1:
+            if self.means is not None:
+                set_("means", np.asarray(self.means, dtype=float))
+            if self.covariances is not None:
+                set_("covariances", np.asarray(self.covariances, dtype=float))
+
+    @property
+    def dim(self) -> int:
+        """How many readings the sensor reports at once."""
+        return len(self.names)
 
     @property
     def fitted(self) -> bool:
@@ -57,15 +104,72 @@ class SensorModel:
         """The readings accepted: ``valid_range``, else ``DEFAULT_VALID_RANGE``."""
         return self.valid_range if self.valid_range is not None else DEFAULT_VALID_RANGE
 
+    @property
+    def vector(self) -> bool:
+        """Whether the sensor reports several readings at once."""
+        return self.dim > 1
+
+    def component_means(self) -> np.ndarray:
+        """Means as (card, d), for 1-D and vector sensors alike."""
+        return np.asarray(self.means, dtype=float).reshape(-1, self.dim)
+
+    def component_covariances(self) -> np.ndarray:
+        """Covariances as (card, d, d), for 1-D and vector sensors alike."""
+        if self.vector:
+            return self.covariances
+        return (np.asarray(self.stddevs, dtype=float) ** 2).reshape(-1, 1, 1)
+
+    def component_stddevs(self) -> np.ndarray:
+        """Standard deviation of each reading under each value, (card, d)."""
+        return np.sqrt(np.diagonal(self.component_covariances(), axis1=1, axis2=2))
+
     def log_likelihood(self, readings: np.ndarray) -> np.ndarray:
-        """Log p(reading | value) as an array (K, card); rows of NaN readings are 0 (no evidence)."""
+        """Log p(readings | value) as an array (K, card); a reading that is NaN is marginalised out.
+
+        ``readings``: (K,) for a 1-D sensor, (K, d) for a vector sensor (columns in ``names`` order).
+        Rows with no reading at all are 0 (no evidence).
+        """
         if not self.fitted:
             raise ModelFormatError(f"sensor '{self.name}' has no means/stddevs yet: fit it first")
-        x = np.asarray(readings, dtype=float).reshape(-1, 1)
-        z = (x - self.means) / self.stddevs
-        out = -0.5 * z * z - np.log(self.stddevs) - _LOG_SQRT_2PI
-        out[np.isnan(x[:, 0])] = 0.0
-        return out
+        if not self.vector:
+            x = np.asarray(readings, dtype=float).reshape(-1, 1)
+            z = (x - self.means) / self.stddevs
+            out = -0.5 * z * z - np.log(self.stddevs) - _LOG_SQRT_2PI
+            out[np.isnan(x[:, 0])] = 0.0
+            return out
+        return gaussian_log_density(np.asarray(readings, dtype=float).reshape(-1, self.dim),
+                                    self.means, self.covariances)
+
+
+def gaussian_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
+    """Log N(x_k; means[j], covariances[j]) for every case k and component j, (K, card).
+
+    NaN entries of ``x`` (K, d) are marginalised out: the cases are grouped by which readings
+    they have, and each group is done at once on its sub-vector (rows with none: 0).
+    """
+    n, d = x.shape
+    present = ~np.isnan(x)
+    if present.all():
+        return _complete_log_density(x, means, covariances)
+    out = np.zeros((n, means.shape[0]))
+    code = present.astype(np.int64) @ (1 << np.arange(d, dtype=np.int64))   # the missing-pattern of each case
+    for pattern in np.unique(code):
+        if pattern == 0:
+            continue
+        rows = np.flatnonzero(code == pattern)
+        dims = np.flatnonzero((pattern >> np.arange(d)) & 1)
+        out[rows] = _complete_log_density(x[np.ix_(rows, dims)], means[:, dims],
+                                          covariances[:, dims[:, None], dims[None, :]])
+    return out
+
+
+def _complete_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
+    """Log N(x_k; means[j], covariances[j]), (K, card), for rows without NaN."""
+    chol = np.linalg.cholesky(covariances)                             # (card, d, d)
+    inv_chol = np.linalg.inv(chol)
+    z = inv_chol @ (x.T[None, :, :] - means[:, :, None])               # (card, d, K)
+    log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+    return (-0.5 * (z * z).sum(axis=1) - 0.5 * log_det[:, None] - x.shape[1] * _LOG_SQRT_2PI).T
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,7 +214,8 @@ class AffordanceNetwork:
         self.names: tuple[str, ...] = tuple(v.name for v in self.variables)
         self._index = {name: i for i, name in enumerate(self.names)}
         self._validate()
-        self.sensor_variable = {v.sensor.name: v.name for v in self.variables if v.sensor}
+        # every reading name -> the variable its sensor observes
+        self.sensor_variable = {r: v.name for v in self.variables if v.sensor for r in v.sensor.names}
         self._engine = None
 
     # ----------------------------------------------------------------- access
@@ -159,7 +264,7 @@ class AffordanceNetwork:
         return [v.name for v in self.variables if v.group == group]
 
     def sensor(self, sensor_name: str) -> tuple[Variable, SensorModel]:
-        """(variable, sensor model) of a sensor name; EvidenceError naming the sensors if unknown."""
+        """(variable, sensor model) of a reading name (a 1-D sensor's name or one of a vector sensor's names)."""
         try:
             var = self[self.sensor_variable[sensor_name]]
         except KeyError:
@@ -253,14 +358,20 @@ class AffordanceNetwork:
     @staticmethod
     def _validate_sensor(v: Variable, where: str, seen: set) -> None:
         s = v.sensor
-        if not isinstance(s.name, str) or not s.name:
-            raise ModelFormatError(f"{where}: its sensor needs a non-empty string 'name'")
-        if s.name in seen:
-            raise ModelFormatError(f"{where}: sensor name '{s.name}' is used twice")
-        seen.add(s.name)
-        if (s.means is None) != (s.stddevs is None):
+        if any(not isinstance(n, str) or not n for n in s.names):
+            raise ModelFormatError(f"{where}: its sensor needs a non-empty string 'name' (or 'names')")
+        for n in s.names:
+            if n in seen:
+                raise ModelFormatError(f"{where}: sensor name '{n}' is used twice")
+            seen.add(n)
+        if s.covariance_type not in COVARIANCE_TYPES:
+            raise ModelFormatError(f"{where}: sensor 'covariance_type' is {s.covariance_type!r}; "
+                                   f"expected one of {list(COVARIANCE_TYPES)}")
+        if s.vector:
+            AffordanceNetwork._validate_vector_sensor(v, where)
+        elif (s.means is None) != (s.stddevs is None):
             raise ModelFormatError(f"{where}: give both sensor 'means' and 'stddevs', or neither")
-        if s.fitted:
+        if s.fitted and not s.vector:
             if v.values is None:
                 raise ModelFormatError(f"{where}: sensor means are given, so 'values' must be given too")
             for field in ("means", "stddevs"):
@@ -278,6 +389,32 @@ class AffordanceNetwork:
             low, high = s.valid_range
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], finite, low < high")
+
+    @staticmethod
+    def _validate_vector_sensor(v: Variable, where: str) -> None:
+        s = v.sensor
+        if (s.means is None) != (s.covariances is None):
+            raise ModelFormatError(f"{where}: give both sensor 'means' and 'covariances', or neither")
+        if s.stddevs is not None:
+            raise ModelFormatError(f"{where}: a sensor with several 'names' takes 'covariances', not 'stddevs'")
+        if not s.fitted:
+            return
+        if v.values is None:
+            raise ModelFormatError(f"{where}: sensor means are given, so 'values' must be given too")
+        card, d = len(v.values), s.dim
+        if s.means.shape != (card, d):
+            raise ModelFormatError(f"{where}: sensor 'means' has shape {list(s.means.shape)}, expected "
+                                   f"{[card, d]} (one row per value, one column per name)")
+        if s.covariances.shape != (card, d, d):
+            raise ModelFormatError(f"{where}: sensor 'covariances' has shape {list(s.covariances.shape)}, "
+                                   f"expected {[card, d, d]} (one matrix per value)")
+        for field in ("means", "covariances"):
+            if not np.all(np.isfinite(getattr(s, field))):
+                raise ModelFormatError(f"{where}: sensor '{field}' must be finite numbers")
+        if not np.allclose(s.covariances, np.swapaxes(s.covariances, 1, 2), rtol=1e-6, atol=1e-9):
+            raise ModelFormatError(f"{where}: sensor 'covariances' must be symmetric matrices")
+        if np.any(np.linalg.eigvalsh(s.covariances)[:, 0] <= 0):
+            raise ModelFormatError(f"{where}: sensor 'covariances' must be positive definite")
 
     def _validate_cpt(self, v: Variable, where: str) -> None:
         if v.parents is None:
@@ -298,8 +435,13 @@ class AffordanceNetwork:
                 f"{where}: cpt rows must sum to 1; the row for parent values {list(bad)} sums to {sums[bad]:.6g}")
 
     # ------------------------------------------------------------- (de)serial.
+    @property
+    def has_vector_sensors(self) -> bool:
+        """Whether any sensor reports several readings at once (the model file is then /2)."""
+        return any(v.sensor is not None and v.sensor.vector for v in self.variables)
+
     def to_dict(self) -> dict:
-        """The JSON document of the ``affordance_ros/model/1`` schema."""
+        """The JSON document: format /1, or /2 when a sensor is a vector sensor."""
         out = []
         for v in self.variables:
             d = {"name": v.name, "group": v.group,
@@ -310,6 +452,8 @@ class AffordanceNetwork:
                 d["cpt"] = v.cpt.tolist()
             if v.sensor is None:
                 d["sensor"] = None
+            elif v.sensor.vector:
+                d["sensor"] = _vector_sensor_dict(v.sensor)
             else:
                 s = {"name": v.sensor.name}
                 if v.sensor.fitted:
@@ -321,7 +465,8 @@ class AffordanceNetwork:
                     s["valid_range"] = list(v.sensor.valid_range)
                 d["sensor"] = s
             out.append(d)
-        doc = {"format": FORMAT, "variables": out, "metadata": self.metadata}
+        doc = {"format": FORMAT_VECTOR if self.has_vector_sensors else FORMAT, "variables": out,
+               "metadata": self.metadata}
         if self.learning:
             doc["learning"] = self.learning
         return doc
@@ -343,16 +488,19 @@ class AffordanceNetwork:
     def _from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
         if not isinstance(doc, Mapping):
             raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
-        if doc.get("format") != FORMAT:
-            raise ModelFormatError(f"'format' is {doc.get('format')!r}, expected {FORMAT!r}")
+        if doc.get("format") not in FORMATS:
+            raise ModelFormatError(f"'format' is {doc.get('format')!r}, expected one of {list(FORMATS)}")
         unknown = set(doc) - {"format", "variables", "metadata", "learning"}
         if unknown:
             raise ModelFormatError(f"unknown top-level keys {sorted(unknown)}")
         raw = doc.get("variables")
         if not isinstance(raw, list):
             raise ModelFormatError("'variables' must be a list")
-        return cls([_variable_from_dict(d, i) for i, d in enumerate(raw)],
-                   _mapping(doc.get("metadata"), "metadata"), _mapping(doc.get("learning"), "learning"))
+        network = cls([_variable_from_dict(d, i) for i, d in enumerate(raw)],
+                      _mapping(doc.get("metadata"), "metadata"), _mapping(doc.get("learning"), "learning"))
+        if network.has_vector_sensors and doc["format"] != FORMAT_VECTOR:
+            raise ModelFormatError(f"a sensor with several 'names' needs 'format' {FORMAT_VECTOR!r}")
+        return network
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the JSON atomically: readers see the old file or the new one, never half."""
@@ -454,27 +602,50 @@ def _variable_from_dict(d, i: int) -> Variable:
     return Variable(name=name, group=d.get("group"), values=values, parents=parents, sensor=sensor, cpt=cpt)
 
 
+def _vector_sensor_dict(sensor: SensorModel) -> dict:
+    s = {"names": list(sensor.names)}
+    if sensor.fitted:
+        s["means"] = sensor.means.tolist()
+        s["covariances"] = sensor.covariances.tolist()
+    else:
+        s["max_components"] = sensor.max_components
+        s["covariance_type"] = sensor.covariance_type
+    if sensor.valid_range is not None:
+        s["valid_range"] = list(sensor.valid_range)
+    return s
+
+
 def _sensor_from_dict(s, where: str) -> SensorModel:
     if not isinstance(s, Mapping):
         raise ModelFormatError(f"{where}: 'sensor' must be a JSON object or null")
-    unknown = set(s) - {"name", "means", "stddevs", "max_components", "valid_range"}
-    if unknown:
-        raise ModelFormatError(f"{where}: unknown sensor keys {sorted(unknown)}")
     valid_range = s.get("valid_range")
     if valid_range is not None:
         if (not isinstance(valid_range, list) or len(valid_range) != 2
                 or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in valid_range)):
             raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], two numbers")
         valid_range = (float(valid_range[0]), float(valid_range[1]))
+    unknown = set(s) - {"name", "names", "means", "stddevs", "covariances", "max_components", "covariance_type",
+                        "valid_range"}
+    if unknown:
+        raise ModelFormatError(f"{where}: unknown sensor keys {sorted(unknown)}")
+    names = s.get("names")
+    if names is not None:
+        if "name" in s:
+            raise ModelFormatError(f"{where}: give the sensor 'name' (one reading) or 'names', not both")
+        if not isinstance(names, list) or not names:
+            raise ModelFormatError(f"{where}: sensor 'names' must be a non-empty list of reading names")
+        names = tuple(names)
+    vector = names is not None and len(names) > 1
     arrays = {}
-    for field in ("means", "stddevs"):
+    for field in ("means", "stddevs", "covariances"):
         if s.get(field) is not None:
             try:
-                arrays[field] = np.asarray(s[field], dtype=float).reshape(-1)
+                arr = np.asarray(s[field], dtype=float)
             except (TypeError, ValueError):
-                raise ModelFormatError(f"{where}: sensor '{field}' must be a list of numbers") from None
-    return SensorModel(name=s.get("name"), max_components=s.get("max_components", 6), valid_range=valid_range,
-                       **arrays)
+                raise ModelFormatError(f"{where}: sensor '{field}' must be (nested) lists of numbers") from None
+            arrays[field] = arr if vector else arr.reshape(-1)
+    return SensorModel(name=s.get("name"), names=names, max_components=s.get("max_components", 6),
+                       covariance_type=s.get("covariance_type", "auto"), valid_range=valid_range, **arrays)
 
 
 def _topological_order(names: Sequence[str], parents: Mapping[str, Sequence[str]]) -> list[str]:

@@ -16,7 +16,7 @@ from .errors import ModelFormatError
 from .network import GROUPS
 
 STRUCTURES = ("k2", "mcmc", "fixed")
-SCORES = ("k2", "bdeu", "bic")
+SCORES = ("k2", "bdeu", "bic", "cv")
 METHODS = ("em", "discrete")
 EM_INITS = ("uniform", "discrete")
 
@@ -36,19 +36,21 @@ class LearningOptions:
     mcmc_burn_in: int = 1000
     seed: int = 0
     forbidden_arcs: tuple = ()
-    forbidden_group_arcs: tuple = (("effect", "action"), ("effect", "object"))
+    # the action is the experiment's input: nothing points into it; effects do not cause object features
+    forbidden_group_arcs: tuple = (("effect", "action"), ("object", "action"), ("effect", "object"))
     order: tuple | None = None
     ess: float = 1.0
     em_init: str = "uniform"
     fit_sensors: bool = False
     prior_strength: float = 0.0
+    structural_em: int = 0
 
     def __post_init__(self):
         _choice("structure", self.structure, STRUCTURES)
         _choice("score", self.score, SCORES)
         _choice("method", self.method, METHODS)
         _choice("em_init", self.em_init, EM_INITS)
-        for name in ("max_parents", "max_iter", "mcmc_samples", "mcmc_burn_in", "seed"):
+        for name in ("max_parents", "max_iter", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
             _integer(name, getattr(self, name))
         for name in ("prior", "prior_strength"):
             _number(name, getattr(self, name), minimum=0.0)

@@ -56,9 +56,10 @@ def normalise_counts(counts: np.ndarray, prior: float) -> np.ndarray:
 def value_priors(network: AffordanceNetwork, cases: CaseSet) -> list:
     """p(value) per variable for MAP assignment: the sensor's mixture weights (means fixed)."""
     priors = []
+    readings = cases.sensor_readings(network)
     for v in network.variables:
-        if v.sensor is not None and v.sensor.name in cases.readings:
-            priors.append(mixture_weights(v.sensor, cases.readings[v.sensor.name]))
+        if v.name in readings:
+            priors.append(mixture_weights(v.sensor, readings[v.name]))
         else:
             priors.append(np.full(v.card, 1.0 / v.card))
     return priors
@@ -118,7 +119,7 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
         pseudo = [prior + prior_strength * t for t in family_priors(prior_model, network)]
     cpts = _initial_cpts(network, cases, prior, init)
     engine = JunctionTree(network)
-    readings = ({network.index(network.sensor_variable[s]): x for s, x in cases.readings.items()}
+    readings = ({network.index(var): sensor_features(x) for var, x in cases.sensor_readings(network).items()}
                 if fit_sensors else None)
     estep = engine.estep(cases.evidence(network), chunk_size, readings)
     result = EMResult()
@@ -164,12 +165,50 @@ def family_priors(prior_model: AffordanceNetwork, network: AffordanceNetwork) ->
             for v in network.variables]
 
 
+def sensor_features(x: np.ndarray) -> np.ndarray:
+    """What the E-step weights by the posterior of a sensor's variable to re-estimate the sensor.
+
+    1-D readings (K,): returned as they are (the E-step forms [1, y, y^2]). Vector readings
+    (K, d): [1, y, vec(y y^T)] per case, (K, 1 + d + d^2); a case with a missing reading
+    contributes zeros (the vector sensor is re-estimated from complete readings).
+    """
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 1:
+        return x
+    complete = np.all(np.isfinite(x), axis=1)
+    y = np.where(complete[:, None], x, 0.0)
+    outer = (y[:, :, None] * y[:, None, :]).reshape(len(y), -1)
+    return np.concatenate([complete[:, None].astype(float), y, outer], axis=1)
+
+
+def _reestimate_vector_sensor(old: SensorModel, moments: np.ndarray):
+    """Weighted means and covariances of a vector sensor from moments (1 + d + d^2, card)."""
+    d = old.dim
+    w = moments[0]
+    weight = np.maximum(w, 1e-12)
+    means = np.where(w[:, None] > 1e-9, moments[1:1 + d].T / weight[:, None], old.means)
+    second = moments[1 + d:].T.reshape(-1, d, d) / weight[:, None, None]
+    covs = second - means[:, :, None] * means[:, None, :]
+    floor = np.diag((1e-3 * np.maximum(np.ptp(old.means, axis=0), 1.0)) ** 2)  # as for 1-D sensors
+    covs = np.where(w[:, None, None] > 1e-9, 0.5 * (covs + np.swapaxes(covs, 1, 2)) + floor, old.covariances)
+    sensor = SensorModel(names=old.names, means=means, covariances=covs, max_components=old.max_components,
+                         covariance_type=old.covariance_type)
+    stddevs = np.sqrt(np.diagonal(covs, axis1=1, axis2=2))
+    return sensor, np.concatenate([(means - old.means).ravel(), (stddevs - old.component_stddevs()).ravel()])
+
+
 def _reestimate_sensors(network: AffordanceNetwork, moments: dict):
     """Gaussian M-step per sensor from posterior-weighted reading moments; returns the RMS change."""
     changes, diffs = {}, []
-    for i, (w, wy, wy2) in moments.items():
+    for i, m in moments.items():
         v = network.variables[i]
         old = v.sensor
+        if old.vector:
+            sensor, diff = _reestimate_vector_sensor(old, m)
+            changes[v.name] = {"sensor": sensor}
+            diffs.append(diff)
+            continue
+        w, wy, wy2 = m
         weight = np.maximum(w, 1e-12)
         means = np.where(w > 1e-9, wy / weight, old.means)
         var = np.where(w > 1e-9, wy2 / weight - means ** 2, old.stddevs ** 2)
@@ -229,4 +268,4 @@ def _check_learnable(network: AffordanceNetwork, cases: CaseSet) -> None:
 
 
 __all__ = ["EMResult", "fit_em", "fit_discrete", "map_assign", "family_counts", "normalise_counts",
-           "log_likelihood", "rms_difference", "value_priors"]
+           "log_likelihood", "rms_difference", "sensor_features", "value_priors"]

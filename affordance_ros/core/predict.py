@@ -7,7 +7,7 @@ model) and nothing (marginalised).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -15,13 +15,57 @@ import numpy as np
 from .cases import CaseSet
 from .errors import EvidenceError
 from .evidence import Evidence
-from .network import AffordanceNetwork
+from .network import AffordanceNetwork, gaussian_log_density
+
+
+@dataclass(frozen=True)
+class ReadingPrediction:
+    """The predictive distribution of the readings of one variable's sensor, for K cases.
+
+    A mixture over the variable's values: ``weights`` (K, card) are its posterior marginal,
+    ``means`` (card, d) and ``covariances`` (card, d, d) its sensor model. ``mean`` and
+    ``stddev`` (K, d) summarise it per reading name (the mixture's mean and the square root
+    of its variance).
+    """
+
+    variable: str
+    names: tuple
+    weights: np.ndarray
+    means: np.ndarray
+    covariances: np.ndarray
+    mean: np.ndarray
+    stddev: np.ndarray
+
+    def log_density(self, readings: np.ndarray) -> np.ndarray:
+        """Log p(readings) under each case's predictive mixture, (K,); readings (K, d), NaN marginalised."""
+        x = np.asarray(readings, dtype=float).reshape(len(self.weights), -1)
+        log_comp = gaussian_log_density(x, self.means, self.covariances)
+        with np.errstate(divide="ignore"):
+            joint = log_comp + np.log(self.weights)
+        top = joint.max(axis=1, keepdims=True)
+        return (top + np.log(np.exp(joint - top).sum(axis=1, keepdims=True)))[:, 0]
+
+
+def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarray]) -> dict:
+    """{variable: ReadingPrediction} for every variable of ``marginals`` (K, card) that has a sensor."""
+    out = {}
+    for name, weights in marginals.items():
+        sensor = model[name].sensor
+        if sensor is None:
+            continue
+        means, covs = sensor.component_means(), sensor.component_covariances()
+        mean = weights @ means                                                   # (K, d)
+        second = np.einsum("kj,jd->kd", weights, np.diagonal(covs, axis1=1, axis2=2) + means ** 2)
+        stddev = np.sqrt(np.maximum(second - mean ** 2, 0.0))
+        out[name] = ReadingPrediction(name, sensor.names, weights, means, covs, mean, stddev)
+    return out
 
 
 @dataclass(frozen=True)
 class BatchPrediction:
     """Answers for K evidence cases: marginals[var] (K, card), most_probable (K, q) codes,
-    and the joint posterior of the query variables (K, *cards in ``variables`` order).
+    and the joint posterior of the query variables (K, *cards in ``variables`` order);
+    ``readings[var]``: the predicted readings of each queried variable that has a sensor.
     """
 
     variables: list
@@ -29,20 +73,31 @@ class BatchPrediction:
     most_probable: np.ndarray
     joint_probability: np.ndarray
     joint: np.ndarray
+    readings: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """One answer: {var: {label: p}}, {var: label}, p(most probable assignment | evidence)."""
+    """One answer: {var: {label: p}}, {var: label}, p(most probable assignment | evidence).
+
+    For queried variables with a sensor, ``readings`` {reading name: {"mean", "stddev"}} (what
+    the sensor should read) and ``mixtures`` {var: {"names", "weights", "means", "covariances"}}.
+    """
 
     marginals: dict
     most_probable: dict
     joint_probability: float
+    readings: dict = field(default_factory=dict)
+    mixtures: dict = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
-        """JSON-ready: marginals, most probable labels, joint probability."""
-        return {"marginals": self.marginals, "most_probable": self.most_probable,
-                "joint_probability": self.joint_probability}
+    def to_dict(self, readings: bool = True) -> dict:
+        """JSON-ready; ``readings`` False leaves the predicted readings out."""
+        out = {"marginals": self.marginals, "most_probable": self.most_probable,
+               "joint_probability": self.joint_probability}
+        if readings and self.readings:
+            out["readings"] = self.readings
+            out["mixtures"] = self.mixtures
+        return out
 
 
 def predict_batch(model: AffordanceNetwork, query: Sequence[str],
@@ -78,7 +133,8 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     for j, name in enumerate(names):
         axes = tuple(1 + a for a in range(len(names)) if a != j)
         marginals[name] = joint.sum(axis=axes) if axes else joint
-    return BatchPrediction(names, marginals, most_probable, flat[np.arange(flat.shape[0]), best], joint)
+    return BatchPrediction(names, marginals, most_probable, flat[np.arange(flat.shape[0]), best], joint,
+                           predict_readings(model, marginals))
 
 
 def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float] | None = None,
@@ -95,7 +151,13 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
     marginals = {name: dict(zip(model[name].values, map(float, batch.marginals[name][0])))
                  for name in batch.variables}
     best = {name: model[name].values[int(code)] for name, code in zip(batch.variables, batch.most_probable[0])}
-    return Prediction(marginals, best, float(batch.joint_probability[0]))
+    readings, mixtures = {}, {}
+    for name, r in batch.readings.items():
+        for j, reading in enumerate(r.names):
+            readings[reading] = {"mean": float(r.mean[0, j]), "stddev": float(r.stddev[0, j])}
+        mixtures[name] = {"names": list(r.names), "weights": r.weights[0].tolist(), "means": r.means.tolist(),
+                          "covariances": r.covariances.tolist()}
+    return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,11 @@
-"""Sensor models from readings: 1-D Gaussian mixtures, the number of components by BIC.
+"""Sensor models from readings: Gaussian mixtures, the number of components by BIC.
 
 This is the role X-means plays in the paper: each component becomes one value of the
-hidden variable, components ordered by mean.
+hidden variable. A 1-D sensor's components are ordered by mean. A vector sensor (several
+readings at once) gets a multivariate mixture fitted on internally standardised readings,
+whose number of components and covariance type (full or diagonal) BIC chooses, with a
+covariance floor so that repeated identical readings never collapse a component; its
+components are ordered by their first coordinate.
 """
 
 from __future__ import annotations
@@ -9,9 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import DataError
-from .network import AffordanceNetwork, SensorModel
+from .network import AffordanceNetwork, SensorModel, gaussian_log_density
 
 _LOG_2PI = np.log(2.0 * np.pi)
+# Variance floor of a vector sensor's components, in units of each reading's variance (standardised).
+COVARIANCE_FLOOR = 1e-3
 
 
 def gaussian_log_pdf(x: np.ndarray, means: np.ndarray, stddevs: np.ndarray) -> np.ndarray:
@@ -83,11 +89,116 @@ def fit_sensor(readings: np.ndarray, n_components: int | None, max_components: i
     return best[1], best[2], best[3]
 
 
-def mixture_weights(model: SensorModel, readings: np.ndarray, max_iter: int = 200, tol: float = 1e-8) -> np.ndarray:
-    """p(value) of a sensor's mixture with means/stddevs held fixed (EM on the weights only)."""
+def _standardise(x: np.ndarray):
+    centre = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return (x - centre) / scale, centre, scale
+
+
+def _kmeanspp(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    centres = [x[rng.integers(len(x))]]
+    d2 = ((x - centres[0]) ** 2).sum(axis=1)
+    for _ in range(1, k):
+        total = d2.sum()
+        j = rng.choice(len(x), p=d2 / total) if total > 0 else rng.integers(len(x))
+        centres.append(x[j])
+        d2 = np.minimum(d2, ((x - x[j]) ** 2).sum(axis=1))
+    return np.array(centres)
+
+
+def fit_gmm(x: np.ndarray, n_components: int, covariance_type: str, rng: np.random.Generator,
+            n_init: int = 3, max_iter: int = 200, tol: float = 1e-4, floor: float = COVARIANCE_FLOOR):
+    """Maximum-likelihood multivariate mixture by EM on (standardised) rows ``x`` (n, d), best of
+    ``n_init`` k-means++ starts; ``covariance_type`` "full" or "diag"; ``floor`` is added to every
+    variance. Returns (weights (k,), means (k, d), covariances (k, d, d), log-likelihood).
+    """
+    n, d = x.shape
+    k = n_components
+    if n < k:
+        raise DataError(f"{n} readings cannot fit {k} mixture components")
+    eye = np.eye(d)
+    best = None
+    for _ in range(n_init):
+        means = _kmeanspp(x, k, rng)
+        covs = np.broadcast_to(np.cov(x.T).reshape(d, d) + floor * eye, (k, d, d)).copy()
+        if covariance_type == "diag":
+            covs = covs * eye
+        weights = np.full(k, 1.0 / k)
+        previous = -np.inf
+        for _ in range(max_iter):
+            log_joint = gaussian_log_density(x, means, covs) + np.log(weights)
+            top = log_joint.max(axis=1, keepdims=True)
+            resp = np.exp(log_joint - top)
+            norm = resp.sum(axis=1, keepdims=True)
+            ll = float((np.log(norm) + top).sum())
+            resp /= norm
+            nk = resp.sum(axis=0) + 1e-12
+            weights = nk / n
+            means = (resp.T @ x) / nk[:, None]
+            diff = x[None, :, :] - means[:, None, :]                          # (k, n, d)
+            weighted = resp.T[:, :, None] * diff
+            if covariance_type == "diag":
+                covs = (weighted * diff).sum(axis=1)[:, :, None] * eye / nk[:, None, None]
+            else:
+                covs = np.swapaxes(weighted, 1, 2) @ diff / nk[:, None, None]
+            covs = covs + floor * eye
+            if ll - previous < tol * abs(ll):
+                break
+            previous = ll
+        if best is None or ll > best[3]:
+            best = (weights, means, covs, ll)
+    return best
+
+
+def _n_parameters(k: int, d: int, covariance_type: str) -> int:
+    per_cov = d * (d + 1) // 2 if covariance_type == "full" else d
+    return k * (d + per_cov) + k - 1
+
+
+def fit_vector_sensor(readings: np.ndarray, n_components: int | None, max_components: int,
+                      covariance_type: str, rng: np.random.Generator):
+    """Fit a vector sensor from readings (n, d) (rows with a missing reading are left out):
+    ``n_components`` fixed or chosen by BIC in 1..max_components, ``covariance_type`` "full",
+    "diag" or "auto" (chosen by BIC too). Returns (means (k, d), covariances (k, d, d), weights,
+    the covariance type chosen), in the readings' own units, ordered by the first coordinate.
+    """
     x = np.asarray(readings, dtype=float)
-    x = x[np.isfinite(x)]
-    k = model.means.size
+    x = x[np.all(np.isfinite(x), axis=1)]
+    if len(x) == 0:
+        raise DataError("no complete readings to fit the sensor model from")
+    z, centre, scale = _standardise(x)
+    types = ("full", "diag") if covariance_type == "auto" else (covariance_type,)
+    ks = [n_components] if n_components is not None else range(1, min(max_components, len(x)) + 1)
+    best = None
+    for cov_type in types:
+        type_best, worse = np.inf, 0  # this type's search stops once three more components in a row did not help
+        for k in ks:
+            w, m, c, ll = fit_gmm(z, k, cov_type, rng)
+            bic = -2.0 * ll + _n_parameters(k, z.shape[1], cov_type) * np.log(len(z))
+            if best is None or bic < best[0]:
+                best = (bic, w, m, c, cov_type)
+            if bic < type_best:
+                type_best, worse = bic, 0
+            else:
+                worse += 1
+                if worse >= 3:
+                    break
+    _, w, m, c, cov_type = best
+    means = m * scale + centre
+    covs = c * np.outer(scale, scale)
+    order = np.lexsort(means.T[::-1])
+    return means[order], covs[order], w[order], cov_type
+
+
+def mixture_weights(model: SensorModel, readings: np.ndarray, max_iter: int = 200, tol: float = 1e-8) -> np.ndarray:
+    """p(value) of a sensor's mixture with means/stddevs held fixed (EM on the weights only).
+
+    ``readings``: (K,) for a 1-D sensor, (K, d) for a vector sensor (rows without any reading skipped).
+    """
+    x = np.asarray(readings, dtype=float)
+    x = x[np.isfinite(x)] if x.ndim == 1 else x[np.any(np.isfinite(x), axis=1)]
+    k = model.component_means().shape[0]
     weights = np.full(k, 1.0 / k)
     if x.size == 0:
         return weights
@@ -109,6 +220,9 @@ def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0) -> Af
     for v in network.variables:
         if v.sensor is None or v.sensor.fitted:
             continue
+        if v.sensor.vector:
+            changes[v.name] = _fit_vector(v, readings, rng)
+            continue
         if v.sensor.name not in readings:
             raise DataError(f"sensor '{v.sensor.name}' of '{v.name}' has no readings to fit its model from")
         n_components = None if v.values is None else len(v.values)
@@ -117,3 +231,17 @@ def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0) -> Af
         sensor = SensorModel(v.sensor.name, means, stddevs, v.sensor.max_components)
         changes[v.name] = {"values": values, "sensor": sensor}
     return network.replace_variables(changes) if changes else network
+
+
+def _fit_vector(v, readings: dict, rng: np.random.Generator) -> dict:
+    absent = [n for n in v.sensor.names if n not in readings]
+    if absent:
+        raise DataError(f"readings {absent} of the sensor of '{v.name}' are missing: cannot fit its model")
+    x = np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
+    n_components = None if v.values is None else len(v.values)
+    means, covs, _, cov_type = fit_vector_sensor(x, n_components, v.sensor.max_components,
+                                                 v.sensor.covariance_type, rng)
+    values = v.values or tuple(f"{v.name.lower()}_{j}" for j in range(len(means)))
+    sensor = SensorModel(names=v.sensor.names, means=means, covariances=covs,
+                         max_components=v.sensor.max_components, covariance_type=v.sensor.covariance_type)
+    return {"values": values, "sensor": sensor}

@@ -2,12 +2,19 @@
 
 As in the paper, every hidden value is first replaced by its MAP assignment; the
 structure is then scored as if all variables were observed.
+
+Beyond the paper, structural EM (Friedman 1997, 1998): the families are scored on the
+*expected* counts under the current model (the posterior of every family given each case's
+labels and readings, by exact inference), the search is run again on those scores, the
+parameters are re-learned by EM on the new structure, and so on until the structure stops
+changing. Hidden variables seen through noisy sensors then keep the parents that MAP
+assignments blur away.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.special import gammaln
@@ -38,11 +45,14 @@ class StructureResult:
 class FamilyScore:
     """Decomposable log score of one family on complete data, cached per (child, parents)."""
 
-    def __init__(self, codes: np.ndarray, cards: Sequence[int], score: str = "k2", ess: float = 1.0):
+    def __init__(self, codes: np.ndarray, cards: Sequence[int], score: str = "k2", ess: float = 1.0,
+                 prior: float = 1.0):
         if score not in SCORES:
             raise ModelFormatError(f"score '{score}' is not one of {list(SCORES)}")
         self.codes, self.cards, self.score, self.ess = codes, list(cards), score, float(ess)
+        self.prior = float(prior)  # the pseudo-count per CPT entry the "cv" score learns with
         self._cache = {}
+        self._fold = None
 
     def __call__(self, child: int, parents: Sequence[int]) -> float:
         """The family's score with these parents (order does not matter; cached)."""
@@ -51,8 +61,49 @@ class FamilyScore:
             self._cache[key] = self._compute(child, key[1])
         return self._cache[key]
 
+    @property
+    def n_cases(self) -> int:
+        """How many cases the counts come from."""
+        return len(self.codes)
+
+    def counts(self, child: int, parents: tuple) -> np.ndarray:
+        """Counts of (parents..., child) configurations, shaped like the family's CPT."""
+        return family_counts(self.codes, self.cards, child, parents)
+
+    def fold_of_case(self) -> np.ndarray:
+        """The fold (0..CV_FOLDS-1) of every case for the "cv" score: a fixed random split."""
+        if self._fold is None:
+            self._fold = np.random.default_rng(0).permutation(self.n_cases) % CV_FOLDS
+        return self._fold
+
+    def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
+        """Counts per fold, (CV_FOLDS, *CPT shape)."""
+        axes = [*parents, child]
+        shape = tuple(int(self.cards[a]) for a in axes)
+        flat = np.ravel_multi_index(tuple(self.codes[:, a] for a in axes), shape)
+        size = int(np.prod(shape))
+        out = np.bincount(self.fold_of_case() * size + flat, minlength=CV_FOLDS * size)
+        return out.reshape((CV_FOLDS, *shape)).astype(float)
+
+    def _cross_validated(self, child: int, parents: tuple) -> float:
+        """Held-out log-likelihood of the child given its parents: for each fold, the CPT learned (with
+        ``prior`` pseudo-counts, as EM learns it) on the other folds, scored on that fold's counts.
+        """
+        folds = self.fold_counts(child, parents)
+        r = self.cards[child]
+        folds = folds.reshape(CV_FOLDS, -1, r)
+        total = folds.sum(axis=0)
+        out = 0.0
+        for fold in folds:
+            train = total - fold + self.prior
+            theta = train / train.sum(axis=1, keepdims=True)
+            out += float(np.sum(fold * np.log(theta)))
+        return out
+
     def _compute(self, child: int, parents: tuple) -> float:
-        counts = family_counts(self.codes, self.cards, child, parents)
+        if self.score == "cv":
+            return self._cross_validated(child, parents)
+        counts = self.counts(child, parents)
         r = self.cards[child]
         n_ijk = counts.reshape(-1, r)
         n_ij = n_ijk.sum(axis=1)
@@ -64,7 +115,34 @@ class FamilyScore:
             return float(np.sum(gammaln(a_ij) - gammaln(n_ij + a_ij))
                          + np.sum(gammaln(n_ijk + a_ijk) - gammaln(a_ijk)))
         ll = np.sum(n_ijk * np.log(np.where(n_ijk > 0, n_ijk, 1.0) / np.where(n_ij > 0, n_ij, 1.0)[:, None]))
-        return float(ll - 0.5 * np.log(max(len(self.codes), 1)) * q * (r - 1))
+        return float(ll - 0.5 * np.log(max(self.n_cases, 1)) * q * (r - 1))
+
+
+class ExpectedFamilyScore(FamilyScore):
+    """The same scores on expected counts: sum over cases of p(parents, child | case) under ``model``
+    (structural EM's E-step), by exact inference over all cases at once.
+    """
+
+    def __init__(self, model: AffordanceNetwork, cases: CaseSet, score: str = "k2", ess: float = 1.0,
+                 prior: float = 1.0):
+        super().__init__(np.zeros((cases.n_cases, 0), dtype=np.int64), model.cards, score, ess, prior)
+        self.model = model
+        self.calibration = model.engine.calibrate([v.cpt for v in model.variables], cases.evidence(model))
+
+    def counts(self, child: int, parents: tuple) -> np.ndarray:
+        """Expected counts of (parents..., child) over the cases."""
+        family = [*parents, child]
+        return self.model.engine.joint(self.calibration, family).sum(axis=0)
+
+    def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
+        """Expected counts per fold, (CV_FOLDS, *CPT shape)."""
+        joint = self.model.engine.joint(self.calibration, [*parents, child])        # (K, *family cards)
+        fold = self.fold_of_case()
+        return np.stack([joint[fold == f].sum(axis=0) for f in range(CV_FOLDS)])
+
+
+CV_FOLDS = 5
+DEFAULT_FORBIDDEN_GROUP_ARCS = (("effect", "action"), ("object", "action"), ("effect", "object"))
 
 
 def allowed_arcs(network: AffordanceNetwork, forbidden_arcs=(), forbidden_group_arcs=()) -> np.ndarray:
@@ -177,10 +255,65 @@ def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, star
     return parents, best_total, freq / max(n_samples, 1), accepted / max(steps, 1), trace
 
 
+def search(scorer: FamilyScore, network: AffordanceNetwork, method: str, max_parents: int, order, allowed,
+           start=None, n_samples: int = 5000, burn_in: int = 1000, seed: int = 0,
+           progress: Progress = None) -> StructureResult:
+    """K2 (or MCMC started from K2's answer, or from ``start``) with ``scorer``; StructureResult.
+    ``progress`` (see ``core.progress``) hears of K2's nodes and of MCMC's steps, and may cancel.
+    """
+    n = len(network)
+    parents = k2(scorer, order, allowed, max_parents, progress) if start is None else start
+    result = StructureResult("k2", scorer.score, sum(scorer(v, parents[v]) for v in range(n)), {})
+    if method == "mcmc":
+        parents, best, freq, acceptance, trace = mcmc(
+            scorer, n, allowed, max_parents, parents, n_samples, burn_in, np.random.default_rng(seed), progress)
+        probabilities = {(network.names[u], network.names[v]): float(freq[u, v])
+                         for u in range(n) for v in range(n) if freq[u, v] > 0}
+        result = StructureResult("mcmc", scorer.score, best, {}, probabilities, acceptance, trace)
+    result.parents = {network.names[v]: tuple(network.names[u] for u in parents[v]) for v in range(n)}
+    return result
+
+
+def structural_em(model: AffordanceNetwork, cases: CaseSet, fit: Callable, rounds: int, method: str = "k2",
+                  score: str = "k2", max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
+                  forbidden_group_arcs=DEFAULT_FORBIDDEN_GROUP_ARCS, n_samples: int = 5000,
+                  burn_in: int = 1000, seed: int = 0, ess: float = 1.0, prior: float = 1.0,
+                  progress: Progress = None):
+    """Structural EM from a learned ``model``: score families on expected counts under the current
+    model, search again, re-fit the parameters with ``fit(network) -> model``; at most ``rounds``
+    times, until the structure repeats. Returns (model, StructureResult of the last search, rounds run).
+    """
+    allowed = allowed_arcs(model, forbidden_arcs, forbidden_group_arcs)
+    order_idx = _order(model, order)
+    seen = {tuple(model.arcs)}
+    result = None
+    done = 0
+    for done in range(1, rounds + 1):
+        scorer = ExpectedFamilyScore(model, cases.with_network(model), score, ess, prior)
+        result = search(scorer, model, method, max_parents, order_idx, allowed, None, n_samples, burn_in, seed,
+                        progress)
+        candidate = model.with_structure(result.parents)
+        if tuple(candidate.arcs) in seen:
+            break
+        seen.add(tuple(candidate.arcs))
+        model = fit(candidate)
+    return model, result, done
+
+
+def _order(network: AffordanceNetwork, order: Sequence[str] | None) -> list[int]:
+    if order is None:
+        return default_order(network)
+    order_idx = [network.index(name) for name in order]
+    if sorted(order_idx) != list(range(len(network))):
+        raise ModelFormatError(f"'order' must name every variable once: {list(network.names)}")
+    return order_idx
+
+
 def learn_structure(network: AffordanceNetwork, cases: CaseSet, method: str = "k2", score: str = "k2",
                     max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
-                    forbidden_group_arcs=(("effect", "action"), ("effect", "object")), n_samples: int = 5000,
-                    burn_in: int = 1000, seed: int = 0, ess: float = 1.0, progress: Progress = None):
+                    forbidden_group_arcs=DEFAULT_FORBIDDEN_GROUP_ARCS, n_samples: int = 5000,
+                    burn_in: int = 1000, seed: int = 0, ess: float = 1.0, prior: float = 1.0,
+                    progress: Progress = None):
     """MAP-assign the hidden values, then K2 or MCMC. Returns (network with the arcs, StructureResult).
 
     ``progress`` (see ``core.progress``) hears of K2's nodes and of MCMC's steps (K2's first: MCMC starts from
@@ -190,23 +323,9 @@ def learn_structure(network: AffordanceNetwork, cases: CaseSet, method: str = "k
         raise ModelFormatError(f"structure method '{method}' is not 'k2' or 'mcmc'")
     if not isinstance(max_parents, int) or max_parents < 0:
         raise ModelFormatError("max_parents must be an integer >= 0")
-    n = len(network)
     codes = map_assign(network, cases)
-    scorer = FamilyScore(codes, network.cards, score, ess)
+    scorer = FamilyScore(codes, network.cards, score, ess, prior)
     allowed = allowed_arcs(network, forbidden_arcs, forbidden_group_arcs)
-    if order is None:
-        order_idx = default_order(network)
-    else:
-        order_idx = [network.index(name) for name in order]
-        if sorted(order_idx) != list(range(n)):
-            raise ModelFormatError(f"'order' must name every variable once: {list(network.names)}")
-    parents = k2(scorer, order_idx, allowed, max_parents, progress)
-    result = StructureResult("k2", score, sum(scorer(v, parents[v]) for v in range(n)), {})
-    if method == "mcmc":
-        parents, best, freq, acceptance, trace = mcmc(
-            scorer, n, allowed, max_parents, parents, n_samples, burn_in, np.random.default_rng(seed), progress)
-        probabilities = {(network.names[u], network.names[v]): float(freq[u, v])
-                         for u in range(n) for v in range(n) if freq[u, v] > 0}
-        result = StructureResult("mcmc", score, best, {}, probabilities, acceptance, trace)
-    result.parents = {network.names[v]: tuple(network.names[u] for u in parents[v]) for v in range(n)}
+    result = search(scorer, network, method, max_parents, _order(network, order), allowed, None,
+                    n_samples, burn_in, seed, progress)
     return network.with_structure(result.parents), result

@@ -318,7 +318,7 @@ def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
     for m, c in zip(model.variables, config.variables):
         if m.group != c.group or (c.values is not None and m.values != c.values):
             return f"variable '{c.name}' differs (group, values)"
-        if (m.sensor and m.sensor.name) != (c.sensor and c.sensor.name):
+        if (m.sensor and m.sensor.names) != (c.sensor and c.sensor.names):
             return f"the sensor of '{c.name}' differs"
     return ""
 

@@ -201,7 +201,7 @@ def read_csv(path: str | Path, config: AffordanceNetwork) -> Cases:
         raise DataError(f"'{path}': columns {others} are labels of variables other than the action "
                         f"'{validator.action_variable}'; a bag or a case database holds only the action label "
                         "and sensor readings. Leave those columns out.")
-    source = {v.sensor.name: v.group for v in config.variables if v.sensor}
+    source = {name: v.group for v in config.variables if v.sensor for name in v.sensor.names}
     codes = cases.labels.get(validator.action_variable)
     records, unlabelled = [], []
     for k in range(cases.n_cases):

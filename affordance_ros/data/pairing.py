@@ -287,9 +287,10 @@ class PartValidator:
         self.actions = config[self.action_variable].values
         if self.actions is None:
             raise ValueError(f"the action variable '{self.action_variable}' needs its 'values' (the action labels)")
-        self.sensors = {kind: sorted(v.sensor.name for v in config.variables if v.group == kind and v.sensor)
+        self.sensors = {kind: sorted(name for v in config.variables if v.group == kind and v.sensor
+                                     for name in v.sensor.names)
                         for kind in SENSOR_GROUPS}
-        self.ranges = {v.sensor.name: v.sensor.bounds for v in config.variables if v.sensor}
+        self.ranges = {name: v.sensor.bounds for v in config.variables if v.sensor for name in v.sensor.names}
 
     def action(self, label: str) -> str:
         if not label:

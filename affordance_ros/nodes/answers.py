@@ -68,6 +68,9 @@ def predict_into(request) -> Callable:
                               for name, dist in result.marginals.items()]
         response.most_probable = [result.most_probable[name] for name in result.marginals]
         response.joint_probability = result.joint_probability
+        response.reading_names = list(result.readings)
+        response.reading_means = [r["mean"] for r in result.readings.values()]
+        response.reading_stddevs = [r["stddev"] for r in result.readings.values()]
     return fill
 
 
@@ -82,7 +85,7 @@ def select_action_into(request) -> Callable:
             if variable.group != "effect":
                 raise EvidenceError(f"'{name}' is not an effect variable (it is in the group '{variable.group}'); "
                                     f"the effects are {model.group('effect')}")
-            if name in values or (variable.sensor and variable.sensor.name in sensors):
+            if name in values or (variable.sensor and any(r in sensors for r in variable.sensor.names)):
                 raise EvidenceError(f"'{name}' is a desired effect: do not also give it as evidence")
         ranking = rank_actions(model, effects, sensors=sensors, values=values)
         response.action_variable = ranking.action_variable

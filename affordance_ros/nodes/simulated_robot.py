@@ -1,8 +1,10 @@
-"""A simulated robot: publishes trials sampled from a ground-truth affordance network.
+"""A simulated robot: publishes trials sampled from a ground-truth affordance network, or from a scenario.
 
 Each trial is an Action (the label), the object features and the effects (noisy sensor
 readings ~ Normal(5 * value index, sigma)), the three stamped with the time the trial
-starts. It waits until the nodes named in ``wait_for`` (by default the learner) subscribe to
+starts. With ``scenario`` tools or hands the trials come from the realistic scenarios of
+``core.scenarios`` instead (tool and shape descriptors, 2-D displacements; config/tools.json,
+config/hands.json). It waits until the nodes named in ``wait_for`` (by default the learner) subscribe to
 every topic and every topic has ``min_subscribers`` subscribers, so that no trial is lost (a
 recorder that is up first is not enough), and exits after ``count`` trials once the learner has
 confirmed them all (``confirm``, with trial ids: ``TrialPublisher`` sends a trial again while it is
@@ -28,6 +30,7 @@ from rclpy.task import Future
 
 from ..core import SENSOR_GROUPS, AffordanceNetwork
 from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
+from ..core.scenarios import FEATURES, SCENARIOS, simulate
 from ..msg import Action, Features
 from . import shutdown
 from .numbers import accept_integers, number_descriptor, number_value
@@ -54,6 +57,8 @@ class SimulatedRobot(Node):
             network = param["network"]
             if network not in trial_networks():
                 raise ValueError(f"network '{network}' is not one of {trial_networks()}")
+            if param["scenario"] not in ("network", *SCENARIOS):
+                raise ValueError(f"scenario '{param['scenario']}' is not one of {['network', *SCENARIOS]}")
         except ValueError:
             self.destroy_node()
             raise
@@ -71,6 +76,8 @@ class SimulatedRobot(Node):
         self._sensors = {kind: [self.truth.index(name) for name in self.truth.group(kind)]
                          for kind in SENSOR_GROUPS}
         self._batch = np.empty((0, len(self.truth)), dtype=np.int64)
+        self.scenario = param["scenario"]
+        self._scenario_trials = []
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
@@ -89,8 +96,10 @@ class SimulatedRobot(Node):
             }
         self._timer = self.create_timer(1.0 / param["rate"], self._publish_trial)
         self.get_logger().info(
-            f"ground truth '{network}' (sigma {param['sigma']:g}, truth_seed {truth_seed}); trials seeded with "
-            f"{self.seed}" + (" (random; seed:=%d repeats them)" % self.seed if param["seed"] < 0 else "")
+            (f"ground truth '{network}' (sigma {param['sigma']:g}, truth_seed {truth_seed}); "
+             if self.scenario == "network" else f"scenario '{self.scenario}'; ")
+            + f"trials seeded with {self.seed}"
+            + (" (random; seed:=%d repeats them)" % self.seed if param["seed"] < 0 else "")
             + f"; {self.count or 'endless'} trials at {param['rate']:g} Hz, "
             + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp")
             + (f", each kept until the learner confirms it on {param['status_topic']}" if self.trials else ""))
@@ -101,6 +110,10 @@ class SimulatedRobot(Node):
 
         self.declare_parameter("network", "montesano", describe(
             f"Ground-truth network, one of {trial_networks()}.", additional_constraints=f"one of {trial_networks()}"))
+        self.declare_parameter("scenario", "network", describe(
+            f"Where trials come from: 'network' (the ground-truth 'network') or a realistic scenario, one of "
+            f"{list(SCENARIOS)} (learn it with config/<scenario>.json).",
+            additional_constraints=f"one of {['network', *SCENARIOS]}"))
         self.declare_parameter("sigma", 1.0, number_descriptor(
             "Standard deviation of the sensor noise; readings ~ Normal(5 * value index, sigma).", *_NUMBERS["sigma"]))
         self.declare_parameter("seed", -1, describe(
@@ -176,23 +189,16 @@ class SimulatedRobot(Node):
                 self._waiting_logged = None
         elif not self._subscribers_ready():  # a subscriber left: pause
             return
-        if not len(self._batch):
-            self._batch = sample_values(self.truth, _BATCH, self._rng)
-        codes, self._batch = self._batch[0], self._batch[1:]
+        label, readings = self._next_trial()
         stamp = self.get_clock().now().to_msg()
         trial_id = f"{self.trial_id_prefix}-{self.published:06d}" if self.use_trial_ids else ""
 
-        action = Action(trial_id=trial_id, action=self.truth.variables[self._action].values[codes[self._action]])
+        action = Action(trial_id=trial_id, action=label)
         action.header.stamp = stamp
         parts = [("action", action)]
         for kind in SENSOR_GROUPS:
-            msg = Features(trial_id=trial_id)
+            msg = Features(trial_id=trial_id, names=list(readings[kind]), values=list(readings[kind].values()))
             msg.header.stamp = stamp
-            for i in self._sensors[kind]:
-                sensor = self.truth.variables[i].sensor
-                msg.names.append(sensor.name)
-                noise = sensor.stddevs[codes[i]] * self._rng.standard_normal()
-                msg.values.append(float(sensor.means[codes[i]] + noise))
             parts.append((kind, msg))
         if self.trials is not None:
             self.trials.send(trial_id, [(self._outputs[kind], msg) for kind, msg in parts])
@@ -203,6 +209,28 @@ class SimulatedRobot(Node):
         if self.count and self.published == self.count:
             self._timer.cancel()
             self._finish()
+
+    def _next_trial(self) -> tuple[str, dict]:
+        """(action label, {kind: {reading name: value}}) of the next trial."""
+        if self.scenario != "network":
+            if not self._scenario_trials:
+                columns = simulate(self.scenario, 1, int(self._rng.integers(2**31)))
+                self._scenario_trials = [
+                    (str(columns["Action"][k]), {kind: {n: float(columns[n][k]) for n in FEATURES[self.scenario][kind]}
+                                                 for kind in SENSOR_GROUPS})
+                    for k in range(len(columns["trial_id"]))]
+            return self._scenario_trials.pop(0)
+        if not len(self._batch):
+            self._batch = sample_values(self.truth, _BATCH, self._rng)
+        codes, self._batch = self._batch[0], self._batch[1:]
+        readings = {}
+        for kind in SENSOR_GROUPS:
+            readings[kind] = {}
+            for i in self._sensors[kind]:
+                sensor = self.truth.variables[i].sensor
+                readings[kind][sensor.name] = float(sensor.means[codes[i]]
+                                                    + sensor.stddevs[codes[i]] * self._rng.standard_normal())
+        return self.truth.variables[self._action].values[codes[self._action]], readings
 
     def _publish(self, kind: str, msg) -> None:
         """Publish; while a subscriber is behind (keep-all history full) wait: trials are delayed, never lost."""

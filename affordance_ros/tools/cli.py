@@ -11,6 +11,8 @@
     affordance-ros export-model model.json --format bif --out model.bif
     affordance-ros import-model expert.bif --config config.json --out model.json
     affordance-ros show model.json --out model.png [--cpts]
+    affordance-ros simulate --scenario tools --out cases.csv
+    affordance-ros evaluate --cases cases.csv --config config/tools.json --leave-out object_id --targets Effect
 
 Bags are rosbag2 (sqlite3 or mcap) holding the Action/Features topics; see docs/offline.md.
 """
@@ -32,7 +34,7 @@ from ..data.formats import FORMATS, export_model, format_of, import_model
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
 from ..data.storage import CaseStoreError
 from ..share import default_config_path
-from . import call, record, replay
+from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .progress import ProgressBar
 from .ros_args import split_ros_args
@@ -44,13 +46,15 @@ class UserError(Exception):
     """A mistake in the command line or its files: printed as one line, exit status 2."""
 
 
-def load_cases(config: AffordanceNetwork, source: str, options=None, progress: bool | None = None) -> CaseSet:
-    """Cases from a CSV file, the learner node's SQLite database or a rosbag2 bag."""
+def load_cases(config: AffordanceNetwork, source: str, options=None, progress: bool | None = None,
+               ignore=()) -> CaseSet:
+    """Cases from a CSV file (``ignore``: its columns that are not variables), the learner node's SQLite
+    database or a rosbag2 bag."""
     path = Path(source)
     if not path.exists():
         raise UserError(f"cases file '{source}' does not exist")
     if offline.source_kind(path) == "csv":  # every label column, not only the action's
-        return CaseSet.from_csv(config, path)
+        return CaseSet.from_csv(config, path, extra=ignore)
     cases = read_cases(path, config, options or offline.PairingOptions(), progress)
     _tell(cases, "learn")
     return CaseSet.from_records(config, cases.records)
@@ -91,7 +95,7 @@ def _pairs(items, what: str) -> dict:
 
 def cmd_learn(args) -> int:
     config = AffordanceNetwork.load(args.config, what="configuration")
-    cases = load_cases(config, args.cases, _pairing_options(args), args.progress)
+    cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
     learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
                                 prior=args.prior, method=args.method, seed=args.seed,
                                 mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter,
@@ -120,7 +124,7 @@ def cmd_predict(args) -> int:
         if not math.isfinite(sensors[name]):
             raise UserError(f"--sensor {name}={text}: the reading must be a finite number")
     answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
-    json.dump(answer.to_dict(), sys.stdout, indent=2 if args.pretty else None)
+    json.dump(answer.to_dict(readings=args.readings), sys.stdout, indent=2 if args.pretty else None)
     print()
     return 0
 
@@ -189,6 +193,12 @@ def cmd_show(args) -> int:
 
 def cmd_call(args) -> int:
     return call.run(args, args.ros_args)
+def cmd_evaluate(args) -> int:
+    return evaluate.run_evaluate(args, UserError)
+
+
+def cmd_simulate(args) -> int:
+    return evaluate.run_simulate(args)
 
 
 def cmd_replay(args) -> int:
@@ -246,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
     learn.add_argument("--prior-strength", type=float,
                        help="how many cases the prior model is worth (equivalent sample size)")
+    learn.add_argument("--ignore-columns", nargs="+", metavar="COLUMN",
+                       help="CSV columns that are not variables, to skip (e.g. object_id)")
     _add_pairing_options(learn)
     learn.set_defaults(run=cmd_learn)
 
@@ -259,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--sensor", action="append", metavar="SENSOR=READING", help="raw sensor reading")
     pred.add_argument("--value", action="append", metavar="VARIABLE=LABEL", help="known label")
     pred.add_argument("--pretty", action="store_true", help="indent the JSON")
+    pred.add_argument("--readings", action="store_true",
+                      help="add what the queried variables' sensors should read: 'readings' (mean and stddev per "
+                           "reading name) and 'mixtures' (the predictive mixture per variable)")
     pred.set_defaults(run=cmd_predict)
 
     config_help = "configuration in the model schema; default: the learner node's default (montesano.json)"
@@ -327,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also draw (dashed) arcs MCMC sampled at least this often that the model lacks "
                            "(default 0.3)")
     show.set_defaults(run=cmd_show)
+    ev = sub.add_parser("evaluate", help="cross-validate learning on cases against baselines (accuracy, log-loss, "
+                                         "RMSE, log-density), on the same folds")
+    sim = sub.add_parser("simulate", help="write the trials of a realistic scenario (tools, hands) to a CSV file")
+    evaluate.add_arguments(ev, sim)
+    ev.set_defaults(run=cmd_evaluate)
+    sim.set_defaults(run=cmd_simulate)
 
     add_bench_parser(sub)
     return parser

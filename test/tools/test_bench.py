@@ -149,3 +149,16 @@ def test_faults_quick(tmp_path):
     assert doc["stops"]["counter_mismatches"] == 0
     assert doc["flood"]["bad_stored"] == 0 and doc["flood"]["good_stored"] == doc["flood"]["rounds"]
     assert "kill -9 mid-stream + restart" in stdout
+def test_scenario_quick(tmp_path):
+    """The scenarios: a row per target and metric with ours and every baseline, and the time of the folds."""
+    printed = bench("scenario", out=tmp_path)
+    table = (tmp_path / "scenario_table.md").read_text()
+    assert table.strip() in printed
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
+            if line.startswith(("| Action", "| Effect"))]
+    assert {(r[0], r[1]) for r in rows} >= {("Effect", "rmse"), ("Effect", "log_density"), ("Action", "accuracy")}
+    assert all(len(r) == 8 for r in rows)
+    assert "Time: 3 folds on 264 tools cases" in table
+    results = json.loads((tmp_path / "scenario_results.json").read_text())
+    assert results["time_10_folds"] > 0 and set(results["results"]) == {
+        "tools leave-one-object-out", "tools 10-fold", "hands 10-fold"}

@@ -6,6 +6,7 @@
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
     affordance-ros bench faults [--quick] [--out DIR]  kill -9 + restart, stops, malformed flood (over DDS)
+    affordance-ros bench scenario [--quick] [--out DIR] tools/hands scenarios: ours vs baselines (issue 10)
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -24,6 +25,7 @@ SUBCOMMANDS = {
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
     "faults": ("faults", "fault injection: kill -9 mid-stream and restart, stops under load, malformed flood"),
+    "scenario": ("scenario", "the tools and hands scenarios: ours against every baseline; evaluate's time"),
 }
 
 
@@ -40,7 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         _add_common(p)
         p.set_defaults(run=lambda args, name=name: _module(name).run(args))
-    every = sub.add_parser("all", help="paper, perf, pgmpy, dds, beyond and faults one after the other")
+    every = sub.add_parser("all", help="paper, perf, pgmpy, dds, beyond, faults and scenario one after the other")
     _add_common(every)
     every.set_defaults(run=run_all)
     return bench

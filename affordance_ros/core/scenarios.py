@@ -1,0 +1,168 @@
+"""Realistic robot scenarios that are NOT drawn from our model family, to evaluate against.
+
+Modelled on the published descriptions of the iCub tool-use experiments (Dehban et al. 2016)
+and their hand-posture variant; no real data set is used or imitated beyond those descriptions.
+
+``tools``: 3 tools x 11 objects x 4 actions (push, pull, tap from the left, tap from the right).
+Each object has a fixed shape, two latent factors (roundness, elongation) from which six
+correlated descriptors in [0, 1] follow (convexity, eccentricity, compactness, circleness,
+squareness, elongatedness), seen with per-view noise. The effect is the object's 2-D
+displacement in cm: its direction follows the action, its size the tool (a hook pulls, a
+stick barely does) and the object's shape (round objects roll further, elongated ones less),
+with heavy-tailed (Student t, 3 dof) noise and ~2 % outliers (the object fell, or the tool
+missed it). Each tool is also seen through three descriptors (the robot knows its tools'
+prototypes: see config/tools.json).
+
+``hands``: 3 hand postures (straight, fortyfive, bent) x 2 objects (ball, box) x 4 actions,
+the same kind of displacement.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cases import CaseSet
+from .network import AffordanceNetwork
+
+SCENARIOS = ("tools", "hands")
+ACTIONS = ("push", "pull", "tap_left", "tap_right")
+# unit direction of each action in the table plane (x: to the robot's right, y: away from it)
+DIRECTIONS = {"push": (0.0, 1.0), "pull": (0.0, -1.0), "tap_left": (1.0, 0.0), "tap_right": (-1.0, 0.0)}
+SHAPE_DESCRIPTORS = ("convexity", "eccentricity", "compactness", "circleness", "squareness", "elongatedness")
+TOOL_DESCRIPTORS = ("tool_elongation", "tool_hook", "tool_width")
+TOOLS = {  # descriptor prototypes, and how far each action moves a reference object (cm)
+    "stick": ((0.90, 0.05, 0.10), {"push": 11.0, "pull": 1.0, "tap_left": 9.0, "tap_right": 9.0}),
+    "hook": ((0.70, 0.60, 0.25), {"push": 7.0, "pull": 13.0, "tap_left": 6.0, "tap_right": 10.0}),
+    "rake": ((0.55, 0.35, 0.80), {"push": 10.0, "pull": 9.0, "tap_left": 4.0, "tap_right": 4.0}),
+}
+TOOL_NOISE = 0.03
+# object: (roundness, elongation) in [0, 1]
+OBJECTS = {
+    "ball": (0.95, 0.05), "tennis_ball": (0.90, 0.10), "orange": (0.85, 0.15),
+    "can": (0.65, 0.45), "bottle": (0.55, 0.70),
+    "cube": (0.10, 0.10), "box": (0.15, 0.20), "dice": (0.05, 0.05),
+    "pencil_case": (0.20, 0.85), "ruler_box": (0.10, 0.95), "toy_car": (0.45, 0.55),
+}
+VIEW_NOISE = 0.04  # per-view noise of the latent factors
+DESCRIPTOR_NOISE = 0.02
+OUTLIER_RATE = 0.02
+HANDS = {  # finger flexion (degrees), and how far each action moves a reference object (cm)
+    "straight": (0.0, {"push": 9.0, "pull": 2.0, "tap_left": 7.0, "tap_right": 7.0}),
+    "fortyfive": (45.0, {"push": 7.0, "pull": 5.0, "tap_left": 6.0, "tap_right": 6.0}),
+    "bent": (90.0, {"push": 5.0, "pull": 8.0, "tap_left": 4.0, "tap_right": 4.0}),
+}
+HAND_OBJECTS = {"ball": 1.4, "box": 0.7}  # mobility
+HAND_OBJECT_CIRCLENESS = {"ball": 0.9, "box": 0.15}
+# what a robot publishes of each trial: object features and effects, by reading name
+FEATURES = {
+    "tools": {"object": TOOL_DESCRIPTORS + SHAPE_DESCRIPTORS, "effect": ("dx", "dy")},
+    "hands": {"object": ("finger_flexion", "object_circleness"), "effect": ("dx", "dy")},
+}
+
+
+def shape_descriptors(roundness: np.ndarray, elongation: np.ndarray) -> np.ndarray:
+    """The six descriptors (n, 6) in [0, 1] of shapes with these latent factors (correlated by design)."""
+    r, e = np.clip(roundness, 0, 1), np.clip(elongation, 0, 1)
+    out = np.stack([
+        0.70 + 0.28 * r - 0.10 * e,                  # convexity
+        0.10 + 0.80 * e,                             # eccentricity
+        0.45 + 0.45 * r * (1 - e) - 0.20 * e,        # compactness
+        0.05 + 0.90 * r * (1 - 0.6 * e),             # circleness
+        0.10 + 0.80 * (1 - r) * (1 - e),             # squareness
+        0.05 + 0.85 * e ** 1.2,                      # elongatedness
+    ], axis=1)
+    return np.clip(out, 0.0, 1.0)
+
+
+def _displacement(base: np.ndarray, mobility: np.ndarray, actions: np.ndarray, lateral: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """2-D displacements (n, 2): size base * mobility with multiplicative and additive Student-t noise,
+    direction the action's with an angular error, plus ~2 % outliers.
+    """
+    n = len(base)
+    size = base * mobility * np.exp(0.20 * rng.standard_t(3, n).clip(-6, 6))
+    size = np.maximum(size + 0.8 * rng.standard_t(3, n), 0.0)
+    direction = np.array([DIRECTIONS[a] for a in actions])
+    angle = np.deg2rad(10.0 * rng.standard_t(3, n).clip(-6, 6)) + lateral * rng.standard_normal(n)
+    c, s = np.cos(angle), np.sin(angle)
+    rotated = np.stack([c * direction[:, 0] - s * direction[:, 1], s * direction[:, 0] + c * direction[:, 1]], axis=1)
+    out = size[:, None] * rotated
+    outlier = rng.random(n) < OUTLIER_RATE
+    missed = outlier & (rng.random(n) < 0.5)
+    fell = outlier & ~missed
+    out[missed] = rng.normal(0.0, 0.3, (int(missed.sum()), 2))
+    theta = rng.uniform(0, 2 * np.pi, int(fell.sum()))
+    radius = rng.uniform(15.0, 35.0, int(fell.sum()))
+    out[fell] = np.stack([radius * np.cos(theta), radius * np.sin(theta)], axis=1)
+    return out
+
+
+def simulate_tools(n_repeats: int = 10, seed: int = 0) -> dict:
+    """Every (tool, object, action) ``n_repeats`` times, shuffled. Returns columns: trial_id, object_id,
+    Action, Tool (labels), the tool and shape descriptors, dx, dy.
+    """
+    rng = np.random.default_rng(seed)
+    grid = [(t, o, a) for t in TOOLS for o in OBJECTS for a in ACTIONS for _ in range(n_repeats)]
+    grid = [grid[j] for j in rng.permutation(len(grid))]
+    tools, objects, actions = (np.array(x, dtype=object) for x in zip(*grid))
+    n = len(grid)
+    latent = np.array([OBJECTS[o] for o in objects])
+    view = latent + VIEW_NOISE * rng.standard_normal((n, 2))
+    shape = shape_descriptors(view[:, 0], view[:, 1]) + DESCRIPTOR_NOISE * rng.standard_normal((n, 6))
+    tool_desc = np.array([TOOLS[t][0] for t in tools]) + TOOL_NOISE * rng.standard_normal((n, 3))
+    base = np.array([TOOLS[t][1][a] for t, a in zip(tools, actions)])
+    r, e = latent[:, 0], latent[:, 1]
+    # round objects roll further; elongated ones less, and tapping one from the side turns it more than moves it
+    tap = np.isin(actions, ("tap_left", "tap_right"))
+    mobility = (0.5 + 1.1 * r) * (1.0 - 0.35 * e - 0.25 * e * tap)
+    lateral = 0.05 + 0.25 * r  # round objects veer off more
+    disp = _displacement(base, mobility, actions, lateral, rng)
+    columns = {"trial_id": [f"tools-{k:05d}" for k in range(n)], "object_id": list(objects),
+               "Action": list(actions), "Tool": list(tools)}
+    columns.update({name: tool_desc[:, j] for j, name in enumerate(TOOL_DESCRIPTORS)})
+    columns.update({name: np.clip(shape[:, j], 0.0, 1.0) for j, name in enumerate(SHAPE_DESCRIPTORS)})
+    columns.update({"dx": disp[:, 0], "dy": disp[:, 1]})
+    return columns
+
+
+def simulate_hands(n_repeats: int = 10, seed: int = 0) -> dict:
+    """Every (hand posture, object, action) ``n_repeats`` times, shuffled. Returns columns: trial_id,
+    object_id, Action, Hand, Object (labels), finger_flexion, object_circleness, dx, dy.
+    """
+    rng = np.random.default_rng(seed)
+    grid = [(h, o, a) for h in HANDS for o in HAND_OBJECTS for a in ACTIONS for _ in range(n_repeats)]
+    grid = [grid[j] for j in rng.permutation(len(grid))]
+    hands, objects, actions = (np.array(x, dtype=object) for x in zip(*grid))
+    n = len(grid)
+    base = np.array([HANDS[h][1][a] for h, a in zip(hands, actions)])
+    mobility = np.array([HAND_OBJECTS[o] for o in objects])
+    lateral = np.where(objects == "ball", 0.25, 0.05)
+    disp = _displacement(base, mobility, actions, lateral, rng)
+    flexion = np.array([HANDS[h][0] for h in hands]) + 4.0 * rng.standard_normal(n)
+    circleness = np.array([HAND_OBJECT_CIRCLENESS[o] for o in objects]) + 0.05 * rng.standard_normal(n)
+    return {"trial_id": [f"hands-{k:05d}" for k in range(n)], "object_id": list(objects), "Action": list(actions),
+            "Hand": list(hands), "Object": list(objects), "finger_flexion": flexion,
+            "object_circleness": circleness, "dx": disp[:, 0], "dy": disp[:, 1]}
+
+
+def simulate(scenario: str, n_repeats: int = 10, seed: int = 0) -> dict:
+    """Columns of a scenario's trials (see ``simulate_tools``, ``simulate_hands``)."""
+    if scenario == "tools":
+        return simulate_tools(n_repeats, seed)
+    if scenario == "hands":
+        return simulate_hands(n_repeats, seed)
+    raise ValueError(f"unknown scenario '{scenario}'; expected one of {list(SCENARIOS)}")
+
+
+def scenario_cases(config: AffordanceNetwork, columns: dict, extra=("object_id",), labels=None) -> CaseSet:
+    """A CaseSet of simulated ``columns`` for ``config``: its label columns (default: every column that
+    names a variable) and every reading the config has a sensor for; ``extra`` columns kept aside.
+    """
+    known = set(config.sensor_variable) | set(config.names if labels is None else labels)
+    picked = {name: list(col) for name, col in columns.items() if name in known}
+    cases = CaseSet.from_columns(config, picked, [str(t) for t in columns["trial_id"]])
+    return cases.with_extra({name: columns[name] for name in extra})
+
+
+__all__ = ["ACTIONS", "FEATURES", "SCENARIOS", "SHAPE_DESCRIPTORS", "TOOL_DESCRIPTORS", "scenario_cases", "simulate",
+           "simulate_hands", "simulate_tools"]

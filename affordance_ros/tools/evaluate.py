@@ -1,0 +1,179 @@
+"""`affordance-ros evaluate` and `affordance-ros simulate`: cross-validation against baselines, and scenarios.
+
+    affordance-ros simulate --scenario tools --out cases.csv
+    affordance-ros evaluate --cases cases.csv --config config/tools.json --leave-out object_id --targets Effect
+    affordance-ros evaluate --cases cases.csv --config config/hands.json --folds 10 --targets Action Effect --out eval/
+
+The folds, baselines and metrics are in ``affordance_ros.core.evaluation``; this module reads
+the files, runs it with a progress bar and writes the table, the JSON and the figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..core import AffordanceLearner, AffordanceNetwork, CaseSet
+from ..core.evaluation import METHODS, confusion_matrix, evaluate, group_indices, kfold_indices
+from ..core.scenarios import SCENARIOS, simulate
+from .progress import ProgressBar
+
+_LABEL_METRICS = (("accuracy", "accuracy", "{:.1%}"), ("log_loss", "log-loss", "{:.3f}"))
+
+
+def add_arguments(evaluate_parser, simulate_parser) -> None:
+    p = evaluate_parser
+    p.add_argument("--cases", required=True, help="CSV (trial_id, labels, readings, and e.g. an object_id column)")
+    p.add_argument("--config", required=True, help="configuration in the model schema (its 'learning' block is used)")
+    scheme = p.add_mutually_exclusive_group()
+    scheme.add_argument("--folds", type=int, help="k-fold cross-validation (default 10)")
+    scheme.add_argument("--leave-out", metavar="COLUMN",
+                        help="a CSV column that groups cases and is not a variable (e.g. object_id): "
+                             "one fold per group (leave-one-group-out)")
+    p.add_argument("--targets", nargs="+", metavar="VAR",
+                   help="variables (or groups) to predict from everything else; default: every variable observed")
+    p.add_argument("--groups", metavar="COLUMN",
+                   help="the column whose groups the nearest-centroid baseline averages over (default: --leave-out's)")
+    p.add_argument("--ignore-columns", nargs="+", metavar="COLUMN", default=[],
+                   help="other CSV columns that are not variables, to skip")
+    p.add_argument("--k", type=int, default=10, help="neighbours of the k-NN baseline (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the k-fold split")
+    p.add_argument("--out", help="directory for evaluation.json and the PNGs (confusion matrices, predicted vs true)")
+    p.add_argument("--progress", action="store_true", default=None,
+                   help="show a progress bar on stderr (default: only on a terminal)")
+    s = simulate_parser
+    s.add_argument("--scenario", choices=SCENARIOS, required=True,
+                   help="tools: 3 tools x 11 objects x 4 actions; hands: 3 hand postures x 2 objects x 4 actions")
+    s.add_argument("--out", required=True, help="the CSV file to write")
+    s.add_argument("--repeats", type=int, default=10, help="trials of every combination (default 10)")
+    s.add_argument("--seed", type=int, default=0)
+
+
+def run_simulate(args) -> int:
+    columns = simulate(args.scenario, args.repeats, args.seed)
+    names = list(columns)
+    n = len(columns["trial_id"])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        for k in range(n):
+            writer.writerow([_cell(columns[name][k]) for name in names])
+    print(f"wrote {n} '{args.scenario}' trials to {out} (columns: {', '.join(names)})")
+    return 0
+
+
+def _cell(x) -> str:
+    return repr(float(x)) if isinstance(x, (float, np.floating)) else str(x)
+
+
+def run_evaluate(args, user_error) -> int:
+    config = AffordanceNetwork.load(args.config)
+    extra = [c for c in dict.fromkeys([args.leave_out, args.groups, *args.ignore_columns]) if c]
+    cases = CaseSet.from_csv(config, args.cases, extra=extra)
+    group_column = args.groups or args.leave_out
+    if args.leave_out:
+        names, folds = group_indices(cases.extra[args.leave_out])
+        scheme = f"leave one {args.leave_out} out ({len(names)} folds)"
+    else:
+        n_folds = args.folds or 10
+        if n_folds < 2:
+            raise user_error(f"--folds {n_folds}: at least 2 folds")
+        folds = kfold_indices(cases.n_cases, n_folds, args.seed)
+        scheme = f"{n_folds}-fold cross-validation"
+    learner = AffordanceLearner()
+
+    def fit(cfg, train):
+        return learner.fit(cfg, train).model_
+
+    with ProgressBar(f"evaluate: {len(folds)} folds", enabled=args.progress) as bar:
+        bar.update(0, len(folds))
+        result = evaluate(config, cases, fit, folds, args.targets,
+                          groups=cases.extra[group_column] if group_column else None, k=args.k,
+                          scheme=scheme, progress=bar.update)
+    print(f"{scheme}, {cases.n_cases} cases, {result.duration:.1f} s; learning options: "
+          f"{json.dumps(learner.options(config).to_dict(), separators=(',', ':'))}")
+    for line in table(result):
+        print(line)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "evaluation.json").write_text(json.dumps(result.to_dict(), indent=1))
+        written = figures(result, out)
+        print(f"wrote {out / 'evaluation.json'}" + (f" and {', '.join(p.name for p in written)}" if written else ""))
+    return 0
+
+
+def table(result) -> list[str]:
+    """One row per target and metric, one column per method; the best of each row marked with *."""
+    lines = []
+    header = f"{'target':10s} {'metric':16s}" + "".join(f"{m:>18s}" for m in METHODS)
+    lines.append(header)
+    lines.append("-" * len(header))
+    for r in result.targets:
+        if r.target.kind == "label":
+            rows = [(key, title, fmt, key != "log_loss") for key, title, fmt in _LABEL_METRICS]
+        else:
+            rows = [("rmse", "RMSE", "{:.3f}", False)]
+            rows += [(f"rmse_{n}", f"RMSE {n}", "{:.3f}", False) for n in r.target.names]
+            rows += [("log_density", "log-density", "{:.3f}", True)]
+        for key, title, fmt, higher in rows:
+            values = [r.metrics[m][key] for m in METHODS]
+            best = (max if higher else min)(values)
+            cells = "".join(f"{fmt.format(v) + ('*' if v == best else ' '):>18s}" for v in values)
+            lines.append(f"{r.target.variable:10s} {title:16s}{cells}")
+    return lines
+
+
+def figures(result, out: Path) -> list[Path]:
+    """Confusion matrices of label targets, predicted-vs-true readings of reading targets (ours and
+    the best baseline by RMSE); none when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("evaluate: matplotlib is not installed: no figures (tools/setup_bench.sh installs it)", file=sys.stderr)
+        return []
+    written = []
+    for r in result.targets:
+        t = r.target
+        if t.kind == "label":
+            fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+            best = max((m for m in METHODS if m != "ours"), key=lambda m: r.metrics[m]["accuracy"])
+            for ax, method in zip(axes, ("ours", best)):
+                cm = confusion_matrix(r.truth, r.predictions[method], len(t.classes))
+                ax.imshow(cm, cmap="Blues")
+                for (i, j), c in np.ndenumerate(cm):
+                    ax.text(j, i, str(c), ha="center", va="center", fontsize=8)
+                ax.set_xticks(range(len(t.classes)), t.classes, rotation=45, ha="right")
+                ax.set_yticks(range(len(t.classes)), t.classes)
+                ax.set_xlabel("predicted")
+                ax.set_ylabel("true")
+                ax.set_title(f"{method}: accuracy {r.metrics[method]['accuracy']:.1%}")
+            fig.suptitle(f"{t.variable}: {result.scheme}")
+        else:
+            best = min((m for m in METHODS if m != "ours"), key=lambda m: r.metrics[m]["rmse"])
+            fig, axes = plt.subplots(2, len(t.names), figsize=(4.5 * len(t.names), 8.5), squeeze=False)
+            for row, method in enumerate(("ours", best)):
+                for j, name in enumerate(t.names):
+                    ax = axes[row, j]
+                    y, p = r.truth[:, j], r.predictions[method][:, j]
+                    ax.scatter(y, p, s=4, alpha=0.4)
+                    lo, hi = np.nanmin(y), np.nanmax(y)
+                    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+                    ax.set_xlabel(f"true {name}")
+                    ax.set_ylabel(f"predicted {name}")
+                    ax.set_title(f"{method}: RMSE {r.metrics[method][f'rmse_{name}']:.3f}")
+            fig.suptitle(f"{t.variable}: {result.scheme}")
+        fig.tight_layout()
+        path = out / f"{t.variable}_{'confusion' if t.kind == 'label' else 'predicted_vs_true'}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
+    return written

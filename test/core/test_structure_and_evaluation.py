@@ -1,0 +1,133 @@
+"""Structure that finds what drives effects on the tools scenario; evaluation baselines on tiny data."""
+
+import numpy as np
+import pytest
+
+from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseSet, Variable
+from affordance_ros.core.evaluation import (
+    Inputs,
+    evaluate,
+    group_indices,
+    kfold_indices,
+    label_baseline,
+    reading_baseline,
+)
+from affordance_ros.core.parameters import fit_em
+from affordance_ros.core.scenarios import scenario_cases, simulate
+from affordance_ros.core.structure import structural_em
+from affordance_ros.share import share_directory
+
+TOOLS_CONFIG = share_directory() / "config" / "tools.json"
+EFFECT_PARENTS = {"Action", "Tool", "Shape"}  # what drives the displacement in the simulation
+
+
+@pytest.fixture(scope="module")
+def tools():
+    config = AffordanceNetwork.load(TOOLS_CONFIG)
+    return config, scenario_cases(config, simulate("tools", seed=3))
+
+
+def effect_parents(model):
+    return set(model["Effect"].parents)
+
+
+def test_k2_on_map_assignments_misses_the_shape_but_the_recommended_learning_finds_every_effect_parent(tools):
+    config, cases = tools
+    paper = AffordanceLearner(score="k2", prior=1.0, structural_em=0, fit_sensors=False).fit(config, cases).model_
+    assert "Shape" not in effect_parents(paper)          # MAP assignments blur the shape's effect away
+    learner = AffordanceLearner()                          # config/tools.json's learning block: cv score + SEM
+    model = learner.fit(config, cases).model_
+    assert effect_parents(model) == EFFECT_PARENTS
+    assert model["Action"].parents == ()                   # nothing points into the experiment's input
+    assert not {("Tool", "Shape"), ("Shape", "Tool")} & set(model.arcs)   # independent by design
+    assert model.metadata["learned"]["structural_em_rounds"] >= 1
+
+
+def test_structural_em_alone_recovers_the_shape_from_a_structure_without_it(tools):
+    config, cases = tools
+    fixed = config.with_structure({"Effect": ("Action", "Tool")})
+    start = AffordanceLearner(structure="fixed").fit(fixed, cases).model_
+    assert effect_parents(start) == {"Action", "Tool"}
+    model, result, rounds = structural_em(
+        start, cases.with_network(start), lambda net: fit_em(net, cases.with_network(net), prior=0.1)[0], 3,
+        score="cv", prior=0.1, forbidden_group_arcs=(("effect", "action"), ("effect", "object"), ("object", "action")))
+    assert effect_parents(model) == EFFECT_PARENTS and rounds >= 1
+
+
+# ------------------------------------------------------------------ baselines on hand-computed data
+def tiny():
+    """6 training cases: a label cell (Hand), a class (Action) and one reading input x, a reading target y."""
+    cells_train = np.array([[0], [0], [0], [1], [1], [1]])
+    x_train = np.array([[0.0], [1.0], [5.0], [0.0], [4.0], [6.0]])
+    y_action = np.array([0, 0, 1, 1, 1, 0])
+    y_read = np.array([[1.0], [3.0], [8.0], [2.0], [4.0], [9.0]])
+    cells_test = np.array([[0], [1]])
+    x_test = np.array([[4.5], [0.4]])
+    return Inputs(cells_train, cells_test, x_train, x_test), y_action, y_read
+
+
+def test_label_baselines_by_hand():
+    inputs, y, _ = tiny()
+    # majority: training frequencies with add-one: class 0 3/6 -> (3+1)/(6+2)
+    np.testing.assert_allclose(label_baseline("majority", inputs, y, 2), [[0.5, 0.5], [0.5, 0.5]])
+    # cell frequencies, the global frequency as one pseudo-case: cell 0 has (2, 1) -> (2.5, 1.5)/4
+    np.testing.assert_allclose(label_baseline("cell_mean", inputs, y, 2), [[2.5 / 4, 1.5 / 4], [1.5 / 4, 2.5 / 4]])
+    # nearest centroid within the cell: cell 0 centroids 0.5 (class 0), 5 (class 1): 4.5 is class 1;
+    # cell 1: class 0 centroid 6, class 1 centroid 2: 0.4 is class 1
+    p = label_baseline("nearest_centroid", inputs, y, 2)
+    assert p.argmax(1).tolist() == [1, 1]
+    # pooled within-class variance about the global class centroids (2 and 10/3): used as the softmax scale
+    var = np.mean((inputs.x_train[:, 0] - np.array([7 / 3, 3.0])[y]) ** 2)
+    d0, d1 = (4.5 - 0.5) ** 2, (4.5 - 5.0) ** 2
+    assert p[0, 1] == pytest.approx(1 / (1 + np.exp(-0.5 * (d0 - d1) / var)))
+    # 2-NN in the cell: cell 0 for 4.5: cases x=5 (class 1), x=1 (class 0) -> (1+1, 1+1)/(2+2)
+    np.testing.assert_allclose(label_baseline("knn", inputs, y, 2, k=2)[0], [0.5, 0.5])
+    # cell 1 for 0.4: x=0 (class 1), x=4 (class 1) -> (0+1, 2+1)/4
+    np.testing.assert_allclose(label_baseline("knn", inputs, y, 2, k=2)[1], [0.25, 0.75])
+
+
+def test_reading_baselines_by_hand():
+    inputs, _, y = tiny()
+    mean, var = reading_baseline("majority", inputs, y)
+    np.testing.assert_allclose(mean, [[4.5], [4.5]])
+    np.testing.assert_allclose(var, [[np.var(y)], [np.var(y)]])
+    mean, var = reading_baseline("cell_mean", inputs, y)
+    np.testing.assert_allclose(mean, [[4.0], [5.0]])
+    # pooled within-cell variance: residuals (-3, -1, 4) and (-3, -1, 4), 6 - 2 degrees of freedom
+    np.testing.assert_allclose(var, [[52 / 4], [52 / 4]])
+    mean, _ = reading_baseline("knn", inputs, y, k=2)
+    np.testing.assert_allclose(mean, [[(8.0 + 3.0) / 2], [(2.0 + 4.0) / 2]])
+    # nearest centroid over groups: objects A (x 0, 1), B (x 5) in cell 0; C (x 0, 4), D (x 6) in cell 1
+    grouped = Inputs(inputs.cells_train, inputs.cells_test, inputs.x_train, inputs.x_test,
+                     np.array(["A", "A", "B", "C", "C", "D"], dtype=object))
+    mean, _ = reading_baseline("nearest_centroid", grouped, y)
+    np.testing.assert_allclose(mean, [[8.0], [3.0]])   # 4.5 is nearest B (5); 0.4 nearest C (centroid 2)
+
+
+def test_folds():
+    folds = kfold_indices(23, 5, seed=1)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(23)) and {len(f) for f in folds} == {4, 5}
+    names, folds = group_indices(["b", "a", "b", "c"])
+    assert names == ["a", "b", "c"] and [f.tolist() for f in folds] == [[1], [0, 2], [3]]
+
+
+def test_evaluate_scores_ours_and_every_baseline_on_the_same_folds():
+    rng = np.random.default_rng(0)
+    config = AffordanceNetwork([Variable("Action", "action", ("a", "b"), None, None),
+                                Variable("Size", "object", ("s", "l"), None, None)])
+    n = 200
+    size = rng.integers(0, 2, n)
+    action = np.where(rng.random(n) < 0.9, size, 1 - size)     # the action mostly follows the size
+    cases = CaseSet(config, {"Action": action, "Size": size}, {})
+    fitted = []
+
+    def fit(cfg, train):
+        fitted.append(train.n_cases)
+        return AffordanceLearner(structure="fixed").fit(cfg.with_structure({"Action": ("Size",)}), train).model_
+
+    result = evaluate(config, cases, fit, kfold_indices(n, 4), ["Action"])
+    assert fitted == [150] * 4
+    m = result.targets[0].metrics
+    assert m["ours"]["accuracy"] == pytest.approx(np.mean(action == size))
+    assert m["cell_mean"]["accuracy"] == m["ours"]["accuracy"]       # the same lookup table
+    assert m["majority"]["accuracy"] < 0.6 and m["ours"]["log_loss"] < m["majority"]["log_loss"]

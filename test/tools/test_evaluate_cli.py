@@ -1,0 +1,87 @@
+"""`affordance-ros simulate` and `affordance-ros evaluate`, run as a user runs them."""
+
+import csv
+import json
+
+import pytest
+from test_cli import run
+
+from affordance_ros.core import AffordanceNetwork, predict
+from affordance_ros.core.evaluation import METHODS
+from affordance_ros.share import share_directory
+
+CONFIG = share_directory() / "config"
+
+
+@pytest.fixture(scope="module")
+def hands_csv(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("evaluate")
+    out = run("simulate", "--scenario", "hands", "--out", tmp / "hands.csv", "--repeats", "6", "--seed", "2")
+    assert out.returncode == 0, out.stderr
+    return tmp / "hands.csv"
+
+
+def test_simulate_writes_every_trial_with_an_object_id(tmp_path):
+    out = run("simulate", "--scenario", "tools", "--out", tmp_path / "tools.csv", "--repeats", "2")
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "tools.csv").open()))
+    assert len(rows) == 3 * 11 * 4 * 2
+    assert len({r["object_id"] for r in rows}) == 11 and {r["Tool"] for r in rows} == {"stick", "hook", "rake"}
+    assert all(0.0 <= float(r["circleness"]) <= 1.0 for r in rows)
+    # the config reads it (the object_id column named as extra) and learns from it
+    out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json",
+              "--out", tmp_path / "m.json")
+    assert out.returncode == 2 and "column 'object_id' is neither a variable" in out.stderr
+    out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json",
+              "--out", tmp_path / "m.json", "--ignore-columns", "object_id")
+    assert out.returncode == 0, out.stderr
+    assert "Shape->Effect" in out.stdout
+
+
+def test_evaluate_k_fold_prints_a_table_and_writes_json_and_figures(hands_csv, tmp_path):
+    out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--folds", "3",
+              "--targets", "Action", "Effect", "--out", tmp_path / "eval", "--groups", "object_id")
+    assert out.returncode == 0, out.stderr
+    assert "3-fold cross-validation, 144 cases" in out.stdout
+    for metric in ("accuracy", "log-loss", "RMSE dx", "log-density"):
+        assert metric in out.stdout
+    doc = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
+    assert set(doc["targets"]) == {"Action", "Effect"}
+    assert set(doc["targets"]["Action"]["metrics"]) == set(METHODS)
+    assert 0.5 < doc["targets"]["Action"]["metrics"]["ours"]["accuracy"] <= 1.0
+    assert doc["targets"]["Effect"]["metrics"]["ours"]["rmse"] < doc["targets"]["Effect"]["metrics"]["majority"]["rmse"]
+    assert (tmp_path / "eval" / "Action_confusion.png").stat().st_size > 1000
+    assert (tmp_path / "eval" / "Effect_predicted_vs_true.png").stat().st_size > 1000
+
+
+def test_evaluate_leave_one_group_out(hands_csv):
+    out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--leave-out", "object_id",
+              "--targets", "Effect")
+    assert out.returncode == 0, out.stderr
+    assert "leave one object_id out (2 folds)" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--leave-out", "nope"], "no column 'nope'"),
+    (["--targets", "Nope"], "unknown variable 'Nope'"),
+    (["--folds", "1"], "at least 2 folds"),
+])
+def test_evaluate_mistakes_are_one_line_errors(hands_csv, args, message):
+    out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--ignore-columns", "object_id",
+              *args)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_predict_json_has_the_predicted_readings(hands_csv, tmp_path):
+    model = tmp_path / "hands_model.json"
+    out = run("learn", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--out", model,
+              "--ignore-columns", "object_id")
+    assert out.returncode == 0, out.stderr
+    out = run("predict", "--model", model, "--query", "Effect", "--value", "Action=push", "--value", "Hand=straight",
+              "--value", "Object=ball", "--readings")
+    answer = json.loads(out.stdout)
+    direct = predict(AffordanceNetwork.load(model), ["Effect"], values={"Action": "push", "Hand": "straight",
+                                                                      "Object": "ball"})
+    assert answer["readings"]["dy"]["mean"] == pytest.approx(direct.readings["dy"]["mean"])
+    assert answer["readings"]["dy"]["mean"] > 5.0 > abs(answer["readings"]["dx"]["mean"])   # pushed away
+    assert answer["mixtures"]["Effect"]["names"] == ["dx", "dy"]
