@@ -49,7 +49,7 @@ def test_help_describes_every_command_and_option():
         out = run(command, "--help")
         assert out.returncode == 0 and words in " ".join(out.stdout.split()), out.stdout
     learn = " ".join(run("learn", "--help").stdout.split())
-    for option in ("--max-iter MAX_ITER EM stops", "--seed SEED seed of", "--score {k2,bdeu,bic} structure score",
+    for option in ("--max-iter MAX_ITER EM stops", "--seed SEED seed of", "--score {k2,bdeu,bic,cv} structure score",
                    "--max-parents MAX_PARENTS at most", "--mcmc-samples MCMC_SAMPLES structures"):
         assert option in learn, option
     assert "--model MODEL a model file" in " ".join(run("predict", "--help").stdout.split())
