@@ -213,7 +213,7 @@ class AffordanceNetwork:
         self.learning = dict(learning or {})
         self.names: tuple[str, ...] = tuple(v.name for v in self.variables)
         self._index = {name: i for i, name in enumerate(self.names)}
-        self._validate()
+        _validate(self)
         # every reading name -> the variable its sensor observes
         self.sensor_variable = {r: v.name for v in self.variables if v.sensor for r in v.sensor.names}
         self._engine = None
@@ -318,123 +318,6 @@ class AffordanceNetwork:
         """{variable: CPT} (None where not learned)."""
         return {v.name: v.cpt for v in self.variables}
 
-    # -------------------------------------------------------------- validation
-    def _validate(self) -> None:
-        if not self.variables:
-            raise ModelFormatError("the network has no variables")
-        seen_sensors = set()
-        for v in self.variables:
-            where = f"variable '{v.name}'"
-            if not isinstance(v.name, str) or not v.name:
-                raise ModelFormatError("every variable needs a non-empty string 'name'")
-            if v.name in GROUPS:
-                raise ModelFormatError(f"{where}: a variable cannot be named like a group {list(GROUPS)}")
-            if v.group not in GROUPS:
-                raise ModelFormatError(f"{where}: group '{v.group}' is not one of {list(GROUPS)}")
-            if v.values is not None:
-                if len(v.values) < 1 or any(not isinstance(x, str) or not x for x in v.values):
-                    raise ModelFormatError(f"{where}: 'values' must be a non-empty list of non-empty strings")
-                if len(set(v.values)) != len(v.values):
-                    raise ModelFormatError(f"{where}: repeated values in {list(v.values)}")
-            elif v.sensor is None:
-                raise ModelFormatError(f"{where}: without a sensor its 'values' must be given")
-            if v.sensor is not None:
-                self._validate_sensor(v, where, seen_sensors)
-            if v.parents is not None:
-                for p in v.parents:
-                    if p not in self._index:
-                        raise ModelFormatError(f"{where}: unknown parent '{p}'; variables are {list(self.names)}")
-                    if p == v.name:
-                        raise ModelFormatError(f"{where}: a variable cannot be its own parent")
-                if len(set(v.parents)) != len(v.parents):
-                    raise ModelFormatError(f"{where}: repeated parents {list(v.parents)}")
-            if v.cpt is not None:
-                self._validate_cpt(v, where)
-        if len(self._index) != len(self.variables):
-            raise ModelFormatError(f"repeated variable names in {list(self.names)}")
-        if self.structure_known:
-            _topological_order(self.names, {v.name: v.parents for v in self.variables})
-
-    @staticmethod
-    def _validate_sensor(v: Variable, where: str, seen: set) -> None:
-        s = v.sensor
-        if any(not isinstance(n, str) or not n for n in s.names):
-            raise ModelFormatError(f"{where}: its sensor needs a non-empty string 'name' (or 'names')")
-        for n in s.names:
-            if n in seen:
-                raise ModelFormatError(f"{where}: sensor name '{n}' is used twice")
-            seen.add(n)
-        if s.covariance_type not in COVARIANCE_TYPES:
-            raise ModelFormatError(f"{where}: sensor 'covariance_type' is {s.covariance_type!r}; "
-                                   f"expected one of {list(COVARIANCE_TYPES)}")
-        if s.vector:
-            AffordanceNetwork._validate_vector_sensor(v, where)
-        elif (s.means is None) != (s.stddevs is None):
-            raise ModelFormatError(f"{where}: give both sensor 'means' and 'stddevs', or neither")
-        if s.fitted and not s.vector:
-            if v.values is None:
-                raise ModelFormatError(f"{where}: sensor means are given, so 'values' must be given too")
-            for field in ("means", "stddevs"):
-                arr = getattr(s, field)
-                if arr.shape != (len(v.values),):
-                    raise ModelFormatError(
-                        f"{where}: sensor '{field}' has {arr.size} entries, expected one per value ({len(v.values)})")
-                if not np.all(np.isfinite(arr)):
-                    raise ModelFormatError(f"{where}: sensor '{field}' must be finite numbers")
-            if np.any(s.stddevs <= 0):
-                raise ModelFormatError(f"{where}: sensor 'stddevs' must be > 0")
-        if not isinstance(s.max_components, int) or s.max_components < 1:
-            raise ModelFormatError(f"{where}: sensor 'max_components' must be an integer >= 1")
-        if s.valid_range is not None:
-            low, high = s.valid_range
-            if not (math.isfinite(low) and math.isfinite(high) and low < high):
-                raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], finite, low < high")
-
-    @staticmethod
-    def _validate_vector_sensor(v: Variable, where: str) -> None:
-        s = v.sensor
-        if (s.means is None) != (s.covariances is None):
-            raise ModelFormatError(f"{where}: give both sensor 'means' and 'covariances', or neither")
-        if s.stddevs is not None:
-            raise ModelFormatError(f"{where}: a sensor with several 'names' takes 'covariances', not 'stddevs'")
-        if not s.fitted:
-            return
-        if v.values is None:
-            raise ModelFormatError(f"{where}: sensor means are given, so 'values' must be given too")
-        card, d = len(v.values), s.dim
-        if s.means.shape != (card, d):
-            raise ModelFormatError(f"{where}: sensor 'means' has shape {list(s.means.shape)}, expected "
-                                   f"{[card, d]} (one row per value, one column per name)")
-        if s.covariances.shape != (card, d, d):
-            raise ModelFormatError(f"{where}: sensor 'covariances' has shape {list(s.covariances.shape)}, "
-                                   f"expected {[card, d, d]} (one matrix per value)")
-        for field in ("means", "covariances"):
-            if not np.all(np.isfinite(getattr(s, field))):
-                raise ModelFormatError(f"{where}: sensor '{field}' must be finite numbers")
-        if not np.allclose(s.covariances, np.swapaxes(s.covariances, 1, 2), rtol=1e-6, atol=1e-9):
-            raise ModelFormatError(f"{where}: sensor 'covariances' must be symmetric matrices")
-        if np.any(np.linalg.eigvalsh(s.covariances)[:, 0] <= 0):
-            raise ModelFormatError(f"{where}: sensor 'covariances' must be positive definite")
-
-    def _validate_cpt(self, v: Variable, where: str) -> None:
-        if v.parents is None:
-            raise ModelFormatError(f"{where}: a 'cpt' needs 'parents'")
-        if v.values is None:
-            raise ModelFormatError(f"{where}: a 'cpt' needs 'values'")
-        shape = tuple(len(self.variables[self._index[p]].values or ()) for p in v.parents) + (len(v.values),)
-        if v.cpt.shape != shape:
-            names = [*v.parents, v.name]
-            raise ModelFormatError(
-                f"{where}: cpt has shape {list(v.cpt.shape)}, expected {list(shape)} (axes {names})")
-        if not np.all(np.isfinite(v.cpt)) or np.any(v.cpt < 0):
-            raise ModelFormatError(f"{where}: cpt entries must be finite and >= 0")
-        sums = v.cpt.sum(axis=-1)
-        if np.any(np.abs(sums - 1.0) > _NORMALISATION_TOLERANCE):
-            bad = np.unravel_index(np.argmax(np.abs(sums - 1.0)), sums.shape)
-            raise ModelFormatError(
-                f"{where}: cpt rows must sum to 1; the row for parent values {list(bad)} sums to {sums[bad]:.6g}")
-
-    # ------------------------------------------------------------- (de)serial.
     @property
     def has_vector_sensors(self) -> bool:
         """Whether any sensor reports several readings at once (the model file is then /2)."""
@@ -528,6 +411,122 @@ class AffordanceNetwork:
             raise ModelFormatError(f"'{path}': {exc}") from None
 
 
+# ------------------------------------------------------------------ validation
+def _validate(network: "AffordanceNetwork") -> None:
+    if not network.variables:
+        raise ModelFormatError("the network has no variables")
+    seen_sensors = set()
+    for v in network.variables:
+        where = f"variable '{v.name}'"
+        if not isinstance(v.name, str) or not v.name:
+            raise ModelFormatError("every variable needs a non-empty string 'name'")
+        if v.name in GROUPS:
+            raise ModelFormatError(f"{where}: a variable cannot be named like a group {list(GROUPS)}")
+        if v.group not in GROUPS:
+            raise ModelFormatError(f"{where}: group '{v.group}' is not one of {list(GROUPS)}")
+        if v.values is not None:
+            if len(v.values) < 1 or any(not isinstance(x, str) or not x for x in v.values):
+                raise ModelFormatError(f"{where}: 'values' must be a non-empty list of non-empty strings")
+            if len(set(v.values)) != len(v.values):
+                raise ModelFormatError(f"{where}: repeated values in {list(v.values)}")
+        elif v.sensor is None:
+            raise ModelFormatError(f"{where}: without a sensor its 'values' must be given")
+        if v.sensor is not None:
+            _validate_sensor(v, where, seen_sensors)
+        if v.parents is not None:
+            for p in v.parents:
+                if p not in network._index:
+                    raise ModelFormatError(f"{where}: unknown parent '{p}'; variables are {list(network.names)}")
+                if p == v.name:
+                    raise ModelFormatError(f"{where}: a variable cannot be its own parent")
+            if len(set(v.parents)) != len(v.parents):
+                raise ModelFormatError(f"{where}: repeated parents {list(v.parents)}")
+        if v.cpt is not None:
+            _validate_cpt(network, v, where)
+    if len(network._index) != len(network.variables):
+        raise ModelFormatError(f"repeated variable names in {list(network.names)}")
+    if network.structure_known:
+        _topological_order(network.names, {v.name: v.parents for v in network.variables})
+
+def _validate_sensor(v: Variable, where: str, seen: set) -> None:
+    s = v.sensor
+    if any(not isinstance(n, str) or not n for n in s.names):
+        raise ModelFormatError(f"{where}: its sensor needs a non-empty string 'name' (or 'names')")
+    for n in s.names:
+        if n in seen:
+            raise ModelFormatError(f"{where}: sensor name '{n}' is used twice")
+        seen.add(n)
+    if s.covariance_type not in COVARIANCE_TYPES:
+        raise ModelFormatError(f"{where}: sensor 'covariance_type' is {s.covariance_type!r}; "
+                               f"expected one of {list(COVARIANCE_TYPES)}")
+    if s.vector:
+        _validate_vector_sensor(v, where)
+    elif (s.means is None) != (s.stddevs is None):
+        raise ModelFormatError(f"{where}: give both sensor 'means' and 'stddevs', or neither")
+    if s.fitted and not s.vector:
+        if v.values is None:
+            raise ModelFormatError(f"{where}: sensor means are given, so 'values' must be given too")
+        for field in ("means", "stddevs"):
+            arr = getattr(s, field)
+            if arr.shape != (len(v.values),):
+                raise ModelFormatError(
+                    f"{where}: sensor '{field}' has {arr.size} entries, expected one per value ({len(v.values)})")
+            if not np.all(np.isfinite(arr)):
+                raise ModelFormatError(f"{where}: sensor '{field}' must be finite numbers")
+        if np.any(s.stddevs <= 0):
+            raise ModelFormatError(f"{where}: sensor 'stddevs' must be > 0")
+    if not isinstance(s.max_components, int) or s.max_components < 1:
+        raise ModelFormatError(f"{where}: sensor 'max_components' must be an integer >= 1")
+    if s.valid_range is not None:
+        low, high = s.valid_range
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], finite, low < high")
+
+def _validate_vector_sensor(v: Variable, where: str) -> None:
+    s = v.sensor
+    if (s.means is None) != (s.covariances is None):
+        raise ModelFormatError(f"{where}: give both sensor 'means' and 'covariances', or neither")
+    if s.stddevs is not None:
+        raise ModelFormatError(f"{where}: a sensor with several 'names' takes 'covariances', not 'stddevs'")
+    if not s.fitted:
+        return
+    if v.values is None:
+        raise ModelFormatError(f"{where}: sensor means are given, so 'values' must be given too")
+    card, d = len(v.values), s.dim
+    if s.means.shape != (card, d):
+        raise ModelFormatError(f"{where}: sensor 'means' has shape {list(s.means.shape)}, expected "
+                               f"{[card, d]} (one row per value, one column per name)")
+    if s.covariances.shape != (card, d, d):
+        raise ModelFormatError(f"{where}: sensor 'covariances' has shape {list(s.covariances.shape)}, "
+                               f"expected {[card, d, d]} (one matrix per value)")
+    for field in ("means", "covariances"):
+        if not np.all(np.isfinite(getattr(s, field))):
+            raise ModelFormatError(f"{where}: sensor '{field}' must be finite numbers")
+    if not np.allclose(s.covariances, np.swapaxes(s.covariances, 1, 2), rtol=1e-6, atol=1e-9):
+        raise ModelFormatError(f"{where}: sensor 'covariances' must be symmetric matrices")
+    if np.any(np.linalg.eigvalsh(s.covariances)[:, 0] <= 0):
+        raise ModelFormatError(f"{where}: sensor 'covariances' must be positive definite")
+
+def _validate_cpt(network: "AffordanceNetwork", v: Variable, where: str) -> None:
+    if v.parents is None:
+        raise ModelFormatError(f"{where}: a 'cpt' needs 'parents'")
+    if v.values is None:
+        raise ModelFormatError(f"{where}: a 'cpt' needs 'values'")
+    shape = tuple(len(network.variables[network._index[p]].values or ()) for p in v.parents) + (len(v.values),)
+    if v.cpt.shape != shape:
+        names = [*v.parents, v.name]
+        raise ModelFormatError(
+            f"{where}: cpt has shape {list(v.cpt.shape)}, expected {list(shape)} (axes {names})")
+    if not np.all(np.isfinite(v.cpt)) or np.any(v.cpt < 0):
+        raise ModelFormatError(f"{where}: cpt entries must be finite and >= 0")
+    sums = v.cpt.sum(axis=-1)
+    if np.any(np.abs(sums - 1.0) > _NORMALISATION_TOLERANCE):
+        bad = np.unravel_index(np.argmax(np.abs(sums - 1.0)), sums.shape)
+        raise ModelFormatError(
+            f"{where}: cpt rows must sum to 1; the row for parent values {list(bad)} sums to {sums[bad]:.6g}")
+
+
+# ------------------------------------------------------------- (de)serial.
 def current_umask() -> int:
     """The process's umask (read without changing it where /proc tells it)."""
     try:
