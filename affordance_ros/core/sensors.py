@@ -20,6 +20,16 @@ _LOG_2PI = np.log(2.0 * np.pi)
 COVARIANCE_FLOOR = 1e-3
 
 
+def responsibilities(log_joint: np.ndarray) -> tuple[np.ndarray, float]:
+    """A mixture's E-step: p(component | reading) from log p(reading, component) (n, k), and the total
+    log-likelihood of the readings.
+    """
+    top = log_joint.max(axis=1, keepdims=True)
+    resp = np.exp(log_joint - top)
+    norm = resp.sum(axis=1, keepdims=True)
+    return resp / norm, float((np.log(norm) + top).sum())
+
+
 def gaussian_log_pdf(x: np.ndarray, means: np.ndarray, stddevs: np.ndarray) -> np.ndarray:
     """The log density N(x | mean, stddev) of every reading (rows) under every component (columns)."""
     z = (x[:, None] - means) / stddevs
@@ -47,12 +57,7 @@ def fit_gmm_1d(x: np.ndarray, n_components: int, rng: np.random.Generator, n_ini
         weights = np.full(k, 1.0 / k)
         previous = -np.inf
         for _ in range(max_iter):
-            log_joint = gaussian_log_pdf(x, means, stddevs) + np.log(weights)
-            top = log_joint.max(axis=1, keepdims=True)
-            resp = np.exp(log_joint - top)
-            norm = resp.sum(axis=1, keepdims=True)
-            ll = float((np.log(norm) + top).sum())
-            resp /= norm
+            resp, ll = responsibilities(gaussian_log_pdf(x, means, stddevs) + np.log(weights))
             nk = resp.sum(axis=0) + 1e-12
             weights = nk / x.size
             means = (resp * x[:, None]).sum(axis=0) / nk
@@ -127,12 +132,7 @@ def fit_gmm(x: np.ndarray, n_components: int, covariance_type: str, rng: np.rand
         weights = np.full(k, 1.0 / k)
         previous = -np.inf
         for _ in range(max_iter):
-            log_joint = gaussian_log_density(x, means, covs) + np.log(weights)
-            top = log_joint.max(axis=1, keepdims=True)
-            resp = np.exp(log_joint - top)
-            norm = resp.sum(axis=1, keepdims=True)
-            ll = float((np.log(norm) + top).sum())
-            resp /= norm
+            resp, ll = responsibilities(gaussian_log_density(x, means, covs) + np.log(weights))
             nk = resp.sum(axis=0) + 1e-12
             weights = nk / n
             means = (resp.T @ x) / nk[:, None]

@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import signal
 import sys
 from typing import Sequence
+
+from .ros_args import name_value_pairs, sensor_readings
 
 DEFAULT_NODE = "/affordance_learner"
 
@@ -60,26 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def pairs(items, what: str) -> dict:
     """NAME=VALUE arguments as a dict; CallError for a malformed one."""
-    out = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise CallError(f"{what} '{item}' must look like NAME=VALUE")
-        out[name] = value
-    return out
+    return name_value_pairs(items, what, CallError)
 
 
 def readings(items) -> dict:
     """--sensor SENSOR=READING arguments as floats."""
-    out = {}
-    for name, text in pairs(items, "--sensor").items():
-        try:
-            out[name] = float(text)
-        except ValueError:
-            raise CallError(f"--sensor {name}={text}: the reading must be a number") from None
-        if not math.isfinite(out[name]):
-            raise CallError(f"--sensor {name}={text}: the reading must be a finite number")
-    return out
+    return sensor_readings(items, CallError)
 
 
 def run(args, ros_args: Sequence[str] = ()) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ from ..share import default_config_path
 from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .progress import ProgressBar
-from .ros_args import split_ros_args
+from .ros_args import name_value_pairs, sensor_readings, split_ros_args
 
 DEFAULTS = LearningOptions()
 
@@ -84,13 +83,7 @@ def _config(args) -> AffordanceNetwork:
 
 
 def _pairs(items, what: str) -> dict:
-    out = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise UserError(f"{what} '{item}' must look like NAME=VALUE")
-        out[name] = value
-    return out
+    return name_value_pairs(items, what, UserError)
 
 
 def cmd_learn(args) -> int:
@@ -115,14 +108,7 @@ def cmd_learn(args) -> int:
 
 def cmd_predict(args) -> int:
     model = AffordanceNetwork.load(args.model)
-    sensors = {}
-    for name, text in _pairs(args.sensor, "--sensor").items():
-        try:
-            sensors[name] = float(text)
-        except ValueError:
-            raise UserError(f"--sensor {name}={text}: the reading must be a number") from None
-        if not math.isfinite(sensors[name]):
-            raise UserError(f"--sensor {name}={text}: the reading must be a finite number")
+    sensors = sensor_readings(args.sensor, UserError)
     answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
     json.dump(answer.to_dict(readings=args.readings), sys.stdout, indent=2 if args.pretty else None)
     print()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Callable, Sequence
 
@@ -45,3 +46,27 @@ def run_executable(prog: str, description: str, add_arguments: Callable, run: Ca
     except errors as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def name_value_pairs(items, what: str, error: type[Exception]) -> dict:
+    """NAME=VALUE arguments (of the option ``what``) as a dict; ``error`` for a malformed one."""
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise error(f"{what} '{item}' must look like NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def sensor_readings(items, error: type[Exception]) -> dict:
+    """--sensor SENSOR=READING arguments as finite floats; ``error`` names the one that is not."""
+    out = {}
+    for name, text in name_value_pairs(items, "--sensor", error).items():
+        try:
+            out[name] = float(text)
+        except ValueError:
+            raise error(f"--sensor {name}={text}: the reading must be a number") from None
+        if not math.isfinite(out[name]):
+            raise error(f"--sensor {name}={text}: the reading must be a finite number")
+    return out
