@@ -52,6 +52,7 @@ class AffordanceLearner:
         self.params = dict(options)
 
     def get_params(self) -> dict:
+        """The options given to the constructor (scikit-learn's convention)."""
         return dict(self.params)
 
     def options(self, config: AffordanceNetwork) -> LearningOptions:
@@ -83,7 +84,8 @@ class AffordanceLearner:
         if opts.method == "em":
             model, em_result = fit_em(network, cases, prior=opts.prior, tol=opts.tol,
                                       max_iter=opts.max_iter, init=opts.em_init, prior_model=prior_model,
-                                      prior_strength=opts.prior_strength, fit_sensors=opts.fit_sensors)
+                                      prior_strength=opts.prior_strength, fit_sensors=opts.fit_sensors,
+                                      n_init=opts.n_init, seed=opts.seed, acceleration=opts.em_acceleration)
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
         else:
             model = fit_discrete(network, cases, prior=opts.prior)
@@ -99,7 +101,7 @@ class AffordanceLearner:
             "num_cases": cases.n_cases, "structure": opts.structure, "score": opts.score,
             "method": opts.method, "prior": opts.prior, "log_likelihood": ll, "iterations": iterations,
             "prior_strength": opts.prior_strength if prior_model is not None else 0.0,
-            "fit_sensors": opts.fit_sensors,
+            "fit_sensors": opts.fit_sensors, "n_init": opts.n_init, "em_acceleration": opts.em_acceleration,
             "converged": converged, "duration": round(duration, 4),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
@@ -111,6 +113,7 @@ class AffordanceLearner:
 
 
 def format_arcs(arcs) -> list[str]:
+    """Arcs as "parent->child" strings."""
     return [f"{a}->{b}" for a, b in arcs]
 
 

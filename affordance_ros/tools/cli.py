@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from ..core.options import EM_ACCELERATIONS
 from ..data import offline
 from ..data.bag import BagError
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
@@ -86,7 +87,8 @@ def cmd_learn(args) -> int:
     learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
                                 prior=args.prior, method=args.method, seed=args.seed,
                                 mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter,
-                                fit_sensors=args.fit_sensors or None, prior_strength=args.prior_strength)
+                                fit_sensors=args.fit_sensors or None, prior_strength=args.prior_strength,
+                                n_init=args.n_init, em_acceleration=args.em_acceleration)
     prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
     learner.fit(config, cases, prior_model=prior_model)
     learner.model_.save(args.out)
@@ -176,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     learn = sub.add_parser("learn", help="learn structure and parameters from recorded cases")
     learn.add_argument("--cases", required=True,
-                       help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag (directory, .db3, .mcap)")
+                       help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag "
+                            "(directory, .db3, .mcap)")
     learn.add_argument("--config", required=True, help="configuration in the model schema (no CPTs)")
     learn.add_argument("--structure", choices=STRUCTURES, help="default: the config's, else k2")
     learn.add_argument("--out", required=True, help="where to write the model JSON")
@@ -190,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--seed", type=int)
     learn.add_argument("--fit-sensors", action="store_true",
                        help="re-estimate the sensor means/stddevs inside EM (when only roughly known)")
+    learn.add_argument("--n-init", type=int,
+                       help="EM starts (the first from em_init, the others random, seeded by --seed); the best is kept")
+    learn.add_argument("--em-acceleration", choices=EM_ACCELERATIONS,
+                       help="squarem (default: the same optimum in fewer iterations) or none (plain EM)")
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
     learn.add_argument("--prior-strength", type=float,
                        help="how many cases the prior model is worth (equivalent sample size)")
@@ -213,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pairing_options(imp)
     imp.set_defaults(run=cmd_import)
 
-    exp = sub.add_parser("export", help="write the cases of a case database, bag or CSV file to a CSV file or a new bag")
+    exp = sub.add_parser("export",
+                         help="write the cases of a case database, bag or CSV file to a CSV file or a new bag")
     exp.add_argument("source", help="case database (.db), bag or .csv")
     exp.add_argument("--out", required=True, help="a new .csv file, else a new bag directory")
     exp.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
