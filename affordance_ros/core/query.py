@@ -153,6 +153,11 @@ class QueryPlan:
             perm = np.argsort(family)
             shape = tuple(int(shapes[home][a]) if v in family else 1 for a, v in enumerate(clique)) + (1,)
             phis[home] = phis[home] * np.transpose(model.variables[i].cpt, perm).reshape(shape)
+        evidence_home = {smallest[local[v]]: True for v in self.evidence_vars}
+        has_evidence = {}
+        for c in reversed(order):                            # leaves first: does c's subtree hold evidence?
+            has_evidence[c] = evidence_home.get(c, False) or any(
+                has_evidence[d] for d in order if parent[d] == c)
         self._steps = []
         for c in reversed(order):
             clique = cliques[c]
@@ -162,21 +167,25 @@ class QueryPlan:
                 if smallest[lv] == c:
                     shape = tuple(shapes[c][a] if u == lv else 1 for a, u in enumerate(clique)) + (-1,)
                     evidence.append((v, shape))
-            kids = [d for d in order if parent[d] == c]
+            kids = [d for d in order if parent[d] == c and has_evidence[d]]
             if c == root:
                 qpos = [clique.index(local[q]) for q in self.query]
                 sum_axes = tuple(a for a in range(len(clique)) if a not in qpos)
                 # after summing, the query axes are in clique order; permute them to the query's order
                 kept = sorted(qpos)
                 self._root = (c, sum_axes, tuple(kept.index(a) for a in qpos) + (len(qpos),))
-            else:
-                p = parent[c]
-                sep = [v for v in clique if v in cliques[p]]
-                sum_axes = tuple(a for a, v in enumerate(clique) if v not in sep)
-                into = tuple(shapes[p][a] if v in sep else 1 for a, v in enumerate(cliques[p])) + (-1,)
-                self._steps.append((c, evidence, kids, sum_axes, into))
+                self._root_parts = (evidence, kids)
                 continue
-            self._root_parts = (evidence, kids)
+            p = parent[c]
+            sep = [v for v in clique if v in cliques[p]]
+            sum_axes = tuple(a for a, v in enumerate(clique) if v not in sep)
+            into = tuple(shapes[p][a] if v in sep else 1 for a, v in enumerate(cliques[p])) + (-1,)
+            if has_evidence[c]:
+                self._steps.append((c, evidence, kids, sum_axes, into))
+            else:
+                # no evidence below c: its message depends on the CPTs only; fold it into the parent's table
+                msg = phis[c].sum(axis=sum_axes) if sum_axes else phis[c]
+                phis[p] = phis[p] * msg.reshape(into)
         self._phis = phis
 
     def __call__(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> np.ndarray:

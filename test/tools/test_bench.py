@@ -138,3 +138,17 @@ def test_beyond_quick(tmp_path):
     results = json.loads((tmp_path / "beyond_results.json").read_text())
     assert set(results["sensors"][0]) >= {"true_sensors", "rough_fixed", "rough_fitted"}
     assert all(math.isfinite(x) for x in finite_numbers(results["online"]))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None,
+                    reason="pyAgrum and pgmpy are benchmark-only extras (tools/setup_bench.sh)")
+def test_inference_quick(tmp_path):
+    """Six networks against pyAgrum: same answers to rounding, a row per network, finite timings."""
+    stdout = bench("inference", out=tmp_path)
+    doc = json.loads((tmp_path / "inference_results.json").read_text())
+    assert [r["network"] for r in doc["results"]] == ["asia", "child", "insurance", "alarm", "hailfinder", "win95pts"]
+    for r in doc["results"]:
+        assert r["max_abs_difference"] < 1e-12, r
+        assert 0 < r["ours_warm"] < 1 and 0 < r["pyagrum_warm"] < 1 and r["ours_batch"] > 0
+    assert len(table_rows((tmp_path / "inference_table.md").read_text())) == 6
+    assert "largest difference to pyAgrum" in stdout

@@ -5,6 +5,7 @@
     affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
+    affordance-ros bench inference [--quick] [--out DIR]  one query / batches vs pyAgrum (six networks)
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -22,6 +23,7 @@ SUBCOMMANDS = {
     "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
+    "inference": ("inference", "one query and batches against pyAgrum's LazyPropagation on six standard networks"),
 }
 
 
