@@ -8,9 +8,11 @@ ROS is done by ``data.intake.TrialIntake`` (check, pair, store every trial) and
 updates); this class wires them to topics, services, timers and the log.
 
 Threads: the executor thread takes the messages, pairs and stores trials and answers
-predict and select_action; learning runs in a worker thread of its own while the ~/learn callback (a
-coroutine in a reentrant callback group) awaits it, so the executor goes on with
-everything else and a second learn request is answered "busy" at once. rclpy 9's
+predict and select_action; learning runs in a worker process (``data.learn_worker``: a
+learn in a thread of this interpreter delayed every ~/predict by tens of milliseconds),
+waited for by a thread of its own while the ~/learn callback (a coroutine in a reentrant
+callback group) awaits it, so the executor goes on with everything else and a second learn
+request is answered "busy" at once. rclpy 9's
 MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
 subscription callbacks by seconds (trials then time out); the single-threaded executor
 delivers the same stream in milliseconds.
@@ -32,6 +34,7 @@ from rclpy.task import Future
 
 from ..core import STRUCTURES, AffordanceError
 from ..data.intake import Event, TrialIntake
+from ..data.learn_worker import LearnWorker
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
 from ..data.trial import stamp_seconds
@@ -67,6 +70,7 @@ class LearnerNode(Node):
         self._logged_counts = None
         self._learning = threading.Lock()
         self._learn_started = 0.0
+        self.learn_worker = LearnWorker()
         self.intake = TrialIntake(self.manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
                                   self.manager.store_record, self.manager.store.contains,
                                   expire_period=min(1.0, settings.trial_timeout / 4))
@@ -150,7 +154,7 @@ class LearnerNode(Node):
         work = (request.structure or self.get_parameter("structure").value,
                 self.get_parameter("prior_strength").value, self.manager.current_model())
         try:
-            outcome = await self._in_worker(lambda: self.manager.learn(*work))
+            outcome = await self._in_worker(lambda: self.learn_worker.learn(self.manager, *work))
             self._installed(outcome.model)
             result = outcome.result
             response.success, response.message = True, outcome.message
@@ -263,6 +267,9 @@ class LearnerNode(Node):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def destroy_node(self) -> None:
+        if getattr(self, "learn_worker", None) is not None:
+            self.learn_worker.close()
+            self.learn_worker = None
         if self.manager is not None:
             if self.manager.online is not None:
                 self._save_online(stopping=True)

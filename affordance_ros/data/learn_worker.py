@@ -1,0 +1,93 @@
+"""Learning in a worker process, so that the node's interpreter keeps answering while a learn runs.
+
+A learn is pure Python and numpy work for seconds; in a thread of the node's process it holds
+the interpreter lock often enough to delay every ~/predict by tens of milliseconds. Here it
+runs in a process of its own (the "spawn" context: a fresh interpreter, nothing of the
+node's DDS threads inherited), kept for the next learn. Its inputs are what a fresh process
+can rebuild everything from -- the configuration (as JSON), the case database path (opened
+read-only), the model path and the current model (as JSON); its output is the model file,
+written atomically by the worker, and the ``LearnOutcome`` sent back.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from ..core import AffordanceError, AffordanceNetwork
+from .model_manager import LearnOutcome, ModelManager
+from .pairing import PartValidator
+from .storage import CaseStore, CaseStoreError
+
+
+def learn_job(config: dict, database_path: str, model_path: str, structure: str, prior_strength: float,
+              current: dict | None) -> LearnOutcome:
+    """What the worker process runs: ``ModelManager.learn`` on a read-only view of the store."""
+    manager = ModelManager.__new__(ModelManager)
+    manager.config_path = Path("(configuration sent by the node)")
+    manager.database_path, manager.model_path = Path(database_path), Path(model_path)
+    manager.config = AffordanceNetwork.from_dict(config)
+    manager.parts = PartValidator(manager.config)
+    manager.online_learning, manager.model, manager.online = False, None, None
+    try:
+        manager.store = CaseStore(database_path, read_only=True)
+    except CaseStoreError as exc:
+        raise AffordanceError(str(exc)) from None
+    current_model = None if current is None else AffordanceNetwork.from_dict(current)
+    try:
+        return manager.learn(structure, prior_strength, current_model)
+    finally:
+        manager.store.close()
+
+
+def _ready() -> bool:
+    return True
+
+
+class LearnWorker:
+    """One worker process for learning, started on first use (or ``start``) and kept until ``close``."""
+
+    def __init__(self, context: str = "spawn"):
+        self._context = multiprocessing.get_context(context)
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the process now (imports take a second or two) rather than at the first learn."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context)
+            pool = self._pool
+        pool.submit(_ready)
+
+    def learn(self, manager: ModelManager, structure: str, prior_strength: float,
+              current: AffordanceNetwork | None) -> LearnOutcome:
+        """``manager.learn`` in the worker process; blocks the calling thread (not the interpreter)."""
+        self.start()
+        job = (manager.config.to_dict(), str(manager.database_path), str(manager.model_path), structure,
+               float(prior_strength), None if current is None else current.to_dict())
+        try:
+            return self._pool.submit(learn_job, *job).result()
+        except BrokenProcessPool:
+            with self._lock:
+                self._pool = None   # the next learn starts a new process
+            raise AffordanceError("the learning process ended unexpectedly (out of memory?); the previous "
+                                  "model stays") from None
+
+    def close(self) -> None:
+        """Stop the worker process, a learn it is running included (its model file is then not written)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            processes = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+                process.join(5.0)
+
+
+__all__ = ["LearnWorker", "learn_job"]
