@@ -42,7 +42,7 @@ def test_a_worker_that_dies_is_replaced(tmp_path, worker):
         for record in sampled_records(50):
             store.add(record)
     manager = ModelManager(MONTESANO_CONFIG, tmp_path / "cases.db", tmp_path / "m.json")
-    worker.start()
+    assert worker.start().result(timeout=60)
     for process in list(worker._pool._processes.values()):
         process.kill()
         process.join()

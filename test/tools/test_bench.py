@@ -122,6 +122,8 @@ def test_dds_quick(tmp_path):
     assert doc["bursts"][0]["setting"] == "learner defaults (keep all)" and doc["bursts"][0]["lost"] == 0
     assert doc["learn_cases"] == doc["bursts"][0]["cases_stored"]  # the services run with the defaults
     assert 0 < doc["predict_median"] <= doc["predict_p99"] < 10
+    assert doc["busy_learns_ok"] and doc["busy_learns"] >= 1
+    assert 0 < doc["busy_predict_median"] <= doc["busy_predict_p99"] <= doc["busy_predict_max"] < 10
     assert "~/predict round trip, median of 100" in stdout
 
 
