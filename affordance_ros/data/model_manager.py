@@ -15,10 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, LearnResult
 from .online_refiner import OnlineRefiner, cases_marker
 from .pairing import PartValidator
 from .storage import CaseStore, CaseStoreError
+
+LEARN_CHUNK = 100_000   # stored cases read at a time when learning (as columns)
 
 
 class StartupError(RuntimeError):
@@ -129,14 +133,30 @@ class ModelManager:
         """The stored cases (with ids above ``after``) that fit the current configuration (it may have
         changed since they were stored), how many did not, and the model metadata naming them."""
         known_sensors = set(self.config.sensor_variable)
-        numbered = self.store.numbered_records(after)
-        usable = [r for _, r in numbered
-                  if set(r["labels"]) == {self.parts.action_variable}
-                  and r["labels"][self.parts.action_variable] in self.parts.actions
-                  and set(r["readings"]) <= known_sensors]
-        last_id, last = numbered[-1] if numbered else (after, None)
-        marker = cases_marker(self.database_path, len(usable), last_id, last and last["trial_id"])
-        return CaseSet.from_records(self.config, usable), len(numbered) - len(usable), marker
+        actions = list(self.parts.actions)
+        codes, ids, readings, n_read, n_used = [], [], {}, 0, 0
+        last_id, last_trial = after, None
+        for chunk in self.store.column_chunks(after, LEARN_CHUNK):   # columns: memory bounded by the chunk
+            n = len(chunk.ids)
+            usable = (chunk.action_variables == self.parts.action_variable) & np.isin(chunk.actions, actions)
+            for sensor, column in chunk.readings.items():
+                if sensor not in known_sensors:
+                    usable &= np.isnan(column)
+            keep = np.flatnonzero(usable)
+            distinct, inverse = np.unique(chunk.actions[keep], return_inverse=True)
+            codes.append(np.array([actions.index(a) for a in distinct], dtype=np.int64)[inverse.reshape(-1)])
+            ids.extend(chunk.trial_ids[k] for k in keep)
+            for sensor in known_sensors & set(chunk.readings):
+                readings.setdefault(sensor, [np.full(m, np.nan) for m in _sizes(codes[:-1])])
+            for sensor, parts in readings.items():
+                column = chunk.readings.get(sensor)
+                parts.append(column[keep] if column is not None else np.full(len(keep), np.nan))
+            n_read, n_used = n_read + n, n_used + len(keep)
+            last_id, last_trial = int(chunk.ids[-1]), chunk.trial_ids[-1]
+        marker = cases_marker(self.database_path, n_used, last_id, last_trial)
+        labels = {self.parts.action_variable: np.concatenate(codes) if codes else np.zeros(0, np.int64)}
+        columns = {sensor: np.concatenate(parts) for sensor, parts in readings.items()}
+        return CaseSet(self.config, labels, columns, ids), n_read - n_used, marker
 
     def new_cases(self, prior: AffordanceNetwork) -> tuple[CaseSet, int, dict]:
         """``stored_cases`` after those ``prior`` has seen; AffordanceError if there are none or the model
@@ -215,6 +235,10 @@ class ModelManager:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _sizes(arrays) -> list:
+    return [len(a) for a in arrays]
 
 
 def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
