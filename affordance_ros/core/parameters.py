@@ -10,7 +10,7 @@ import numpy as np
 from .cases import CaseSet
 from .errors import DataError, ModelFormatError
 from .evidence import Evidence
-from .inference import JunctionTree
+from .inference import JunctionTree, StreamingEStep
 from .network import AffordanceNetwork, SensorModel
 from .sensors import mixture_weights
 
@@ -75,11 +75,14 @@ def map_assign(network: AffordanceNetwork, cases: CaseSet, priors: Sequence[np.n
     ``priors`` defaults to ``value_priors``. Returns codes (K, n).
     """
     priors = value_priors(network, cases) if priors is None else priors
-    evidence = cases.evidence(network)
     codes = np.empty((cases.n_cases, len(network)), dtype=np.int64)
-    for i, lik in enumerate(evidence.likelihoods):
-        p = np.asarray(priors[i], dtype=float)
-        codes[:, i] = np.argmax(p) if lik is None else np.argmax(lik * p, axis=1)
+    start = 0
+    for evidence in evidence_chunks(network, cases):   # in chunks: memory bounded by a chunk
+        rows = slice(start, start + evidence.n_cases)
+        for i, lik in enumerate(evidence.likelihoods):
+            p = np.asarray(priors[i], dtype=float)
+            codes[rows, i] = np.argmax(p) if lik is None else np.argmax(lik * p, axis=1)
+        start += evidence.n_cases
     return codes
 
 
@@ -137,8 +140,9 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
     if prior_model is not None and prior_strength > 0:
         pseudo = [prior + prior_strength * t for t in family_priors(prior_model, network)]
     engine = JunctionTree(network)
-    evidence = cases.evidence(network)
-    latent = latent_variables(evidence)
+    streaming = not fit_sensors and cases.n_cases * sum(network.cards) > STREAM_ENTRIES
+    evidence = None if streaming else cases.evidence(network)
+    latent = latent_of_cases(network, cases)
     best, finals = None, []
     for start in range(n_init):
         rng = np.random.default_rng([int(seed), start])
@@ -148,7 +152,8 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
         if fit_sensors:
             run = _plain_em_with_sensors(network, cases, engine, cpts, pseudo, tol, max_iter, chunk_size)
         else:
-            estep = engine.estep(evidence, chunk_size)
+            estep = (StreamingEStep(engine, lambda: evidence_chunks(network, cases), cases.n_cases, chunk_size)
+                     if streaming else engine.estep(evidence, chunk_size))
             run = _em_escaping_saddles(network, estep, cpts, pseudo, tol, max_iter, latent, rng, acceleration)
         finals.append(run[1].log_posteriors[-1])
         if best is None or finals[-1] > best[1].log_posteriors[-1]:
@@ -160,6 +165,23 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
 
 ACCELERATIONS = ("none", "squarem")
 _TINY = 1e-300
+
+
+STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which EM computes the evidence per chunk
+EVIDENCE_CHUNK = 65536     # cases per evidence chunk then (and in map_assign)
+
+
+def evidence_chunks(network: AffordanceNetwork, cases: CaseSet, size: int = EVIDENCE_CHUNK):
+    """The evidence of ``cases`` under ``network``, ``size`` cases at a time."""
+    for start in range(0, cases.n_cases, size):
+        yield cases.take(slice(start, start + size)).evidence(network)
+
+
+def latent_of_cases(network: AffordanceNetwork, cases: CaseSet) -> list:
+    """Indices of the variables that no case observes (no label, no reading); as ``latent_variables``."""
+    seen = {network.index(n) for n, codes in cases.labels.items() if np.any(codes >= 0)}
+    seen |= {network.index(network.sensor_variable[s]) for s, x in cases.readings.items() if not np.all(np.isnan(x))}
+    return [i for i in range(len(network)) if i not in seen]
 
 
 def latent_variables(evidence: Evidence) -> list:
