@@ -154,3 +154,15 @@ def test_inference_quick(tmp_path):
         assert 0 < r["ours_warm"] < 1 and 0 < r["pyagrum_warm"] < 1 and r["ours_batch"] > 0
     assert len(table_rows((tmp_path / "inference_table.md").read_text())) == 6
     assert "largest difference to pyAgrum" in stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("rclpy") is None, reason="needs ROS 2 (rclpy)")
+def test_scale_quick(tmp_path):
+    """~/learn through the node on a written database: every case learned, peak memory measured."""
+    bench("scale", out=tmp_path)
+    doc = json.loads((tmp_path / "scale_results.json").read_text())
+    (row,) = doc["results"]
+    assert row["cases"] == row["learned_cases"] == 2000
+    assert 0 < row["learn_duration"] < row["round_trip"] < 60 and row["iterations"] >= 1
+    assert 0 < row["node_peak_mb"] < 4096 and 0 < row["worker_peak_mb"] < 4096
+    assert len(table_rows((tmp_path / "scale_table.md").read_text())) == 1

@@ -5,6 +5,7 @@
     affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
+    affordance-ros bench scale [--quick] [--out DIR]   ~/learn on 10k .. 1M stored cases: time, peak RSS
     affordance-ros bench inference [--quick] [--out DIR]  one query / batches vs pyAgrum (six networks)
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
@@ -23,6 +24,7 @@ SUBCOMMANDS = {
     "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
+    "scale": ("scale", "~/learn through the node from 10k to 1M stored cases: time and peak memory"),
     "inference": ("inference", "one query and batches against pyAgrum's LazyPropagation on six standard networks"),
 }
 
@@ -69,7 +71,7 @@ def run_all(args) -> int:
         if name == "pgmpy" and importlib.util.find_spec("pgmpy") is None:
             print("bench pgmpy: skipped, pgmpy is not installed (tools/setup_bench.sh installs it)")
             continue
-        if name == "dds" and importlib.util.find_spec("rclpy") is None:
+        if name in ("dds", "scale") and importlib.util.find_spec("rclpy") is None:
             print("bench dds: skipped, rclpy is not importable here")
             continue
         status = max(status, _module(name).run(args))
