@@ -166,3 +166,19 @@ def test_scale_quick(tmp_path):
     assert 0 < row["learn_duration"] < row["round_trip"] < 60 and row["iterations"] >= 1
     assert 0 < row["node_peak_mb"] < 4096 and 0 < row["worker_peak_mb"] < 4096
     assert len(table_rows((tmp_path / "scale_table.md").read_text())) == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None,
+                    reason="pyAgrum and pgmpy are benchmark-only extras (tools/setup_bench.sh)")
+def test_structure_quick(tmp_path):
+    """K2 in the same order finds what pyAgrum's K2 finds; every learner gets an SHD and a time."""
+    bench("structure", out=tmp_path)
+    doc = json.loads((tmp_path / "structure_results.json").read_text())
+    for network in ("alarm", "insurance"):
+        rows = {r["learner"]: r for r in doc["results"] if r["network"] == network}
+        assert len(rows) == 5
+        ours = rows["affordance_ros K2 (K2 score, true order)"]
+        theirs = rows["pyAgrum K2 (K2 score, true order)"]
+        assert ours["shd"] == theirs["shd"] and ours["arcs"] == theirs["arcs"]
+        for r in rows.values():
+            assert r["shd"] == r["missing"] + r["extra"] + r["reversed"] and r["seconds"] > 0
