@@ -182,3 +182,17 @@ def test_structure_quick(tmp_path):
         assert ours["shd"] == theirs["shd"] and ours["arcs"] == theirs["arcs"]
         for r in rows.values():
             assert r["shd"] == r["missing"] + r["extra"] + r["reversed"] and r["seconds"] > 0
+
+
+def test_em_quick(tmp_path):
+    """SQUAREM: fewer E-steps, the same fixed point; a latent variable: the default start beats the uniform one."""
+    bench("em", out=tmp_path)
+    doc = json.loads((tmp_path / "em_results.json").read_text())
+    (row,) = doc["acceleration"]
+    assert row["squarem"]["iterations"] < row["none"]["iterations"]
+    assert row["tight_iterations"]["squarem"] < row["tight_iterations"]["none"]
+    assert row["fixed_point_difference"] < 1e-4
+    assert row["squarem"]["objective"] >= row["none"]["objective"] - 1e-6
+    for latent in doc["latent"]:   # needs pgmpy's networks
+        assert latent["default"]["log_likelihood"] > latent["uniform_before"]["log_likelihood"] + 10
+        assert latent["n_init_5"]["log_likelihood"] >= latent["default"]["log_likelihood"] - 1e-6

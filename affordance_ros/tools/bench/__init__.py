@@ -5,6 +5,7 @@
     affordance-ros bench pgmpy [--quick] [--out DIR]   pgmpy's EM per iteration vs ours (needs tools/setup_bench.sh)
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
+    affordance-ros bench em    [--quick] [--out DIR]   SQUAREM vs plain EM; latent variable: start, n_init
     affordance-ros bench scale [--quick] [--out DIR]   ~/learn on 10k .. 1M stored cases: time, peak RSS
     affordance-ros bench structure [--quick] [--out DIR]  K2/MCMC vs pyAgrum's K2 and greedy (alarm, insurance)
     affordance-ros bench inference [--quick] [--out DIR]  one query / batches vs pyAgrum (six networks)
@@ -25,6 +26,7 @@ SUBCOMMANDS = {
     "pgmpy": ("pgmpy_compare", "pgmpy's EM per iteration against ours on the same network and data"),
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
+    "em": ("em", "SQUAREM vs plain EM (montesano 10k); a latent variable in asia and alarm (start, n_init, pyAgrum)"),
     "scale": ("scale", "~/learn through the node from 10k to 1M stored cases: time and peak memory"),
     "structure": ("structure", "K2 and MCMC on alarm and insurance: structural Hamming distance and time vs pyAgrum"),
     "inference": ("inference", "one query and batches against pyAgrum's LazyPropagation on six standard networks"),
