@@ -76,10 +76,22 @@ def map_assign(network: AffordanceNetwork, cases: CaseSet, priors: Sequence[np.n
     """
     priors = value_priors(network, cases) if priors is None else priors
     codes = np.empty((cases.n_cases, len(network)), dtype=np.int64)
+    sensed = {network.sensor_variable[s] for s in cases.readings}
+    # a variable seen by its label only: its label, where given (unless the prior rules it out)
+    label_only = {n: c for n, c in cases.labels.items() if n not in sensed}
+    for name, labels in label_only.items():
+        i = network.index(name)
+        p = np.asarray(priors[i], dtype=float)
+        given = labels >= 0
+        codes[:, i] = np.where(given, np.where(p[np.where(given, labels, 0)] > 0, labels, 0), np.argmax(p))
+    rest = CaseSet(network, {n: c for n, c in cases.labels.items() if n in sensed}, cases.readings, cases.trial_ids)
+    done = {network.index(n) for n in label_only}
     start = 0
-    for evidence in evidence_chunks(network, cases):   # in chunks: memory bounded by a chunk
+    for evidence in evidence_chunks(network, rest):   # in chunks: memory bounded by a chunk
         rows = slice(start, start + evidence.n_cases)
         for i, lik in enumerate(evidence.likelihoods):
+            if i in done:
+                continue
             p = np.asarray(priors[i], dtype=float)
             codes[rows, i] = np.argmax(p) if lik is None else np.argmax(lik * p, axis=1)
         start += evidence.n_cases
