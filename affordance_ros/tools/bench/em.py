@@ -122,7 +122,7 @@ def pyagrum_em(truth: AffordanceNetwork, codes: np.ndarray) -> dict:
         axes = list(reversed(list(table.names)))
         cpts[v.name] = np.transpose(table.toarray(), [axes.index(n) for n in (*v.parents, v.name)])
         cpts[v.name] = cpts[v.name] / cpts[v.name].sum(axis=-1, keepdims=True)
-    return {"seconds": seconds, "iterations": int(learner.nbrIterations()), "cpts": cpts}
+    return {"seconds": seconds, "cpts": cpts}
 
 
 def run(args) -> int:
