@@ -291,7 +291,10 @@ class EStep:
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
         """Total log p(evidence | CPTs), by the collect pass alone."""
         phis = self.tree.clique_tables(cpts)
-        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum()) for n, ev, _ in self.chunks)
+        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum()) for n, ev, _ in self._chunks())
+
+    def _chunks(self):
+        return self.chunks
 
     def __call__(self, cpts: Sequence[np.ndarray]):
         """Expected family counts (shaped like the CPTs) and the total log-likelihood under ``cpts``; with
@@ -302,7 +305,7 @@ class EStep:
         clique_counts = [np.zeros(shape) for shape in tree.shapes]
         moments = {}
         total_ll = self.log_scale
-        for n_cases, ev_tables, powers in self.chunks:
+        for n_cases, ev_tables, powers in self._chunks():
             psi, rho, _, log_lik = tree._propagate(phis, ev_tables, n_cases)
             total_ll += float(log_lik.sum())
             for c in range(len(tree.cliques)):
@@ -313,9 +316,41 @@ class EStep:
                 posterior = _weighted_sum(psi[c], rho[c], others, keep_batch=True)   # (card, K)
                 moments[i] = moments.get(i, 0.0) + posterior @ power                 # (card, 3)
         counts = [tree._family_from_clique(i, clique_counts[tree.home[i]]) for i in range(len(cpts))]
-        if self.chunks and self.chunks[0][2]:
+        if moments:
             return counts, total_ll, {i: m.T for i, m in moments.items()}
         return counts, total_ll
+
+
+class StreamingEStep(EStep):
+    """An ``EStep`` that holds no evidence tables: each call asks ``evidence_chunks()`` for the evidence
+    again, chunk by chunk (e.g. computed from the readings of a CaseSet), so that memory is bounded by
+    a chunk, not by the number of cases. Costs the evidence computation in every iteration.
+    """
+
+    def __init__(self, tree: JunctionTree, evidence_chunks, n_cases: int, chunk_size: int = 512):
+        self.tree, self.n_cases, self.chunk_size = tree, n_cases, chunk_size
+        self._evidence_chunks = evidence_chunks
+        self.log_scale = 0.0   # added per chunk instead
+
+    def _chunks(self):
+        for evidence in self._evidence_chunks():
+            scale = float(evidence.log_scale.sum())
+            for start in range(0, evidence.n_cases, self.chunk_size):
+                part = evidence.take(slice(start, start + self.chunk_size))
+                yield part.n_cases, self.tree.evidence_tables(part), {}
+            self._pending_scale = getattr(self, "_pending_scale", 0.0) + scale
+
+    def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
+        """Total log p(evidence | CPTs), by the collect pass alone."""
+        self._pending_scale = 0.0
+        total = super().log_likelihood(cpts)
+        return total + self._pending_scale
+
+    def __call__(self, cpts: Sequence[np.ndarray]):
+        """(expected family counts shaped like the CPTs, total log-likelihood)."""
+        self._pending_scale = 0.0
+        counts, total = super().__call__(cpts)
+        return counts, total + self._pending_scale
 
 
 def _reading_powers(x: np.ndarray) -> np.ndarray:

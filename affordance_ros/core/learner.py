@@ -94,7 +94,8 @@ class AffordanceLearner:
                 fitted["model"], fitted["em"] = fit_em(
                     net, cases.with_network(net), prior=opts.prior, tol=opts.tol, max_iter=opts.max_iter,
                     init=opts.em_init, prior_model=prior_model, prior_strength=opts.prior_strength,
-                    fit_sensors=opts.fit_sensors, progress=progress)
+                    fit_sensors=opts.fit_sensors, n_init=opts.n_init, seed=opts.seed,
+                    acceleration=opts.em_acceleration, progress=progress)
             else:
                 report(progress, "parameters", 0)
                 fitted["model"], fitted["em"] = fit_discrete(net, cases, prior=opts.prior), None
@@ -124,7 +125,7 @@ class AffordanceLearner:
             "num_cases": cases.n_cases, "structure": opts.structure, "score": opts.score,
             "method": opts.method, "prior": opts.prior, "log_likelihood": ll, "iterations": iterations,
             "prior_strength": opts.prior_strength if prior_model is not None else 0.0,
-            "fit_sensors": opts.fit_sensors,
+            "fit_sensors": opts.fit_sensors, "n_init": opts.n_init, "em_acceleration": opts.em_acceleration,
             **({"structural_em_rounds": structural_rounds} if opts.structural_em else {}),
             "converged": converged, "duration": round(duration, 4),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

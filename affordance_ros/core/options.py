@@ -18,7 +18,8 @@ from .network import GROUPS
 STRUCTURES = ("k2", "mcmc", "fixed")
 SCORES = ("k2", "bdeu", "bic", "cv")
 METHODS = ("em", "discrete")
-EM_INITS = ("uniform", "discrete")
+EM_INITS = ("uniform", "discrete", "random")
+EM_ACCELERATIONS = ("squarem", "none")
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,18 @@ class LearningOptions:
     fit_sensors: bool = False
     prior_strength: float = 0.0
     structural_em: int = 0
+    n_init: int = 1
+    em_acceleration: str = "squarem"
 
     def __post_init__(self):
         _choice("structure", self.structure, STRUCTURES)
         _choice("score", self.score, SCORES)
         _choice("method", self.method, METHODS)
         _choice("em_init", self.em_init, EM_INITS)
+        _choice("em_acceleration", self.em_acceleration, EM_ACCELERATIONS)
         for name in ("max_parents", "max_iter", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
             _integer(name, getattr(self, name))
+        _integer("n_init", self.n_init, minimum=1)
         for name in ("prior", "prior_strength"):
             _number(name, getattr(self, name), minimum=0.0)
         for name in ("tol", "ess"):
@@ -104,9 +109,9 @@ def _choice(name: str, value, choices) -> None:
         raise ModelFormatError(f"learning option '{name}' is {value!r}; expected one of {list(choices)}")
 
 
-def _integer(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ModelFormatError(f"learning option '{name}' must be an integer >= 0, got {value!r}")
+def _integer(name: str, value, minimum: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ModelFormatError(f"learning option '{name}' must be an integer >= {minimum}, got {value!r}")
 
 
 def _number(name: str, value, minimum: float, strict: bool = False) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 from .cases import CaseSet
 from .errors import DataError, ModelFormatError
 from .evidence import Evidence
-from .inference import JunctionTree
+from .inference import JunctionTree, StreamingEStep
 from .network import AffordanceNetwork, SensorModel
 from .progress import Progress, report
 from .sensors import mixture_weights
@@ -21,7 +21,9 @@ class EMResult:
     """Trace of one EM run.
 
     ``log_likelihoods[t]`` is log p(data | CPTs after t iterations); ``log_posteriors`` adds the
-    log Dirichlet prior, which is what EM increases when ``prior`` > 0.
+    log Dirichlet prior, which is what EM increases when ``prior`` > 0. ``saddles``: how often
+    the run reached a symmetric latent fixed point (and was restarted from there);
+    ``restarts``: the final objective of each of the ``n_init`` starts; ``cpts``: the result.
     """
 
     log_likelihoods: list = field(default_factory=list)
@@ -29,6 +31,9 @@ class EMResult:
     rms_changes: list = field(default_factory=list)
     iterations: int = 0
     converged: bool = False
+    saddles: int = 0
+    restarts: list = field(default_factory=list)
+    cpts: list = field(default_factory=list, repr=False)
 
     @property
     def log_likelihood(self) -> float:
@@ -72,11 +77,26 @@ def map_assign(network: AffordanceNetwork, cases: CaseSet, priors: Sequence[np.n
     ``priors`` defaults to ``value_priors``. Returns codes (K, n).
     """
     priors = value_priors(network, cases) if priors is None else priors
-    evidence = cases.evidence(network)
     codes = np.empty((cases.n_cases, len(network)), dtype=np.int64)
-    for i, lik in enumerate(evidence.likelihoods):
+    sensed = {network.sensor_variable[s] for s in cases.readings}
+    # a variable seen by its label only: its label, where given (unless the prior rules it out)
+    label_only = {n: c for n, c in cases.labels.items() if n not in sensed}
+    for name, labels in label_only.items():
+        i = network.index(name)
         p = np.asarray(priors[i], dtype=float)
-        codes[:, i] = np.argmax(p) if lik is None else np.argmax(lik * p, axis=1)
+        given = labels >= 0
+        codes[:, i] = np.where(given, np.where(p[np.where(given, labels, 0)] > 0, labels, 0), np.argmax(p))
+    rest = CaseSet(network, {n: c for n, c in cases.labels.items() if n in sensed}, cases.readings, cases.trial_ids)
+    done = {network.index(n) for n in label_only}
+    start = 0
+    for evidence in evidence_chunks(network, rest):   # in chunks: memory bounded by a chunk
+        rows = slice(start, start + evidence.n_cases)
+        for i, lik in enumerate(evidence.likelihoods):
+            if i in done:
+                continue
+            p = np.asarray(priors[i], dtype=float)
+            codes[rows, i] = np.argmax(p) if lik is None else np.argmax(lik * p, axis=1)
+        start += evidence.n_cases
     return codes
 
 
@@ -94,49 +114,256 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0,
 def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: float = 1e-3,
            max_iter: int = 100, init: str = "uniform", chunk_size: int = 512,
            prior_model: AffordanceNetwork | None = None, prior_strength: float = 0.0,
-           fit_sensors: bool = False, progress: Progress = None):
+           fit_sensors: bool = False, n_init: int = 1, seed: int = 0, acceleration: str = "none",
+           progress: Progress = None):
     """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
 
     E-step: p(family | case) for every family and case by one junction-tree pass over all
     cases; M-step: the paper's theta equation with ``prior`` pseudo-counts per CPT entry
     (0 gives maximum likelihood). Stops when the RMS change of all CPT entries is below
-    ``tol`` or after ``max_iter`` iterations. ``init``: "uniform", "discrete" or "model"
-    (the network's own CPTs). Returns (network with the learned CPTs, EMResult).
+    ``tol`` or after ``max_iter`` iterations. ``init``: "uniform", "discrete", "random"
+    (every row from a Dirichlet(1), seeded) or "model" (the network's own CPTs). Returns
+    (network with the learned CPTs, EMResult).
+
+    Latent variables (no evidence in any case, e.g. a hidden cause without a sensor): a
+    uniform start is a symmetric fixed point there (EM would stop at once), so their CPTs and
+    their children's start from random rows (seeded by ``seed``); a run that ends on such a
+    point (a latent whose children do not depend on it) is restarted from random rows
+    there, and reported as not converged if it still ends on one. ``n_init`` > 1 runs EM
+    from that many starts (the first from ``init``, the others "random" with seeds
+    ``seed + 1``, ...) and keeps the one with the highest objective, as scikit-learn's
+    ``n_init`` does. ``acceleration`` "squarem": SQUAREM extrapolation (Varadhan & Roland
+    2008, SqS3 step length) with a monotone safeguard: the same fixed point in fewer
+    E-steps, the objective never decreasing between the accepted points; ``iterations`` then
+    counts E-steps (plain EM is used with ``fit_sensors``).
 
     Beyond the paper: ``prior_model`` with ``prior_strength`` (an equivalent sample size)
     adds pseudo-counts ``prior_strength * p_prior_model(family)`` so that what an earlier
     model learned carries over; ``fit_sensors`` re-estimates every sensor's means and
     stddevs in the M-step too (for sensor models only roughly known). ``progress``: called after
-    every iteration with ("parameters", iterations done, log-likelihood) (see ``core.progress``).
+    every E-step with ("parameters", E-steps done, log-likelihood) (see ``core.progress``).
     """
     _check_learnable(network, cases)
     if prior < 0 or not np.isfinite(prior) or prior_strength < 0 or not np.isfinite(prior_strength):
         raise ModelFormatError(f"prior and prior_strength must be finite numbers >= 0, got {prior}, {prior_strength}")
     if tol <= 0 or max_iter < 0:
         raise ModelFormatError("tol must be > 0 and max_iter >= 0")
+    if isinstance(n_init, bool) or not isinstance(n_init, (int, np.integer)) or n_init < 1:
+        raise ModelFormatError(f"n_init must be an integer >= 1, got {n_init!r}")
+    if acceleration not in ACCELERATIONS:
+        raise ModelFormatError(f"unknown EM acceleration '{acceleration}'; expected one of {list(ACCELERATIONS)}")
     pseudo = [np.asarray(float(prior))] * len(network)
     if prior_model is not None and prior_strength > 0:
         pseudo = [prior + prior_strength * t for t in family_priors(prior_model, network)]
-    cpts = _initial_cpts(network, cases, prior, init)
     engine = JunctionTree(network)
-    readings = ({network.index(var): sensor_features(x) for var, x in cases.sensor_readings(network).items()}
-                if fit_sensors else None)
-    estep = engine.estep(cases.evidence(network), chunk_size, readings)
-    result = EMResult()
-    for _ in range(max_iter):
+    streaming = not fit_sensors and cases.n_cases * sum(network.cards) > STREAM_ENTRIES
+    evidence = None if streaming else cases.evidence(network)
+    latent = latent_of_cases(network, cases)
+    best, finals = None, []
+    for start in range(n_init):
+        rng = np.random.default_rng([int(seed), start])
+        cpts = _initial_cpts(network, cases, prior, init if start == 0 else "random", rng)
+        if start == 0 and init == "uniform":
+            cpts = _break_symmetry(network, cpts, latent, rng)
         if fit_sensors:
-            counts, ll, moments = estep(cpts)
+            run = _plain_em_with_sensors(network, cases, engine, cpts, pseudo, tol, max_iter, chunk_size, progress)
         else:
-            counts, ll = estep(cpts)
+            estep = (StreamingEStep(engine, lambda: evidence_chunks(network, cases), cases.n_cases, chunk_size)
+                     if streaming else engine.estep(evidence, chunk_size))
+            run = _em_escaping_saddles(network, estep, cpts, pseudo, tol, max_iter, latent, rng, acceleration,
+                                       progress)
+        finals.append(run[1].log_posteriors[-1])
+        if best is None or finals[-1] > best[1].log_posteriors[-1]:
+            best = run
+    fitted, result = best
+    result.restarts = finals
+    return fitted.with_cpts(dict(zip(fitted.names, result.cpts))), result
+
+
+ACCELERATIONS = ("none", "squarem")
+_TINY = 1e-300
+
+
+STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which EM computes the evidence per chunk
+EVIDENCE_CHUNK = 65536     # cases per evidence chunk then (and in map_assign)
+
+
+def evidence_chunks(network: AffordanceNetwork, cases: CaseSet, size: int = EVIDENCE_CHUNK):
+    """The evidence of ``cases`` under ``network``, ``size`` cases at a time."""
+    for start in range(0, cases.n_cases, size):
+        yield cases.take(slice(start, start + size)).evidence(network)
+
+
+def latent_of_cases(network: AffordanceNetwork, cases: CaseSet) -> list:
+    """Indices of the variables that no case observes (no label, no reading); as ``latent_variables``."""
+    seen = {network.index(n) for n, codes in cases.labels.items() if np.any(codes >= 0)}
+    seen |= {network.index(network.sensor_variable[s]) for s, x in cases.readings.items() if not np.all(np.isnan(x))}
+    return [i for i in range(len(network)) if i not in seen]
+
+
+def latent_variables(evidence: Evidence) -> list:
+    """Indices of the variables that no case gives any evidence on (no label, no reading)."""
+    return [i for i, lik in enumerate(evidence.likelihoods) if lik is None or bool(np.all(lik == 1.0))]
+
+
+def symmetric_latents(network: AffordanceNetwork, cpts: Sequence[np.ndarray], latent: Sequence[int],
+                      atol: float = 1e-9) -> list:
+    """The latent variables with children whose CPTs do not depend on them: a symmetric fixed point
+    of EM (a saddle of the likelihood unless the data have nothing for the latent to explain).
+    """
+    out = []
+    for i in latent:
+        kids = [(j, network.parent_indices(j).index(i)) for j in range(len(network)) if i in network.parent_indices(j)]
+        if kids and all(np.ptp(cpts[j], axis=axis).max() <= atol for j, axis in kids):
+            out.append(i)
+    return out
+
+
+def _break_symmetry(network: AffordanceNetwork, cpts: list, latent: Sequence[int], rng) -> list:
+    """Random (Dirichlet(1)) rows for the latent variables and their children; the rest unchanged."""
+    touched = {i for i in latent} | {j for j in range(len(network)) for i in latent if i in network.parent_indices(j)}
+    return [_random_rows(c.shape, rng) if j in touched else c for j, c in enumerate(cpts)]
+
+
+def _random_rows(shape, rng) -> np.ndarray:
+    return rng.dirichlet(np.ones(shape[-1]), size=shape[:-1]).reshape(shape)
+
+
+def _em_escaping_saddles(network, estep, cpts, pseudo, tol, max_iter, latent, rng, acceleration, progress=None,
+                         escapes: int = 3):
+    """EM (plain or SQUAREM) that never reports a symmetric latent fixed point as converged."""
+    result = EMResult()
+    run = _squarem if acceleration == "squarem" else _plain_em
+    for attempt in range(escapes + 1):
+        cpts = run(estep, cpts, pseudo, tol, max_iter - result.iterations, result, progress)
+        stuck = symmetric_latents(network, cpts, latent)
+        if not stuck:
+            break
+        result.converged = False
+        result.saddles += 1
+        if attempt == escapes or result.iterations >= max_iter:
+            break
+        cpts = _break_symmetry(network, cpts, stuck, rng)
+    ll = estep.log_likelihood(cpts)
+    result.log_likelihoods.append(ll)
+    result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
+    result.cpts = cpts
+    return network, result
+
+
+def _plain_em(estep, cpts, pseudo, tol, max_iter, result, progress=None) -> list:
+    """Plain EM iterations on ``result``'s trace; the CPTs it ends with."""
+    result.converged = False
+    for _ in range(max_iter):
+        counts, ll = estep(cpts)
         result.log_likelihoods.append(ll)
         result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
         new = [normalise_counts(c, a) for c, a in zip(counts, pseudo)]
         change = rms_difference(new, cpts)
         cpts = new
-        if fit_sensors:
-            network, sensor_change = _reestimate_sensors(network, moments)
-            change = float(np.sqrt(change ** 2 + sensor_change ** 2))
-            estep = engine.estep(cases.evidence(network), chunk_size, readings)
+        result.rms_changes.append(change)
+        result.iterations += 1
+        report(progress, "parameters", result.iterations, ll)
+        if change < tol:
+            result.converged = True
+            break
+    return cpts
+
+
+def _squarem(estep, cpts, pseudo, tol, max_iter, result, progress=None) -> list:
+    """SQUAREM (SqS3) on the CPT entries with a monotone safeguard.
+
+    One cycle: theta1 = M(theta0), theta2 = M(theta1), r = theta1 - theta0, v = theta2 - theta1 - r,
+    alpha = |r|/|v| (at least 1, at most a bound that grows when reached), theta' = theta0 + 2 alpha r
+    + alpha^2 v (alpha halved towards 1 until every entry is positive), then one EM step from
+    theta'. theta' is kept only if its objective is at least theta1's; otherwise the cycle ends
+    at theta2, a plain EM point. The objective of every point the trace records is therefore at
+    least its predecessor's; every E-step counts as an iteration and the run stops, as plain EM
+    does, when one EM step changes the CPTs by less than ``tol`` (RMS).
+    """
+    result.converged = False
+    step_max = 1.0  # largest step length allowed; grows by 4 when reached, as in SQUAREM's defaults
+
+    def em_step(theta):
+        counts, ll = estep(theta)
+        result.iterations += 1
+        report(progress, "parameters", result.iterations, ll)
+        new = [normalise_counts(c, a) for c, a in zip(counts, pseudo)]
+        return new, ll, ll + log_dirichlet(theta, pseudo), rms_difference(new, theta)
+
+    def record(ll, post, change):
+        result.log_likelihoods.append(ll)
+        result.log_posteriors.append(post)
+        result.rms_changes.append(change)
+
+    # theta1 = M(theta0) is always at hand: after an accepted extrapolation its EM step is the
+    # first step of the next cycle (no separate stabilisation step, 2 E-steps per cycle).
+    theta1, ll, post, change = em_step(cpts)
+    record(ll, post, change)
+    objective = post
+    theta0 = cpts
+    while change >= tol and result.iterations < max_iter:
+        theta2, ll, post, change = em_step(theta1)
+        record(ll, post, change)
+        objective = post
+        if change < tol or result.iterations >= max_iter:
+            theta1 = theta2
+            break
+        # extrapolate the log-probabilities: every point is then a valid CPT (rows renormalised)
+        logs = [np.log(np.concatenate([c.ravel() for c in t]) + _TINY) for t in (theta0, theta1, theta2)]
+        r, v = logs[1] - logs[0], logs[2] - 2 * logs[1] + logs[0]
+        norm_v = float(np.sqrt(v @ v))
+        raw = float(np.sqrt(r @ r)) / norm_v if norm_v > 0 else 1.0
+        alpha = min(max(raw, 1.0), step_max)
+        flat = np.exp(np.minimum(logs[0] + 2 * alpha * r + alpha * alpha * v, 0.0))
+        if alpha > 1.0:
+            theta_x = _unflatten(flat, theta0)
+            theta_next, ll, post, change_x = em_step(theta_x)
+            if post >= objective:   # accepted: never below theta2's predecessor (theta1)
+                record(ll, post, change_x)
+                objective, change = post, change_x
+                if alpha >= step_max:
+                    step_max = min(4.0 * step_max, 1e6)
+                theta0, theta1 = theta_x, theta_next
+                continue
+            step_max = max(1.0, alpha / 4.0)
+        elif raw >= step_max:
+            step_max *= 4.0
+        if result.iterations >= max_iter:
+            return theta2
+        theta0 = theta2   # a plain EM cycle
+        theta1, ll, post, change = em_step(theta2)
+        record(ll, post, change)
+        objective = post
+    result.converged = change < tol
+    return theta1
+
+
+def _unflatten(flat: np.ndarray, like: Sequence[np.ndarray]) -> list:
+    """Split a flat vector into arrays shaped like ``like``, every last-axis row renormalised."""
+    out, start = [], 0
+    for a in like:
+        part = flat[start:start + a.size].reshape(a.shape)
+        start += a.size
+        out.append(part / part.sum(axis=-1, keepdims=True))
+    return out
+
+
+def _plain_em_with_sensors(network, cases, engine, cpts, pseudo, tol, max_iter, chunk_size, progress=None):
+    """Plain EM that re-estimates the sensor models (1-D and vector) in every M-step too."""
+    readings = {network.index(var): sensor_features(x) for var, x in cases.sensor_readings(network).items()}
+    estep = engine.estep(cases.evidence(network), chunk_size, readings)
+    result = EMResult()
+    for _ in range(max_iter):
+        counts, ll, moments = estep(cpts)
+        result.log_likelihoods.append(ll)
+        result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
+        new = [normalise_counts(c, a) for c, a in zip(counts, pseudo)]
+        change = rms_difference(new, cpts)
+        cpts = new
+        network, sensor_change = _reestimate_sensors(network, moments)
+        change = float(np.sqrt(change ** 2 + sensor_change ** 2))
+        estep = engine.estep(cases.evidence(network), chunk_size, readings)
         result.rms_changes.append(change)
         result.iterations += 1
         report(progress, "parameters", result.iterations, ll)
@@ -146,7 +373,8 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
     ll = estep.log_likelihood(cpts)
     result.log_likelihoods.append(ll)
     result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
-    return network.with_cpts(dict(zip(network.names, cpts))), result
+    result.cpts = cpts
+    return network, result
 
 
 def family_priors(prior_model: AffordanceNetwork, network: AffordanceNetwork) -> list:
@@ -241,18 +469,21 @@ def rms_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
     return float(np.sqrt(np.mean(diff * diff)))
 
 
-def _initial_cpts(network: AffordanceNetwork, cases: CaseSet, prior: float, init: str) -> list:
+def _initial_cpts(network: AffordanceNetwork, cases: CaseSet, prior: float, init: str, rng=None) -> list:
     if init == "discrete":
         start = fit_discrete(network, cases, prior=max(prior, 1.0))
         return [v.cpt for v in start.variables]
     if init == "uniform":
         return [np.full([network[p].card for p in v.parents] + [v.card], 1.0 / v.card)
                 for v in network.variables]
+    if init == "random":
+        rng = np.random.default_rng(0) if rng is None else rng
+        return [_random_rows([network[p].card for p in v.parents] + [v.card], rng) for v in network.variables]
     if init == "model":
         if any(v.cpt is None for v in network.variables):
             raise ModelFormatError("init='model' needs a network with CPTs")
         return [v.cpt for v in network.variables]
-    raise ModelFormatError(f"unknown EM init '{init}'; expected 'discrete', 'uniform' or 'model'")
+    raise ModelFormatError(f"unknown EM init '{init}'; expected 'discrete', 'uniform', 'random' or 'model'")
 
 
 def _check_learnable(network: AffordanceNetwork, cases: CaseSet) -> None:
@@ -267,5 +498,6 @@ def _check_learnable(network: AffordanceNetwork, cases: CaseSet) -> None:
         raise DataError("the cases observe none of the network's variables")
 
 
-__all__ = ["EMResult", "fit_em", "fit_discrete", "map_assign", "family_counts", "normalise_counts",
-           "log_likelihood", "rms_difference", "sensor_features", "value_priors"]
+__all__ = ["ACCELERATIONS", "EMResult", "fit_em", "latent_variables", "symmetric_latents", "fit_discrete",
+           "map_assign", "family_counts", "normalise_counts", "log_likelihood", "rms_difference", "sensor_features",
+           "value_priors"]

@@ -14,8 +14,9 @@ import numpy as np
 
 from .cases import CaseSet
 from .errors import EvidenceError
-from .evidence import Evidence
+from .evidence import Evidence, evidence_from_log_likelihoods
 from .network import AffordanceNetwork, gaussian_log_density
+from .query import posterior
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,8 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
             raise EvidenceError(str(exc)) from None
     else:
         evidence = Evidence.empty(len(model))
-    engine = model.engine
-    calibration = engine.calibrate([v.cpt for v in model.variables], evidence)
     query_idx = [model.index(n) for n in names]
-    joint = engine.joint(calibration, query_idx)
+    joint = _posterior(model, query_idx, evidence)
     flat = joint.reshape(joint.shape[0], -1)
     best = flat.argmax(axis=1)
     most_probable = np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
@@ -146,8 +145,7 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
     for sensor, x in (sensors or {}).items():
         if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
             raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
-    batch = predict_batch(model, query, {s: [x] for s, x in (sensors or {}).items()},
-                          {n: [label] for n, label in (values or {}).items()})
+    batch = _predict_one(model, query, sensors or {}, values or {})
     marginals = {name: dict(zip(model[name].values, map(float, batch.marginals[name][0])))
                  for name in batch.variables}
     best = {name: model[name].values[int(code)] for name, code in zip(batch.variables, batch.most_probable[0])}
@@ -158,6 +156,41 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
         mixtures[name] = {"names": list(r.names), "weights": r.weights[0].tolist(), "means": r.means.tolist(),
                           "covariances": r.covariances.tolist()}
     return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures)
+
+
+def _posterior(model: AffordanceNetwork, query: list, evidence: Evidence) -> np.ndarray:
+    """p(query | evidence) (K, *cards) by the cached plan of this evidence pattern (core.query)."""
+    model.engine  # noqa: B018  (raises ModelFormatError when the model has no parameters)
+    likelihoods = {i: lik for i, lik in enumerate(evidence.likelihoods) if lik is not None}
+    hard = [i for i, lik in likelihoods.items() if np.all(np.count_nonzero(lik, axis=1) == 1)]
+    return posterior(model, query, likelihoods, hard)
+
+
+def _predict_one(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float],
+                 values: Mapping[str, str]) -> BatchPrediction:
+    """``predict_batch`` for one case, its evidence built without a CaseSet (the per-call cost of a planner)."""
+    names = model.resolve_query(query)
+    log_lik = {}
+    for sensor, x in sensors.items():
+        var, sensor_model = model.sensor(sensor)
+        i = model.index(var.name)
+        log_lik[i] = log_lik.get(i, 0.0) + sensor_model.log_likelihood(np.array([x], dtype=float))
+    for name, label in values.items():
+        var = model[name]
+        i = model.index(var.name)
+        hard = np.full((1, var.card), -np.inf)
+        hard[0, var.code(str(label))] = 0.0
+        log_lik[i] = log_lik.get(i, 0.0) + hard
+    evidence = evidence_from_log_likelihoods([log_lik.get(i) for i in range(len(model))], 1)
+    joint = _posterior(model, [model.index(n) for n in names], evidence)
+    flat = joint.reshape(1, -1)
+    best = int(flat[0].argmax())
+    most_probable = np.array([np.unravel_index(best, joint.shape[1:])])
+    marginals = {}
+    for j, name in enumerate(names):
+        axes = tuple(1 + a for a in range(len(names)) if a != j)
+        marginals[name] = joint.sum(axis=axes) if axes else joint
+    return BatchPrediction(names, marginals, most_probable, flat[:, best], joint)
 
 
 @dataclass(frozen=True)

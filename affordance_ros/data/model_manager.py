@@ -28,6 +28,8 @@ from .text import quoted
 
 _EXAMPLES = 3  # trial ids named per reason a case was skipped
 
+LEARN_CHUNK = 100_000   # stored cases read at a time when learning (as columns)
+
 
 class StartupError(RuntimeError):
     """The learner cannot start (bad configuration, unusable database); the message says what to fix."""
@@ -191,43 +193,63 @@ class ModelManager:
         changed since they were stored), those that did not and why, and the model metadata naming the
         cases used. Left out: other action variables or labels, sensors not configured, readings outside
         a sensor's valid_range, and evidence of zero likelihood under ``judge``'s fitted sensor models
-        (default: the configuration's)."""
-        numbered = self.store.numbered_records(after)
+        (default: the configuration's). The store is read as columns in chunks of ``LEARN_CHUNK`` cases,
+        so memory is bounded by what is kept, not by the database."""
+        actions = list(self.parts.actions)
+        ranges = self.parts.ranges
         skipped = SkippedCases()
-        usable = []
-        for _, record in numbered:
-            reason = self._unfit(record)
-            if reason:
-                skipped.add(record["trial_id"], reason)
-            else:
-                usable.append(record)
-        cases = CaseSet.from_records(self.config, usable)
+        codes, ids, readings = [], [], {}
+        last_id, last_trial = after, None
+        for chunk in self.store.column_chunks(after, LEARN_CHUNK):
+            reasons = self._unfit_columns(chunk)
+            keep = np.flatnonzero(reasons == "")
+            for k in np.flatnonzero(reasons != ""):
+                skipped.add(chunk.trial_ids[k], str(reasons[k]))
+            distinct, inverse = np.unique(chunk.actions[keep], return_inverse=True)
+            codes.append(np.array([actions.index(a) for a in distinct], dtype=np.int64)[inverse.reshape(-1)])
+            ids.extend(chunk.trial_ids[k] for k in keep)
+            for sensor in set(ranges) & set(chunk.readings):
+                readings.setdefault(sensor, [np.full(m, np.nan) for m in _sizes(codes[:-1])])
+            for sensor, parts in readings.items():
+                column = chunk.readings.get(sensor)
+                parts.append(column[keep] if column is not None else np.full(len(keep), np.nan))
+            last_id, last_trial = int(chunk.ids[-1]), chunk.trial_ids[-1]
+        labels = {self.parts.action_variable: np.concatenate(codes) if codes else np.zeros(0, np.int64)}
+        cases = CaseSet(self.config, labels, {sensor: np.concatenate(parts) for sensor, parts in readings.items()},
+                        ids)
         impossible = cases.impossible(judge or self.config)
         if impossible.any():
             for k in np.flatnonzero(impossible):
                 skipped.add(str(cases.trial_ids[k]), "whose readings have zero likelihood under the sensor models")
             cases = cases.take(~impossible)
-        last_id, last = numbered[-1] if numbered else (after, None)
-        marker = cases_marker(self.database_path, cases.n_cases, last_id, last and last["trial_id"])
+        marker = cases_marker(self.database_path, cases.n_cases, last_id, last_trial)
         return cases, skipped, marker
 
-    def _unfit(self, record: dict) -> str:
-        """Why a stored record does not fit the configuration ('' if it does)."""
-        action_variable = self.parts.action_variable
-        if set(record["labels"]) != {action_variable}:
-            return f"labelled {sorted(record['labels'])}, not the action variable '{action_variable}'"
-        action = record["labels"][action_variable]
-        if action not in self.parts.actions:
-            return f"with action '{quoted(action)}', not one of {list(self.parts.actions)}"
-        unknown = sorted(set(record["readings"]) - set(self.parts.ranges))
+    def _unfit_columns(self, chunk) -> np.ndarray:
+        """Why each stored case of a chunk (``CaseStore.column_chunks``) does not fit the configuration
+        ('' where it does), as an array of strings."""
+        action_variable, ranges = self.parts.action_variable, self.parts.ranges
+        reasons = np.full(len(chunk.ids), "", dtype=object)
+        other = chunk.action_variables != action_variable
+        reasons[other] = [f"labelled ['{quoted(v)}'], not the action variable '{action_variable}'"
+                          for v in chunk.action_variables[other]]
+        unknown_label = (reasons == "") & ~np.isin(chunk.actions, list(self.parts.actions))
+        reasons[unknown_label] = [f"with action '{quoted(a)}', not one of {list(self.parts.actions)}"
+                                  for a in chunk.actions[unknown_label]]
+        unknown = {sensor: ~np.isnan(column) for sensor, column in chunk.readings.items() if sensor not in ranges}
         if unknown:
-            plural = "s" if len(unknown) > 1 else ""
-            return f"with sensor{plural} {[quoted(u) for u in unknown]} not in the configuration"
-        for sensor, value in record["readings"].items():
-            low, high = self.parts.ranges[sensor]
-            if not low <= value <= high:
-                return f"with a reading of sensor '{sensor}' outside its valid_range [{low:g}, {high:g}]"
-        return ""
+            flagged = (reasons == "") & np.logical_or.reduce(list(unknown.values()))
+            for k in np.flatnonzero(flagged):
+                names = sorted(quoted(sensor) for sensor, present in unknown.items() if present[k])
+                reasons[k] = f"with sensor{'s' if len(names) > 1 else ''} {names} not in the configuration"
+        for sensor, column in sorted(chunk.readings.items()):
+            if sensor not in ranges:
+                continue
+            low, high = ranges[sensor]
+            with np.errstate(invalid="ignore"):
+                outside = (reasons == "") & ~np.isnan(column) & ((column < low) | (column > high))
+            reasons[outside] = f"with a reading of sensor '{sensor}' outside its valid_range [{low:g}, {high:g}]"
+        return reasons
 
     def new_cases(self, prior: AffordanceNetwork, judge: AffordanceNetwork | None = None
                   ) -> tuple[CaseSet, SkippedCases, dict]:
@@ -309,6 +331,10 @@ class ModelManager:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _sizes(arrays) -> list:
+    return [len(a) for a in arrays]
 
 
 def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:

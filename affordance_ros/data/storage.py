@@ -26,8 +26,11 @@ import math
 import os
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
+
+import numpy as np
 
 from ..core import SENSOR_GROUPS
 
@@ -49,6 +52,18 @@ CREATE TABLE readings (
     value   REAL NOT NULL,
     PRIMARY KEY (case_id, sensor)
 )""")
+
+
+@dataclass(frozen=True)
+class CaseColumns:
+    """A chunk of stored cases column-wise: case ids, trial ids, the action variable and label of each,
+    and {sensor: readings} (NaN where a case has no reading of that sensor)."""
+
+    ids: np.ndarray
+    trial_ids: list
+    action_variables: np.ndarray
+    actions: np.ndarray
+    readings: dict
 
 
 class CaseStoreError(RuntimeError):
@@ -225,6 +240,44 @@ class CaseStore:
             out[case_id]["readings"][sensor] = value
             out[case_id]["sources"][sensor] = source
         return list(out.items())
+
+    def column_chunks(self, after: int = 0, chunk_size: int = 100_000) -> Iterator[CaseColumns]:
+        """The stored cases with an id above ``after``, oldest first, as columns in chunks of at most
+        ``chunk_size`` cases: memory bounded by the chunk, not by the database (``numbered_records``
+        builds a dict per case). Each chunk is read in one read transaction."""
+        if not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError("chunk_size must be an integer >= 1")
+        last = after
+        while True:
+            with self._lock:
+                self._conn.execute("BEGIN")
+                try:
+                    cases = self._conn.execute(
+                        "SELECT id, trial_id, action_variable, action FROM cases WHERE id > ? ORDER BY id LIMIT ?",
+                        (last, chunk_size)).fetchall()
+                    if not cases:
+                        return
+                    readings = self._conn.execute(
+                        "SELECT case_id, sensor, value FROM readings WHERE case_id > ? AND case_id <= ?",
+                        (last, cases[-1][0])).fetchall()
+                finally:
+                    self._conn.execute("COMMIT")
+            ids, trial_ids, action_variables, actions = zip(*cases)
+            ids = np.fromiter(ids, dtype=np.int64, count=len(cases))
+            columns = {}
+            if readings:
+                case_ids, sensors, values = zip(*readings)
+                rows = np.searchsorted(ids, np.fromiter(case_ids, dtype=np.int64, count=len(readings)))
+                sensors = np.array(sensors, dtype=object)
+                values = np.fromiter(values, dtype=float, count=len(readings))
+                for sensor in set(sensors.tolist()):
+                    column = np.full(len(cases), np.nan)
+                    mask = sensors == sensor
+                    column[rows[mask]] = values[mask]
+                    columns[sensor] = column
+            yield CaseColumns(ids, list(trial_ids), np.array(action_variables, dtype=object),
+                              np.array(actions, dtype=object), columns)
+            last = int(ids[-1])
 
     # -------------------------------------------------------------- lifetime
     def close(self) -> None:

@@ -14,8 +14,12 @@ and activates itself at start. The work below ROS is done by ``data.intake.Trial
 services, timers and the log.
 
 Threads: the executor thread takes the messages, pairs and stores trials and answers
-predict and select_action; learning runs in a worker thread (``learning.LearnEndpoints``).
-rclpy 9's MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
+predict and select_action; learning runs in a worker process (``data.learn_worker``: a
+learn in a thread of this interpreter delayed every ~/predict by tens of milliseconds),
+waited for by a thread of ``learning.LearnEndpoints`` while the ~/learn callback (a coroutine
+in a reentrant callback group) awaits it, so the executor goes on with everything else and a
+second learn request is answered "busy" at once. rclpy 9's
+MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
 subscription callbacks by seconds (trials then time out); the single-threaded executor
 delivers the same stream in milliseconds.
 """
@@ -34,6 +38,7 @@ from std_msgs.msg import String
 from ..core import STRUCTURES
 from ..data.health import Counters, Health, HealthMonitor, LastLearn, status_line
 from ..data.intake import TrialIntake
+from ..data.learn_worker import LearnWorker
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
 from ..data.text import printable
@@ -54,7 +59,7 @@ class LearnerNode(LifecycleNode):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
-        self.manager = self.learn = self.diagnostics = None
+        self.manager = self.learn = self.diagnostics = self.learn_worker = None
         self._active, self._periodic, self._problem, self.last_learn = [], [], "", None
         self.lifecycle_state = "unconfigured"
         self.counts = Counters()
@@ -97,6 +102,7 @@ class LearnerNode(LifecycleNode):
                                   expire_period=min(1.0, settings.trial_timeout / 4),
                                   max_stamp_skew=settings.max_stamp_skew)
         self._logged_counts, self.health_monitor = None, HealthMonitor()
+        self.learn_worker = LearnWorker()
         problem = self.manager.load()
         if problem:
             self.log("error", problem)
@@ -167,6 +173,9 @@ class LearnerNode(LifecycleNode):
             self.diagnostics.close()
             self.diagnostics = None
         self.destroy_lifecycle_publisher(self.model_publisher)
+        if self.learn_worker is not None:
+            self.learn_worker.close()
+            self.learn_worker = None
         self.manager.close()
         self.manager = None
 

@@ -1,6 +1,7 @@
-"""``~/learn`` as a service (Learn.srv) and as an action (Learn.action): one learn at a time, in a worker thread.
+"""``~/learn`` as a service (Learn.srv) and as an action (Learn.action): one learn at a time, in a worker process.
 
-Both run ``ModelManager.learn`` in a thread of its own while their callback (a coroutine in a
+Both run ``ModelManager.learn`` in the node's learning process (``data.learn_worker``), waited for
+by a thread of its own, while their callback (a coroutine in a
 reentrant callback group) awaits it, so the executor goes on storing trials and answering
 predictions; a second learn, by either, is answered "already running" at once. The action
 also sends feedback (phase, iteration, log-likelihood, cases, elapsed; at most every
@@ -60,6 +61,8 @@ class LearnEndpoints:
     def close(self, timeout: float = 60.0) -> None:
         """Cancel a learn that is running, wait for its thread, remove the service and the action server."""
         self._stop.set()
+        if self.node.learn_worker is not None:
+            self.node.learn_worker.cancel()
         if self._worker is not None:
             self._worker.join(timeout)
         self.node.destroy_service(self.service)
@@ -94,7 +97,7 @@ class LearnEndpoints:
         progress = self._progress(goal_handle)
         outcome = "failed"
         try:
-            learned = await self._in_worker(lambda: manager.learn(*work, progress=progress))
+            learned = await self._in_worker(lambda: node.learn_worker.learn(manager, *work, progress=progress))
             node.installed(learned.model, learned)
             fill(out, learned)
             outcome = "ok"
@@ -112,7 +115,7 @@ class LearnEndpoints:
         return out
 
     def _progress(self, goal_handle):
-        """The progress callback of one learn (called in the worker thread): cancels it when asked to,
+        """The progress callback of one learn (called in the waiting thread): cancels it when asked to,
         and sends the action's feedback."""
         last = {"phase": None, "elapsed": 0.0}
 

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ..core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
-from ..core.options import METHODS, SCORES, STRUCTURES, LearningOptions
+from ..core.options import EM_ACCELERATIONS, METHODS, SCORES, STRUCTURES, LearningOptions
 from ..data import offline
 from ..data.bag import BagError
 from ..data.formats import FORMATS, export_model, format_of, import_model
@@ -92,7 +92,8 @@ def cmd_learn(args) -> int:
     learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
                                 prior=args.prior, method=args.method, seed=args.seed,
                                 mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter,
-                                fit_sensors=args.fit_sensors or None, prior_strength=args.prior_strength)
+                                fit_sensors=args.fit_sensors or None, prior_strength=args.prior_strength,
+                                n_init=args.n_init, em_acceleration=args.em_acceleration)
     prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
     learner.fit(config, cases, prior_model=prior_model)
     learner.model_.save(args.out)
@@ -239,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--seed", type=int, help="seed of MCMC and of the sensor fits (default 0: reproducible)")
     learn.add_argument("--fit-sensors", action="store_true",
                        help="re-estimate the sensor means/stddevs inside EM (when only roughly known)")
+    learn.add_argument("--n-init", type=int,
+                       help="EM starts (the first from em_init, the others random, seeded by --seed); the best is kept")
+    learn.add_argument("--em-acceleration", choices=EM_ACCELERATIONS,
+                       help="squarem (default: the same optimum in fewer iterations) or none (plain EM)")
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
     learn.add_argument("--prior-strength", type=float,
                        help="how many cases the prior model is worth (equivalent sample size)")

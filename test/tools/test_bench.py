@@ -122,6 +122,8 @@ def test_dds_quick(tmp_path):
     assert doc["bursts"][0]["setting"] == "learner defaults (keep all)" and doc["bursts"][0]["lost"] == 0
     assert doc["learn_cases"] == doc["bursts"][0]["cases_stored"]  # the services run with the defaults
     assert 0 < doc["predict_median"] <= doc["predict_p99"] < 10
+    assert doc["busy_learns_ok"] and doc["busy_learns"] >= 1
+    assert 0 < doc["busy_predict_median"] <= doc["busy_predict_p99"] <= doc["busy_predict_max"] < 10
     assert "~/predict round trip, median of 100" in stdout
 
 
@@ -162,3 +164,57 @@ def test_scenario_quick(tmp_path):
     results = json.loads((tmp_path / "scenario_results.json").read_text())
     assert results["time_10_folds"] > 0 and set(results["results"]) == {
         "tools leave-one-object-out", "tools 10-fold", "hands 10-fold"}
+@pytest.mark.skipif(importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None,
+                    reason="pyAgrum and pgmpy are benchmark-only extras (tools/setup_bench.sh)")
+def test_inference_quick(tmp_path):
+    """Six networks against pyAgrum: same answers to rounding, a row per network, finite timings."""
+    stdout = bench("inference", out=tmp_path)
+    doc = json.loads((tmp_path / "inference_results.json").read_text())
+    assert [r["network"] for r in doc["results"]] == ["asia", "child", "insurance", "alarm", "hailfinder", "win95pts"]
+    for r in doc["results"]:
+        assert r["max_abs_difference"] < 1e-12, r
+        assert 0 < r["ours_warm"] < 1 and 0 < r["pyagrum_warm"] < 1 and r["ours_batch"] > 0
+    assert len(table_rows((tmp_path / "inference_table.md").read_text())) == 6
+    assert "largest difference to pyAgrum" in stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("rclpy") is None, reason="needs ROS 2 (rclpy)")
+def test_scale_quick(tmp_path):
+    """~/learn through the node on a written database: every case learned, peak memory measured."""
+    bench("scale", out=tmp_path)
+    doc = json.loads((tmp_path / "scale_results.json").read_text())
+    (row,) = doc["results"]
+    assert row["cases"] == row["learned_cases"] == 2000
+    assert 0 < row["learn_duration"] < row["round_trip"] < 60 and row["iterations"] >= 1
+    assert 0 < row["node_peak_mb"] < 4096 and 0 < row["worker_peak_mb"] < 4096
+    assert len(table_rows((tmp_path / "scale_table.md").read_text())) == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None,
+                    reason="pyAgrum and pgmpy are benchmark-only extras (tools/setup_bench.sh)")
+def test_structure_quick(tmp_path):
+    """K2 in the same order finds what pyAgrum's K2 finds; every learner gets an SHD and a time."""
+    bench("structure", out=tmp_path)
+    doc = json.loads((tmp_path / "structure_results.json").read_text())
+    for network in ("alarm", "insurance"):
+        rows = {r["learner"]: r for r in doc["results"] if r["network"] == network}
+        assert len(rows) == 5
+        ours = rows["affordance_ros K2 (K2 score, true order)"]
+        theirs = rows["pyAgrum K2 (K2 score, true order)"]
+        assert ours["shd"] == theirs["shd"] and ours["arcs"] == theirs["arcs"]
+        for r in rows.values():
+            assert r["shd"] == r["missing"] + r["extra"] + r["reversed"] and r["seconds"] > 0
+
+
+def test_em_quick(tmp_path):
+    """SQUAREM: fewer E-steps, the same fixed point; a latent variable: the default start beats the uniform one."""
+    bench("em", out=tmp_path)
+    doc = json.loads((tmp_path / "em_results.json").read_text())
+    (row,) = doc["acceleration"]
+    assert row["squarem"]["iterations"] < row["none"]["iterations"]
+    assert row["tight_iterations"]["squarem"] < row["tight_iterations"]["none"]
+    assert row["fixed_point_difference"] < 1e-4
+    assert row["squarem"]["objective"] >= row["none"]["objective"] - 1e-6
+    for latent in doc["latent"]:   # needs pgmpy's networks
+        assert latent["default"]["log_likelihood"] > latent["uniform_before"]["log_likelihood"] + 10
+        assert latent["n_init_5"]["log_likelihood"] >= latent["default"]["log_likelihood"] - 1e-6

@@ -7,6 +7,10 @@
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
     affordance-ros bench faults [--quick] [--out DIR]  kill -9 + restart, stops, malformed flood (over DDS)
     affordance-ros bench scenario [--quick] [--out DIR] tools/hands scenarios: ours vs baselines (issue 10)
+    affordance-ros bench em    [--quick] [--out DIR]   SQUAREM vs plain EM; latent variable: start, n_init
+    affordance-ros bench scale [--quick] [--out DIR]   ~/learn on 10k .. 1M stored cases: time, peak RSS
+    affordance-ros bench structure [--quick] [--out DIR]  K2/MCMC vs pyAgrum's K2 and greedy (alarm, insurance)
+    affordance-ros bench inference [--quick] [--out DIR]  one query / batches vs pyAgrum (six networks)
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -26,6 +30,10 @@ SUBCOMMANDS = {
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
     "faults": ("faults", "fault injection: kill -9 mid-stream and restart, stops under load, malformed flood"),
     "scenario": ("scenario", "the tools and hands scenarios: ours against every baseline; evaluate's time"),
+    "em": ("em", "SQUAREM vs plain EM (montesano 10k); a latent variable in asia and alarm (start, n_init, pyAgrum)"),
+    "scale": ("scale", "~/learn through the node from 10k to 1M stored cases: time and peak memory"),
+    "structure": ("structure", "K2 and MCMC on alarm and insurance: structural Hamming distance and time vs pyAgrum"),
+    "inference": ("inference", "one query and batches against pyAgrum's LazyPropagation on six standard networks"),
 }
 
 
@@ -42,7 +50,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         _add_common(p)
         p.set_defaults(run=lambda args, name=name: _module(name).run(args))
-    every = sub.add_parser("all", help="paper, perf, pgmpy, dds, beyond, faults and scenario one after the other")
+    every = sub.add_parser("all", help="every benchmark above, one after the other")
     _add_common(every)
     every.set_defaults(run=run_all)
     return bench
@@ -71,7 +79,7 @@ def run_all(args) -> int:
         if name == "pgmpy" and importlib.util.find_spec("pgmpy") is None:
             print("bench pgmpy: skipped, pgmpy is not installed (tools/setup_bench.sh installs it)")
             continue
-        if name in ("dds", "faults") and importlib.util.find_spec("rclpy") is None:
+        if name in ("dds", "faults", "scale") and importlib.util.find_spec("rclpy") is None:
             print(f"bench {name}: skipped, rclpy is not importable here")
             continue
         status = max(status, _module(name).run(args))

@@ -10,7 +10,9 @@ stays on this host, in a domain of its own.
    and the last; none may be lost (all N stored);
 2. ~/learn on those cases (K2 structure, EM);
 3. ~/predict called 1000 times one after the other (Action given two object labels and the
-   four effect readings); median and 99th percentile of the round trip.
+   four effect readings); median and 99th percentile of the round trip;
+4. the same 1000 calls while a second client calls ~/learn back to back (the learns run in
+   the node's worker process): median, 99th percentile and maximum.
 """
 
 from __future__ import annotations
@@ -127,6 +129,58 @@ def predict_request(Predict):
                            variable_values=["box", "small"])
 
 
+def _predict_times(client: _Client, predict, request, calls: int) -> np.ndarray:
+    times = np.empty(calls)
+    for k in range(calls):
+        t0 = time.perf_counter()
+        answer = client.call(predict, request)
+        times[k] = time.perf_counter() - t0
+        if not answer.success:
+            raise RuntimeError(f"predict failed: {answer.message}")
+    return times
+
+
+def predict_while_learning(client: _Client, calls: int) -> dict:
+    """~/predict round trips while a second client (its own context, in a thread) calls ~/learn back to back."""
+    import threading
+
+    from ...srv import Learn, Predict
+    learner_client = _Client()
+    stop, learns, durations = threading.Event(), [], []
+    learn = learner_client.client(Learn, f"{LEARNER}/learn")
+
+    spans = []
+
+    def learn_loop():
+        while not stop.is_set():
+            start = time.perf_counter()
+            answer = learner_client.call(learn, Learn.Request(structure=""))
+            spans.append((start, time.perf_counter()))
+            learns.append(answer.success)
+            durations.append(answer.duration)
+
+    thread = threading.Thread(target=learn_loop, name="bench_learns", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not learns and time.monotonic() < deadline:   # the first learn also starts the worker process
+            time.sleep(0.05)
+        predict = client.client(Predict, f"{LEARNER}/predict")
+        window = (time.perf_counter(), None)
+        times = _predict_times(client, predict, predict_request(Predict), calls)
+        window = (window[0], time.perf_counter())
+    finally:
+        stop.set()
+        thread.join(120)
+        learner_client.close()
+    # the learns that ran (at least partly) while the predicts were timed; a learn in flight at the end is one
+    during = sum(1 for a, b in spans if a < window[1] and b > window[0])
+    return {"busy_predict_calls": calls, "busy_predict_median": float(np.median(times)),
+            "busy_predict_p99": float(np.percentile(times, 99)), "busy_predict_max": float(times.max()),
+            "busy_learns": during, "busy_learns_ok": all(learns), "busy_learn_median_duration":
+            float(np.median(durations)) if durations else float("nan")}
+
+
 def service_figures(client: _Client, calls: int) -> dict:
     """~/learn once, then ``calls`` ~/predict round trips one after the other."""
     from ...srv import Learn, Predict
@@ -140,13 +194,7 @@ def service_figures(client: _Client, calls: int) -> dict:
     request = predict_request(Predict)
     for _ in range(20):                      # warm-up: discovery, first compilation
         client.call(predict, request)
-    times = np.empty(calls)
-    for k in range(calls):
-        t0 = time.perf_counter()
-        answer = client.call(predict, request)
-        times[k] = time.perf_counter() - t0
-        if not answer.success:
-            raise RuntimeError(f"predict failed: {answer.message}")
+    times = _predict_times(client, predict, request, calls)
     return {"learn_round_trip": learn_round_trip, "learn_duration": learned.duration,
             "learn_cases": learned.num_cases, "learn_arcs": list(learned.arcs),
             "predict_calls": calls, "predict_median": float(np.median(times)),
@@ -169,7 +217,7 @@ def run_learner(tmp: Path, env: dict, client: _Client, extra: dict, n_trials: in
         # The learner's services appear once its database is open: then start the robot.
         client.client(Learn, f"{LEARNER}/learn", timeout=60.0)
         throughput = store_throughput(db, n_trials, tmp, env, timeout=60 + n_trials / 50)
-        services = service_figures(client, calls) if calls else {}
+        services = {**service_figures(client, calls), **predict_while_learning(client, calls)} if calls else {}
     finally:
         status = _stop(learner)
     log = (tmp / "learner_node.log").read_text().splitlines()
@@ -211,7 +259,11 @@ def run(args) -> int:
     rows += [[f"~/learn on {services['learn_cases']} cases (K2 + EM): in the node / round trip",
               f"{fmt_seconds(services['learn_duration'])} / {fmt_seconds(services['learn_round_trip'])}"],
              [f"~/predict round trip, median of {calls}", fmt_seconds(services["predict_median"])],
-             ["~/predict round trip, 99th percentile", fmt_seconds(services["predict_p99"])]]
+             ["~/predict round trip, 99th percentile", fmt_seconds(services["predict_p99"])],
+             [f"~/predict round trip while learns run back to back ({services['busy_learns']} learns overlapping, "
+              "in a worker process): median", fmt_seconds(services["busy_predict_median"])],
+             ["~/predict round trip while learning: 99th percentile / max",
+              f"{fmt_seconds(services['busy_predict_p99'])} / {fmt_seconds(services['busy_predict_max'])}"]]
     table = markdown_table(["what", "figure"], rows)
     (out / "dds_table.md").write_text(table)
     write_json(out / "dds_results.json", {"machine": machine(), "quick": args.quick, "trials": n_trials,
