@@ -170,11 +170,18 @@ def _predict_one(model: AffordanceNetwork, query: Sequence[str], sensors: Mappin
                  values: Mapping[str, str]) -> BatchPrediction:
     """``predict_batch`` for one case, its evidence built without a CaseSet (the per-call cost of a planner)."""
     names = model.resolve_query(query)
-    log_lik = {}
+    log_lik, vectors = {}, {}
     for sensor, x in sensors.items():
         var, sensor_model = model.sensor(sensor)
+        if sensor_model.vector:  # the readings of one vector sensor go in together, the missing ones NaN
+            vector = vectors.setdefault(var.name, np.full((1, sensor_model.dim), np.nan))
+            vector[0, sensor_model.names.index(sensor)] = x
+            continue
         i = model.index(var.name)
         log_lik[i] = log_lik.get(i, 0.0) + sensor_model.log_likelihood(np.array([x], dtype=float))
+    for name, vector in vectors.items():
+        i = model.index(name)
+        log_lik[i] = log_lik.get(i, 0.0) + model[name].sensor.log_likelihood(vector)
     for name, label in values.items():
         var = model[name]
         i = model.index(var.name)
@@ -190,7 +197,7 @@ def _predict_one(model: AffordanceNetwork, query: Sequence[str], sensors: Mappin
     for j, name in enumerate(names):
         axes = tuple(1 + a for a in range(len(names)) if a != j)
         marginals[name] = joint.sum(axis=axes) if axes else joint
-    return BatchPrediction(names, marginals, most_probable, flat[:, best], joint)
+    return BatchPrediction(names, marginals, most_probable, flat[:, best], joint, predict_readings(model, marginals))
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,8 @@ class FamilyScore:
             train = total - fold + self.prior
             theta = train / train.sum(axis=1, keepdims=True)
             out += float(np.sum(fold * np.log(theta)))
+        return out
+
     def additions(self, child: int, parents: Sequence[int], candidates: Sequence[int]) -> np.ndarray:
         """Scores of the families ``parents + (u,)`` for every ``u`` in ``candidates``, all at once.
 
