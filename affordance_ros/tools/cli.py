@@ -86,6 +86,14 @@ def _pairs(items, what: str) -> dict:
     return name_value_pairs(items, what, UserError)
 
 
+def _hint(command: str, exc: Exception) -> str:
+    """What to do about a CSV column that is neither a variable nor a sensor (e.g. simulate's object_id)."""
+    if command in ("learn", "evaluate") and "is neither a variable" in str(exc):
+        return ("; if it is not a variable of the configuration (an object id, a note), leave it out with "
+                "--ignore-columns NAME" + (" or name it in --leave-out" if command == "evaluate" else ""))
+    return ""
+
+
 def cmd_learn(args) -> int:
     config = AffordanceNetwork.load(args.config, what="configuration")
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
@@ -359,7 +367,7 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except (AffordanceError, UserError, BagError, CaseStoreError, call.CallError) as exc:
-        print(f"affordance-ros {command}: error: {exc}", file=sys.stderr)
+        print(f"affordance-ros {command}: error: {exc}{_hint(command, exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"affordance-ros {command}: error: {exc}", file=sys.stderr)
