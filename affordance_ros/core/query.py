@@ -42,41 +42,38 @@ def requisite(parents: Sequence[Sequence[int]], query: Sequence[int], hard: Sequ
     ``parents[i]``: the parents of node i. Query nodes must not be in ``hard``.
     """
     n = len(parents)
-    children = [[] for _ in range(n)]
+    virtual = {i: n + k for k, i in enumerate(soft)}
+    # Soft evidence on i is an observed virtual child of i (its "CPT" is the likelihood).
+    parents = [*parents, *([i] for i in soft)]
+    children = [[] for _ in parents]
     for i, ps in enumerate(parents):
         for p in ps:
             children[p].append(i)
-    observed = set(hard)
-    virtual = {i: n + k for k, i in enumerate(soft)}      # an observed virtual child per soft evidence
+    observed = set(hard) | set(virtual.values())
     top, bottom, visited = set(), set(), set()
     schedule = deque((q, True) for q in query)
+
+    def up(j: int) -> None:  # j's CPT is needed: pass the ball to its parents
+        if j not in top:
+            top.add(j)
+            schedule.extend((p, True) for p in parents[j])
+
+    def down(j: int) -> None:  # pass the ball to j's children
+        if j not in bottom:
+            bottom.add(j)
+            schedule.extend((c, False) for c in children[j])
+
     while schedule:
         j, from_child = schedule.popleft()
         visited.add(j)
-        if j >= n:                       # a virtual child: observed, visited from its parent; its "CPT" is the
-            if j not in top:             # likelihood, which depends on its parent: visit the parent from a child
-                top.add(j)
-                schedule.append((soft[j - n], True))
-            continue
-        if j not in observed and from_child:
-            if j not in top:
-                top.add(j)
-                schedule.extend((p, True) for p in parents[j])
-            if j not in bottom:
-                bottom.add(j)
-                schedule.extend((c, False) for c in children[j])
-                if j in virtual:
-                    schedule.append((virtual[j], False))
-        elif not from_child:
-            if j in observed:
-                if j not in top:
-                    top.add(j)
-                    schedule.extend((p, True) for p in parents[j])
-            elif j not in bottom:
-                bottom.add(j)
-                schedule.extend((c, False) for c in children[j])
-                if j in virtual:
-                    schedule.append((virtual[j], False))
+        if j in observed:
+            if not from_child:
+                up(j)
+        elif from_child:
+            up(j)
+            down(j)
+        else:
+            down(j)
     return {j for j in top if j < n}, {i for i, v in virtual.items() if v in visited}
 
 
