@@ -256,18 +256,27 @@ def _plain_em(estep, cpts, pseudo, tol, max_iter, result, progress=None) -> list
     result.converged = False
     for _ in range(max_iter):
         counts, ll = estep(cpts)
-        result.log_likelihoods.append(ll)
-        result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
-        new = [normalise_counts(c, a) for c, a in zip(counts, pseudo)]
-        change = rms_difference(new, cpts)
-        cpts = new
-        result.rms_changes.append(change)
-        result.iterations += 1
-        report(progress, "parameters", result.iterations, ll)
-        if change < tol:
+        cpts, change = _m_step(result, counts, ll, cpts, pseudo)
+        if _iteration_done(result, change, ll, tol, progress):
             result.converged = True
             break
     return cpts
+
+
+def _m_step(result: EMResult, counts, ll: float, cpts: list, pseudo) -> tuple[list, float]:
+    """Record the E-step's log-likelihood and log-posterior of ``cpts``; the M-step's CPTs and their RMS change."""
+    result.log_likelihoods.append(ll)
+    result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
+    new = [normalise_counts(c, a) for c, a in zip(counts, pseudo)]
+    return new, rms_difference(new, cpts)
+
+
+def _iteration_done(result: EMResult, change: float, ll: float, tol: float, progress) -> bool:
+    """Count one iteration (and report it); whether it converged."""
+    result.rms_changes.append(change)
+    result.iterations += 1
+    report(progress, "parameters", result.iterations, ll)
+    return change < tol
 
 
 def _squarem(estep, cpts, pseudo, tol, max_iter, result, progress=None) -> list:
@@ -356,18 +365,11 @@ def _plain_em_with_sensors(network, cases, engine, cpts, pseudo, tol, max_iter, 
     result = EMResult()
     for _ in range(max_iter):
         counts, ll, moments = estep(cpts)
-        result.log_likelihoods.append(ll)
-        result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
-        new = [normalise_counts(c, a) for c, a in zip(counts, pseudo)]
-        change = rms_difference(new, cpts)
-        cpts = new
+        cpts, change = _m_step(result, counts, ll, cpts, pseudo)
         network, sensor_change = _reestimate_sensors(network, moments)
         change = float(np.sqrt(change ** 2 + sensor_change ** 2))
         estep = engine.estep(cases.evidence(network), chunk_size, readings)
-        result.rms_changes.append(change)
-        result.iterations += 1
-        report(progress, "parameters", result.iterations, ll)
-        if change < tol:
+        if _iteration_done(result, change, ll, tol, progress):
             result.converged = True
             break
     ll = estep.log_likelihood(cpts)
