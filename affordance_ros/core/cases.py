@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import DataError, EvidenceError
+from .errors import DataError, EvidenceError, UnknownColumnError
 from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows
 from .network import AffordanceNetwork
 
@@ -68,9 +68,9 @@ class CaseSet:
             elif name in network.names:
                 labels[name] = _parse_labels(network[name], column, trial_ids)
             else:
-                raise DataError(
+                raise UnknownColumnError(
                     f"column '{name}' is neither a variable {list(network.names)} "
-                    f"nor a sensor {sorted(network.sensor_variable)}")
+                    f"nor a sensor {sorted(network.sensor_variable)}", name)
         return cls(network, labels, readings, trial_ids)
 
     @classmethod
@@ -118,6 +118,8 @@ class CaseSet:
                               for n, x in enumerate(cols[name], start=2)]
         try:
             cases = cls.from_columns(network, cols, ids)
+        except UnknownColumnError as exc:
+            raise UnknownColumnError(f"'{path}': {exc}", exc.column) from None
         except DataError as exc:
             raise DataError(f"'{path}': {exc}") from None
         return cases.with_extra(kept) if kept else cases

@@ -15,3 +15,14 @@ class EvidenceError(AffordanceError):
 
 class DataError(AffordanceError):
     """Training cases that cannot be used (empty, malformed, unknown labels)."""
+
+
+class UnknownColumnError(DataError):
+    """A column of cases that is neither a variable nor a sensor of the network; ``column`` names it."""
+
+    def __init__(self, message: str, column: str):
+        super().__init__(message)
+        self.column = column
+
+    def __reduce__(self):  # (pickled whole: errors cross from the learning process)
+        return type(self), (str(self), self.column)

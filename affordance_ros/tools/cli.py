@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from ..core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+from ..core.errors import UnknownColumnError
 from ..core.options import EM_ACCELERATIONS, METHODS, SCORES, STRUCTURES, LearningOptions
 from ..data import offline
 from ..data.bag import BagError
@@ -88,9 +89,9 @@ def _pairs(items, what: str) -> dict:
 
 def _hint(command: str, exc: Exception) -> str:
     """What to do about a CSV column that is neither a variable nor a sensor (e.g. simulate's object_id)."""
-    if command in ("learn", "evaluate") and "is neither a variable" in str(exc):
-        return ("; if it is not a variable of the configuration (an object id, a note), leave it out with "
-                "--ignore-columns NAME" + (" or name it in --leave-out" if command == "evaluate" else ""))
+    if command in ("learn", "evaluate") and isinstance(exc, UnknownColumnError):
+        return (f"; if it is not a variable of the configuration (an object id, a note), leave it out with "
+                f"--ignore-columns {exc.column}" + (" or name it in --leave-out" if command == "evaluate" else ""))
     return ""
 
 

@@ -32,7 +32,7 @@ def test_simulate_writes_every_trial_with_an_object_id(tmp_path):
     out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json",
               "--out", tmp_path / "m.json")
     assert out.returncode == 2 and "column 'object_id' is neither a variable" in out.stderr
-    assert "leave it out with --ignore-columns NAME" in out.stderr  # what to do about it
+    assert "leave it out with --ignore-columns object_id" in out.stderr  # what to do about it
     out = run("learn", "--cases", tmp_path / "tools.csv", "--config", CONFIG / "tools.json",
               "--out", tmp_path / "m.json", "--ignore-columns", "object_id")
     assert out.returncode == 0, out.stderr
