@@ -48,6 +48,8 @@ _MAX_JOINT_COUNTS = 1 << 22
 class FamilyScore:
     """Decomposable log score of one family on complete data, cached per (child, parents)."""
 
+    counts_from_codes = True  # the counts are of ``codes`` (so ``additions`` may count all candidates at once)
+
     def __init__(self, codes: np.ndarray, cards: Sequence[int], score: str = "k2", ess: float = 1.0,
                  prior: float = 1.0):
         if score not in SCORES:
@@ -118,7 +120,7 @@ class FamilyScore:
         parents = tuple(parents)
         q_all = int(np.prod([cards[p] for p in parents])) * sum(cards[u] for u in candidates) * r
         if (q_all > _MAX_JOINT_COUNTS or len(candidates) * len(codes) > _MAX_JOINT_COUNTS
-                or self.score not in ("k2", "bdeu", "bic") or type(self).counts is not FamilyScore.counts):
+                or self.score not in ("k2", "bdeu", "bic") or not self.counts_from_codes):
             # too large at once, or a score (cv) or counts (expected ones) this pass does not compute
             return np.array([self(child, (*parents, u)) for u in candidates])
         columns = self._columns
@@ -176,6 +178,8 @@ class ExpectedFamilyScore(FamilyScore):
     """The same scores on expected counts: sum over cases of p(parents, child | case) under ``model``
     (structural EM's E-step), by exact inference over all cases at once.
     """
+
+    counts_from_codes = False
 
     def __init__(self, model: AffordanceNetwork, cases: CaseSet, score: str = "k2", ess: float = 1.0,
                  prior: float = 1.0):
