@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -130,5 +131,15 @@ def ros_node_importable(bench: str) -> bool:
         importlib.import_module("affordance_ros.nodes.learner_node")
     except ImportError as exc:
         print(f"affordance-ros bench {bench}: error: the ROS 2 node cannot be imported here ({exc})")
+        return False
+    return True
+
+
+def extras_installed(bench: str) -> bool:
+    """Whether pyAgrum and pgmpy (the peer and its networks: the benchmark-only extras) are installed;
+    says how to install them if not."""
+    if importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None:
+        print(f"affordance-ros bench {bench}: skipped, pyAgrum and pgmpy (the networks) are benchmark-only "
+              "extras: run tools/setup_bench.sh")
         return False
     return True

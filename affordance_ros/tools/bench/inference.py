@@ -37,7 +37,7 @@ from ...core import AffordanceNetwork
 from ...core.ground_truth import sample_values
 from ...core.query import posterior
 from ...data.formats.bif import read_bif, write_bif
-from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from .common import extras_installed, fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
 
 NETWORKS = ("asia", "child", "insurance", "alarm", "hailfinder", "win95pts")
 
@@ -156,9 +156,7 @@ def compare_network(name: str, n_sets: int, repeats: int, batch: int, seed: int 
 
 
 def run(args) -> int:
-    if importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None:
-        print("affordance-ros bench inference: skipped, pyAgrum and pgmpy (the networks) are benchmark-only "
-              "extras: run tools/setup_bench.sh")
+    if not extras_installed("inference"):
         return 0
     import pyagrum as gum
     out = output_dir(args.out)

@@ -17,7 +17,6 @@ memory (ours: a CaseSet; pyAgrum: a BNLearner made from the data frame, not time
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import time
 
 import numpy as np
@@ -26,7 +25,7 @@ from ...core import AffordanceNetwork, CaseSet
 from ...core.ground_truth import sample_values
 from ...core.structure import learn_structure
 from ...data.formats.bif import read_bif
-from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from .common import extras_installed, fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
 from .inference import network_text
 
 NETWORKS = ("alarm", "insurance")
@@ -96,9 +95,7 @@ def compare_network(name: str, n_cases: int, mcmc_samples: int, seed: int = 0) -
 
 
 def run(args) -> int:
-    if importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None:
-        print("affordance-ros bench structure: skipped, pyAgrum and pgmpy (the networks) are benchmark-only "
-              "extras: run tools/setup_bench.sh")
+    if not extras_installed("structure"):
         return 0
     import pyagrum as gum
     out = output_dir(args.out)
