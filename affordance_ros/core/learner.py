@@ -77,7 +77,7 @@ class AffordanceLearner:
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
         report(progress, "sensors", 0)
-        network = fit_sensors(config, cases.readings, seed=opts.seed)
+        network = fit_sensors(config, cases.readings, seed=opts.seed, labels=cases.labels)
         cases = cases.with_network(network)
         structure_result = None
         if opts.structure != "fixed":

@@ -54,6 +54,9 @@ class SensorModel:
     reading is stored as a 1-D one. ``means`` etc. are None while they are still to be fitted;
     ``max_components`` bounds the BIC search when the variable's values are not configured, and
     ``covariance_type`` ("full", "diag" or "auto": chosen by BIC) is what a fit of a vector sensor uses.
+    ``cluster_by`` (variable names, e.g. the action and the tool): fit the sensor per condition of the
+    experiment instead (``core.sensors.fit_conditional_sensor``): two values per combination of those
+    variables' values seen in the cases, a robust centre with a core and a wide Gaussian.
     """
 
     name: str | None = None
@@ -64,6 +67,7 @@ class SensorModel:
     names: tuple[str, ...] | None = None
     covariances: np.ndarray | None = None
     covariance_type: str = "auto"
+    cluster_by: tuple[str, ...] = ()
 
     def __post_init__(self):
         names = self.names
@@ -74,6 +78,7 @@ class SensorModel:
         names = tuple(names)
         set_ = lambda field, value: object.__setattr__(self, field, value)  # noqa: E731
         set_("names", names)
+        set_("cluster_by", (self.cluster_by,) if isinstance(self.cluster_by, str) else tuple(self.cluster_by))
         if self.name is None:
             set_("name", names[0] if len(names) == 1 else "+".join(str(n) for n in names))
         if len(names) == 1 and self.covariances is not None and self.stddevs is None:
@@ -344,6 +349,8 @@ class AffordanceNetwork:
                     s["stddevs"] = v.sensor.stddevs.tolist()
                 else:
                     s["max_components"] = v.sensor.max_components
+                    if v.sensor.cluster_by:
+                        s["cluster_by"] = list(v.sensor.cluster_by)
                 if v.sensor.valid_range is not None:
                     s["valid_range"] = list(v.sensor.valid_range)
                 d["sensor"] = s
@@ -433,6 +440,7 @@ def _validate(network: "AffordanceNetwork") -> None:
             raise ModelFormatError(f"{where}: without a sensor its 'values' must be given")
         if v.sensor is not None:
             _validate_sensor(v, where, seen_sensors)
+            _validate_cluster_by(network, v, where)
         if v.parents is not None:
             for p in v.parents:
                 if p not in network._index:
@@ -447,6 +455,27 @@ def _validate(network: "AffordanceNetwork") -> None:
         raise ModelFormatError(f"repeated variable names in {list(network.names)}")
     if network.structure_known:
         _topological_order(network.names, {v.name: v.parents for v in network.variables})
+
+def _validate_cluster_by(network: "AffordanceNetwork", v: Variable, where: str) -> None:
+    cluster_by = v.sensor.cluster_by
+    if not cluster_by or v.sensor.fitted:
+        return
+    if v.values is not None:
+        raise ModelFormatError(f"{where}: with sensor 'cluster_by' leave 'values' out: they are the conditions found "
+                               "in the cases")
+    for n in cluster_by:
+        if n not in network._index:
+            raise ModelFormatError(f"{where}: sensor 'cluster_by' names unknown variable '{n}'; "
+                                   f"variables are {list(network.names)}")
+        if n == v.name:
+            raise ModelFormatError(f"{where}: sensor 'cluster_by' cannot name the variable itself")
+        other = network[n].sensor
+        if network[n].values is None and (other is None or other.cluster_by):
+            raise ModelFormatError(f"{where}: sensor 'cluster_by' names '{n}', whose values are themselves found "
+                                   "per condition; name variables with values or a BIC-clustered sensor")
+    if len(set(cluster_by)) != len(cluster_by):
+        raise ModelFormatError(f"{where}: repeated names in sensor 'cluster_by' {list(cluster_by)}")
+
 
 def _validate_sensor(v: Variable, where: str, seen: set) -> None:
     s = v.sensor
@@ -609,6 +638,8 @@ def _vector_sensor_dict(sensor: SensorModel) -> dict:
     else:
         s["max_components"] = sensor.max_components
         s["covariance_type"] = sensor.covariance_type
+        if sensor.cluster_by:
+            s["cluster_by"] = list(sensor.cluster_by)
     if sensor.valid_range is not None:
         s["valid_range"] = list(sensor.valid_range)
     return s
@@ -624,7 +655,7 @@ def _sensor_from_dict(s, where: str) -> SensorModel:
             raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], two numbers")
         valid_range = (float(valid_range[0]), float(valid_range[1]))
     unknown = set(s) - {"name", "names", "means", "stddevs", "covariances", "max_components", "covariance_type",
-                        "valid_range"}
+                        "valid_range", "cluster_by"}
     if unknown:
         raise ModelFormatError(f"{where}: unknown sensor keys {sorted(unknown)}")
     names = s.get("names")
@@ -635,6 +666,9 @@ def _sensor_from_dict(s, where: str) -> SensorModel:
             raise ModelFormatError(f"{where}: sensor 'names' must be a non-empty list of reading names")
         names = tuple(names)
     vector = names is not None and len(names) > 1
+    cluster_by = s.get("cluster_by", [])
+    if not isinstance(cluster_by, list) or any(not isinstance(n, str) or not n for n in cluster_by):
+        raise ModelFormatError(f"{where}: sensor 'cluster_by' must be a list of variable names")
     arrays = {}
     for field in ("means", "stddevs", "covariances"):
         if s.get(field) is not None:
@@ -644,7 +678,8 @@ def _sensor_from_dict(s, where: str) -> SensorModel:
                 raise ModelFormatError(f"{where}: sensor '{field}' must be (nested) lists of numbers") from None
             arrays[field] = arr if vector else arr.reshape(-1)
     return SensorModel(name=s.get("name"), names=names, max_components=s.get("max_components", 6),
-                       covariance_type=s.get("covariance_type", "auto"), valid_range=valid_range, **arrays)
+                       covariance_type=s.get("covariance_type", "auto"), valid_range=valid_range,
+                       cluster_by=tuple(cluster_by), **arrays)
 
 
 def _topological_order(names: Sequence[str], parents: Mapping[str, Sequence[str]]) -> list[str]:

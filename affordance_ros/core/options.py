@@ -61,6 +61,10 @@ class LearningOptions:
             _number(name, getattr(self, name), minimum=0.0)
         for name in ("tol", "ess"):
             _number(name, getattr(self, name), minimum=0.0, strict=True)
+        if self.score == "cv" and self.structure != "fixed" and self.prior <= 0:
+            raise ModelFormatError("learning option 'score' 'cv' needs 'prior' > 0: without pseudo-counts a held-out "
+                                   "case in a configuration no training case has gets probability 0; give e.g. "
+                                   "prior 0.01, or another score")
         if not isinstance(self.fit_sensors, bool):
             raise ModelFormatError(f"learning option 'fit_sensors' must be true or false, got {self.fit_sensors!r}")
         object.__setattr__(self, "forbidden_arcs", _pairs("forbidden_arcs", self.forbidden_arcs))

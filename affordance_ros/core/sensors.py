@@ -6,9 +6,19 @@ readings at once) gets a multivariate mixture fitted on internally standardised 
 whose number of components and covariance type (full or diagonal) BIC chooses, with a
 covariance floor so that repeated identical readings never collapse a component; its
 components are ordered by their first coordinate.
+
+A sensor with ``cluster_by`` (typically an effect, by the action and the objects) gets its
+values from the conditions of the experiment instead: each combination of those variables'
+values seen in enough cases becomes two values, a robust centre of its readings with a core
+and a wide Gaussian (``fit_conditional_sensor``). Clusters of the pooled readings are shared
+by conditions whose readings differ, and a broad cluster's mean answers for readings far from
+it; a prediction of the readings (the posterior mean of the components' means) then drifts
+towards the middle. Per condition, the posterior mean stays at the condition's robust centre.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
@@ -16,6 +26,12 @@ from .errors import DataError
 from .network import AffordanceNetwork, SensorModel, gaussian_log_density
 
 _LOG_2PI = np.log(2.0 * np.pi)
+# fewest readings of one condition that give it values of its own (``cluster_by``)
+MIN_CONDITION_READINGS = 3
+# A condition's wide Gaussian has this many times the variance of its core (twice the standard
+# deviation): the two about one centre are Tukey's contaminated normal, whose wide part takes the
+# heavy tails and the outliers so that they neither inflate the core nor pull the centre.
+WIDE_VARIANCE = 4.0
 # Variance floor of a vector sensor's components, in units of each reading's variance (standardised).
 COVARIANCE_FLOOR = 1e-3
 
@@ -213,12 +229,80 @@ def mixture_weights(model: SensorModel, readings: np.ndarray, max_iter: int = 20
     return weights
 
 
-def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0) -> AffordanceNetwork:
-    """Fit every sensor model that has no means yet; generate labels for variables without values."""
+def robust_covariance(residuals: np.ndarray) -> np.ndarray:
+    """Diagonal covariance (d, d) of residuals (n, d) from each coordinate's median absolute deviation
+    (x 1.4826: the standard deviation of a Gaussian), floored so that identical readings keep a width.
+    """
+    r = np.asarray(residuals, dtype=float)
+    variance = (1.4826 * np.median(np.abs(r), axis=0)) ** 2
+    return np.diag(np.maximum(variance, np.maximum(COVARIANCE_FLOOR * r.var(axis=0), 1e-12)))
+
+
+def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray,
+                           min_readings: int = MIN_CONDITION_READINGS):
+    """A sensor's values from the conditions of the experiment: readings (n, d), and per reading the
+    code of its condition (n,) (-1: unknown, left out).
+
+    Every condition with at least ``min_readings`` complete readings gets two components centred at
+    the coordinate-wise median of its readings: a core, with the robust covariance of all conditions'
+    residuals (``robust_covariance``), and a wide one with ``WIDE_VARIANCE`` times it. Returns
+    (condition codes (G,), means (2G, d) and covariances (2G, d, d): the G cores in code order, then
+    the G wide ones).
+    """
+    x = np.asarray(readings, dtype=float).reshape(len(conditions), -1)
+    conditions = np.asarray(conditions)
+    keep = np.all(np.isfinite(x), axis=1) & (conditions >= 0)
+    codes, inverse, counts = np.unique(conditions[keep], return_inverse=True, return_counts=True)
+    enough = counts >= min_readings
+    if not np.any(enough):
+        raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from")
+    rows = enough[inverse]
+    x, group = x[keep][rows], np.cumsum(enough)[inverse[rows]] - 1
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(int(enough.sum())))
+    centres = np.array([np.median(part, axis=0) for part in np.split(x[order], starts[1:])])
+    core = robust_covariance(x - centres[group])
+    means = np.concatenate([centres, centres])
+    covs = np.repeat(np.stack([core, WIDE_VARIANCE * core]), len(centres), axis=0)
+    return codes[enough], means, covs
+
+
+def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: dict,
+                    labels: dict) -> np.ndarray:
+    """Per case, the code of its combination of the values of ``names`` (-1 where one is unknown):
+    each variable's label where the case has one, else its MAP value from its own fitted sensor.
+    """
+    n = len(next(iter(readings.values()))) if readings else len(next(iter(labels.values())))
+    columns = []
+    for name in names:
+        v = network[name]
+        codes = np.asarray(labels.get(name, np.full(n, -1)), dtype=np.int64).copy()
+        if v.sensor is not None and v.sensor.fitted and all(r in readings for r in v.sensor.names):
+            x = np.stack([np.asarray(readings[r], dtype=float) for r in v.sensor.names], axis=1)
+            x = x[:, 0] if not v.sensor.vector else x
+            seen = np.any(np.isfinite(x.reshape(n, -1)), axis=1)
+            log_post = v.sensor.log_likelihood(x) + np.log(np.maximum(mixture_weights(v.sensor, x), 1e-300))
+            codes = np.where((codes < 0) & seen, log_post.argmax(axis=1), codes)
+        if np.all(codes < 0):
+            raise DataError(f"'{name}' (in a sensor's 'cluster_by') has no label and no sensor reading in any case")
+        columns.append(codes)
+    codes = np.stack(columns, axis=1)
+    known = np.all(codes >= 0, axis=1)
+    cards = [network[name].card for name in names]
+    return np.where(known, np.ravel_multi_index(np.where(known[:, None], codes, 0).T, cards), -1)
+
+
+def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0,
+                labels: dict | None = None) -> AffordanceNetwork:
+    """Fit every sensor model that has no means yet; generate labels for variables without values.
+
+    Sensors with ``cluster_by`` are fitted last, from the conditions of the cases (``labels``: codes
+    per variable name, as in ``CaseSet.labels``), once the sensors of those variables are fitted.
+    """
     rng = np.random.default_rng(seed)
     changes = {}
     for v in network.variables:
-        if v.sensor is None or v.sensor.fitted:
+        if v.sensor is None or v.sensor.fitted or v.sensor.cluster_by:
             continue
         if v.sensor.vector:
             changes[v.name] = _fit_vector(v, readings, rng)
@@ -230,7 +314,30 @@ def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0) -> Af
         values = v.values or tuple(f"{v.name.lower()}_{j}" for j in range(means.size))
         sensor = SensorModel(v.sensor.name, means, stddevs, v.sensor.max_components)
         changes[v.name] = {"values": values, "sensor": sensor}
-    return network.replace_variables(changes) if changes else network
+    network = network.replace_variables(changes) if changes else network
+    conditional = {v.name: _fit_by_condition(network, v, readings, labels or {})
+                   for v in network.variables if v.sensor is not None and not v.sensor.fitted}
+    return network.replace_variables(conditional) if conditional else network
+
+
+def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict) -> dict:
+    absent = [n for n in v.sensor.names if n not in readings]
+    if absent:
+        raise DataError(f"readings {absent} of the sensor of '{v.name}' are missing: cannot fit its model")
+    names = v.sensor.cluster_by
+    x = np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
+    codes, means, covs = fit_conditional_sensor(x, condition_codes(network, names, readings, labels))
+    cards = [network[n].card for n in names]
+    conditions = [".".join(network[n].values[j] for n, j in zip(names, np.unravel_index(c, cards))) for c in codes]
+    values = tuple(conditions + [f"{c}.wide" for c in conditions])
+    if len(set(values)) != len(values):
+        values = tuple(f"{v.name.lower()}_{j}" for j in range(len(values)))
+    if v.sensor.vector:
+        sensor = SensorModel(names=v.sensor.names, means=means, covariances=covs,
+                             max_components=v.sensor.max_components, covariance_type=v.sensor.covariance_type)
+    else:
+        sensor = SensorModel(v.sensor.name, means[:, 0], np.sqrt(covs[:, 0, 0]), v.sensor.max_components)
+    return {"values": values, "sensor": sensor}
 
 
 def _fit_vector(v, readings: dict, rng: np.random.Generator) -> dict:

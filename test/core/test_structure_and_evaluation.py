@@ -49,8 +49,8 @@ def test_structural_em_alone_recovers_the_shape_from_a_structure_without_it(tool
     start = AffordanceLearner(structure="fixed").fit(fixed, cases).model_
     assert effect_parents(start) == {"Action", "Tool"}
     model, result, rounds = structural_em(
-        start, cases.with_network(start), lambda net: fit_em(net, cases.with_network(net), prior=0.1)[0], 3,
-        score="cv", prior=0.1, forbidden_group_arcs=(("effect", "action"), ("effect", "object"), ("object", "action")))
+        start, cases.with_network(start), lambda net: fit_em(net, cases.with_network(net), prior=0.01)[0], 3,
+        score="cv", prior=0.01, forbidden_group_arcs=(("effect", "action"), ("effect", "object"), ("object", "action")))
     assert effect_parents(model) == EFFECT_PARENTS and rounds >= 1
 
 

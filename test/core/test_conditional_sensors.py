@@ -1,0 +1,133 @@
+"""Sensors whose values are the conditions of the experiment (``cluster_by``): fitting, codes, the file,
+and learning on the hand-posture scenario checked against the simulator's true expected displacements."""
+
+import json
+
+import numpy as np
+import pytest
+
+from affordance_ros.core import AffordanceLearner, AffordanceNetwork, DataError, ModelFormatError, predict
+from affordance_ros.core.scenarios import scenario_cases, simulate
+from affordance_ros.core.sensors import (
+    WIDE_VARIANCE,
+    condition_codes,
+    fit_conditional_sensor,
+    robust_covariance,
+)
+from affordance_ros.share import share_directory
+
+
+def _effect_config(by=("Action", "Hand", "Object"), values=None, effect_sensor=None):
+    doc = json.loads((share_directory() / "config" / "hands.json").read_text())
+    for v in doc["variables"]:
+        if v["name"] == "Effect":
+            v["values"] = values
+            v["sensor"] = effect_sensor or {"names": ["dx", "dy"], "cluster_by": list(by)}
+    return doc
+
+
+def test_each_condition_gets_a_robust_centre_a_core_and_a_wide_gaussian():
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 10.0], [8.0, 0.0], [-5.0, -5.0]])
+    conditions = np.repeat([4, 7, 9], 200)
+    x = centres[np.repeat([0, 1, 2], 200)] + rng.standard_t(3, (600, 2))
+    outliers = rng.random(600) < 0.05
+    x[outliers] += 30.0                       # far outliers, all towards one side
+    conditions[:5] = -1                       # unknown condition: left out
+    x[10, 1] = np.nan                         # incomplete reading: left out
+    codes, means, covs = fit_conditional_sensor(x, conditions)
+    assert codes.tolist() == [4, 7, 9]
+    assert means.shape == (6, 2) and covs.shape == (6, 2, 2)
+    np.testing.assert_allclose(means[:3], means[3:])
+    assert np.max(np.abs(means[:3] - centres)) < 0.35          # the median ignores the outliers
+    plain = np.array([x[(conditions == c) & np.all(np.isfinite(x), 1)].mean(0) for c in (4, 7, 9)])
+    assert np.max(np.abs(plain - centres)) > 1.0                # the mean does not
+    # t(3) has a MAD of 0.765: the core's standard deviation is 1.4826 * that, the wide one twice it
+    np.testing.assert_allclose(np.sqrt(np.diagonal(covs[0])), 1.4826 * 0.765, rtol=0.12)
+    np.testing.assert_allclose(covs[3:], WIDE_VARIANCE * covs[:3])
+
+
+def test_conditions_with_too_few_readings_get_no_values_and_identical_readings_keep_a_width():
+    x = np.array([[1.0, 1.0]] * 5 + [[3.0, 3.0]] * 2)
+    codes, means, covs = fit_conditional_sensor(x, np.array([0] * 5 + [1] * 2))
+    assert codes.tolist() == [0]
+    assert np.all(np.linalg.eigvalsh(covs) > 0)
+    assert np.all(np.diag(robust_covariance(np.zeros((4, 2)))) > 0)
+    with pytest.raises(DataError, match="no condition has 3 complete readings"):
+        fit_conditional_sensor(x[:2], np.array([0, 1]))
+
+
+def test_condition_codes_use_labels_then_the_variables_own_sensor():
+    config = AffordanceNetwork.from_dict(_effect_config())
+    labels = {"Action": np.array([0, 1, 2, -1]), "Hand": np.array([2, -1, -1, 0]), "Object": np.array([1, 0, -1, 1])}
+    readings = {"finger_flexion": np.array([np.nan, 44.0, 91.0, 1.0]),
+                "object_circleness": np.array([0.2, 0.9, np.nan, 0.1])}
+    codes = condition_codes(config, ["Action", "Hand", "Object"], readings, labels)
+    # Hand of case 1 from its flexion (45 degrees: 'fortyfive'); case 2 has no object at all; case 3 no action
+    assert codes.tolist() == [np.ravel_multi_index((0, 2, 1), (4, 3, 2)), np.ravel_multi_index((1, 1, 0), (4, 3, 2)),
+                              -1, -1]
+
+
+def test_configuration_errors_say_what_to_fix_and_the_file_round_trips(tmp_path):
+    with pytest.raises(ModelFormatError, match="leave 'values' out"):
+        AffordanceNetwork.from_dict(_effect_config(values=["a", "b"]))
+    with pytest.raises(ModelFormatError, match="unknown variable 'Colour'"):
+        AffordanceNetwork.from_dict(_effect_config(by=["Action", "Colour"]))
+    with pytest.raises(ModelFormatError, match="cannot name the variable itself"):
+        AffordanceNetwork.from_dict(_effect_config(by=["Effect"]))
+    with pytest.raises(ModelFormatError, match="must be a list of variable names"):
+        AffordanceNetwork.from_dict(_effect_config(effect_sensor={"names": ["dx", "dy"], "cluster_by": "Action"}))
+    config = AffordanceNetwork.from_dict(_effect_config())
+    again = AffordanceNetwork.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again["Effect"].sensor.cluster_by == ("Action", "Hand", "Object")
+    one_d = _effect_config(effect_sensor={"name": "dy", "cluster_by": ["Action"]})
+    assert AffordanceNetwork.from_dict(one_d)["Effect"].sensor.cluster_by == ("Action",)
+
+
+def _true_mean_displacements() -> dict:
+    """The simulator's expected displacement of every (action, hand, object), from 2000 trials each."""
+    big = simulate("hands", 2000, seed=99)
+    keys = list(zip(big["Action"], big["Hand"], big["Object"]))
+    y = np.stack([big["dx"], big["dy"]], axis=1)
+    out = {}
+    for key in set(keys):
+        out[key] = y[[k == key for k in keys]].mean(axis=0)
+    return out
+
+
+def _learned_and_plain_errors(config, seed: int, truth: dict) -> tuple[float, float]:
+    """RMS distance to the true expectations of the learned predictions and of the plain means, all conditions."""
+    columns = simulate("hands", 10, seed=seed)
+    model = AffordanceLearner().fit(config, scenario_cases(config, columns)).model_
+    keys = list(zip(columns["Action"], columns["Hand"], columns["Object"]))
+    y = np.stack([columns["dx"], columns["dy"]], axis=1)
+    ours, plain, true = [], [], []
+    for key in sorted(truth):
+        answer = predict(model, ["Effect"], values=dict(zip(("Action", "Hand", "Object"), key)))
+        ours.append([answer.readings["dx"]["mean"], answer.readings["dy"]["mean"]])
+        plain.append(y[[k == key for k in keys]].mean(axis=0))
+        true.append(truth[key])
+    ours, plain, true = map(np.array, (ours, plain, true))
+    rms = lambda a: float(np.sqrt(np.mean(np.sum((a - true) ** 2, axis=1))))  # noqa: E731
+    return rms(ours), rms(plain)
+
+
+def test_learned_model_has_a_value_per_condition_and_the_right_parents():
+    config = AffordanceNetwork.from_dict(_effect_config())
+    model = AffordanceLearner().fit(config, scenario_cases(config, simulate("hands", 10, seed=0))).model_
+    effect = model["Effect"]
+    assert len(effect.values) == 2 * 24
+    assert {"push.straight.ball", "push.straight.ball.wide", "tap_right.bent.box"} <= set(effect.values)
+    assert set(effect.parents) == {"Action", "Hand", "Object"}
+
+
+def test_learned_predictions_are_near_the_true_expected_displacement_and_beat_the_cell_means():
+    """240 trials (10 per condition, heavy tails, 2 % outliers) per data set: the predicted displacement of
+    each condition is near the simulator's true expectation, and on average over six data sets nearer than
+    the plain mean of the condition's trials (which an outlier drags)."""
+    config = AffordanceNetwork.from_dict(_effect_config())
+    truth = _true_mean_displacements()
+    size = float(np.sqrt(np.mean(np.sum(np.array(list(truth.values())) ** 2, axis=1))))
+    errors = np.array([_learned_and_plain_errors(config, seed, truth) for seed in range(6)])
+    assert np.all(errors[:, 0] < 0.3 * size)
+    assert errors[:, 0].mean() < 0.95 * errors[:, 1].mean()
