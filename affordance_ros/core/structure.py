@@ -228,6 +228,10 @@ def default_order(network: AffordanceNetwork) -> list[int]:
     return [i for g in GROUPS for i, v in enumerate(network.variables) if v.group == g]
 
 
+# Relative score gain below which K2 adds no parent: equal scores computed in another order differ by rounding.
+SCORE_TIE = 1e-12
+
+
 def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int,
        progress: Progress = None) -> list[tuple]:
     """Greedy K2: each node takes, from its predecessors in ``order``, the parent that raises its
@@ -245,7 +249,7 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
             values = score.additions(child, current, left)
             top = float(values.max())
             u = max(u for u, value in zip(left, values) if value == top)   # ties: the last, as max() over pairs
-            if top <= best:
+            if top <= best + SCORE_TIE * max(1.0, abs(best)):   # a tie (a balanced design) adds no parent
                 break
             best, current = top, current + (u,)
         parents[child] = tuple(sorted(current))

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from affordance_ros.core import benchmark_network, sample_cases
-from affordance_ros.core.structure import FamilyScore
+from affordance_ros.core.scenarios import simulate
+from affordance_ros.core.structure import FamilyScore, k2
 
 
 @pytest.mark.parametrize("score", ["k2", "bdeu", "bic"])
@@ -20,3 +21,15 @@ def test_additions_equal_single_family_scores(score):
         np.testing.assert_allclose(got, expected, rtol=1e-12)
         # and the cache then answers the same
         assert [together(child, (*parents, u)) for u in candidates] == pytest.approx(expected, rel=1e-12)
+
+
+def test_k2_adds_no_parent_on_a_tie_of_rounding():
+    """The hand-posture scenario's balanced design (every action with every hand equally often): the
+    cross-validated scores of Hand with and without Action are equal but for rounding (3e-14 apart here),
+    and K2 must not add the arc Action -> Hand on it."""
+    columns = simulate("hands", 10, seed=0)
+    codes = np.stack([np.unique(columns[n], return_inverse=True)[1] for n in ("Action", "Hand", "Object")], axis=1)
+    scorer = FamilyScore(codes, [4, 3, 2], "cv", prior=0.01)
+    assert scorer(1, (0,)) == pytest.approx(scorer(1, ()), rel=1e-12)
+    allowed = ~np.eye(3, dtype=bool)
+    assert k2(scorer, [0, 1, 2], allowed, max_parents=2) == [(), (), ()]
