@@ -255,7 +255,9 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray,
     codes, inverse, counts = np.unique(conditions[keep], return_inverse=True, return_counts=True)
     enough = counts >= min_readings
     if not np.any(enough):
-        raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from")
+        most = int(counts.max()) if counts.size else 0
+        raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from (the most "
+                        f"any has is {most})")
     rows = enough[inverse]
     x, group = x[keep][rows], np.cumsum(enough)[inverse[rows]] - 1
     order = np.argsort(group, kind="stable")
@@ -326,7 +328,11 @@ def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dic
         raise DataError(f"readings {absent} of the sensor of '{v.name}' are missing: cannot fit its model")
     names = v.sensor.cluster_by
     x = np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
-    codes, means, covs = fit_conditional_sensor(x, condition_codes(network, names, readings, labels))
+    try:
+        codes, means, covs = fit_conditional_sensor(x, condition_codes(network, names, readings, labels))
+    except DataError as exc:
+        raise DataError(f"the sensor of '{v.name}' (cluster_by {list(names)}): {exc}; record more trials of each "
+                        "condition, or name fewer variables in 'cluster_by'") from None
     cards = [network[n].card for n in names]
     conditions = [".".join(network[n].values[j] for n, j in zip(names, np.unravel_index(c, cards))) for c in codes]
     values = tuple(conditions + [f"{c}.wide" for c in conditions])

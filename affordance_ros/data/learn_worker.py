@@ -23,12 +23,9 @@ import queue
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 
 from ..core import AffordanceError, AffordanceNetwork, LearningCancelled
-from .model_manager import LearnOutcome, LearnProgress, ModelManager
-from .pairing import PartValidator
-from .storage import CaseStore, CaseStoreError
+from .model_manager import LearnOutcome, LearnProgress, ModelManager, StartupError
 
 NICENESS = 10
 POLL = 0.05  # seconds between looks at the worker's progress queue
@@ -38,18 +35,13 @@ _steps = None
 _cancel = None
 
 
-def learn_job(config: dict, database_path: str, model_path: str, structure: str, prior_strength: float,
-              current: dict | None) -> LearnOutcome:
+def learn_job(config: dict, config_path: str, database_path: str, model_path: str, structure: str,
+              prior_strength: float, current: dict | None) -> LearnOutcome:
     """What the worker process runs: ``ModelManager.learn`` on a read-only view of the store."""
-    manager = ModelManager.__new__(ModelManager)
-    manager.config_path = Path("(configuration sent by the node)")
-    manager.database_path, manager.model_path = Path(database_path), Path(model_path)
-    manager.config = AffordanceNetwork.from_dict(config)
-    manager.parts = PartValidator(manager.config)
-    manager.online_learning, manager.model, manager.online = False, None, None
     try:
-        manager.store = CaseStore(database_path, read_only=True)
-    except CaseStoreError as exc:
+        manager = ModelManager(config_path, database_path, model_path, config=AffordanceNetwork.from_dict(config),
+                               read_only=True)
+    except StartupError as exc:
         raise AffordanceError(str(exc)) from None
     current_model = None if current is None else AffordanceNetwork.from_dict(current)
 
@@ -105,8 +97,9 @@ class LearnWorker:
         """``manager.learn`` in the worker process; blocks the calling thread (not the interpreter).
         ``progress(LearnProgress)`` hears of every step in this thread; it may raise ``LearningCancelled``,
         which stops the worker at its next step (nothing written) and is raised here."""
-        job = (manager.config.to_dict(), str(manager.database_path), str(manager.model_path), structure,
-               float(prior_strength), None if current is None else current.to_dict())
+        job = (manager.config.to_dict(), str(manager.config_path), str(manager.database_path),
+               str(manager.model_path), structure, float(prior_strength),
+               None if current is None else current.to_dict())
         try:
             self.start()
             self._cancel.clear()

@@ -96,15 +96,19 @@ class ModelManager:
     """Configuration, case store, current model; ``learn`` in any thread, everything else in one."""
 
     def __init__(self, config_path: str | Path, database_path: str | Path, model_path: str | Path,
-                 online_learning: bool = False, limits: SizeLimits = SizeLimits()):
+                 online_learning: bool = False, limits: SizeLimits = SizeLimits(),
+                 config: AffordanceNetwork | None = None, read_only: bool = False):
+        """``config``: the configuration already read from ``config_path`` (the learn worker gets it from the
+        node); ``read_only``: open the case store read-only (the learn worker only reads cases)."""
         self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
         try:
-            self.config = AffordanceNetwork.load(self.config_path, what="configuration")
+            self.config = config if config is not None else AffordanceNetwork.load(self.config_path,
+                                                                                   what="configuration")
             self.parts = PartValidator(self.config, limits)
         except (AffordanceError, ValueError) as exc:
             raise StartupError(f"config_path '{self.config_path}': {exc}") from None
         try:
-            self.store = CaseStore(self.database_path)
+            self.store = CaseStore(self.database_path, read_only=read_only)
         except CaseStoreError as exc:
             raise StartupError(str(exc)) from None
         self.online_learning = online_learning

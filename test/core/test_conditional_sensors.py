@@ -131,3 +131,10 @@ def test_learned_predictions_are_near_the_true_expected_displacement_and_beat_th
     errors = np.array([_learned_and_plain_errors(config, seed, truth) for seed in range(6)])
     assert np.all(errors[:, 0] < 0.3 * size)
     assert errors[:, 0].mean() < 0.95 * errors[:, 1].mean()
+
+
+def test_too_few_trials_of_every_condition_is_an_error_that_says_what_to_do():
+    config = AffordanceNetwork.from_dict(_effect_config())
+    cases = scenario_cases(config, simulate("hands", 1, seed=0))      # one trial of each condition
+    with pytest.raises(DataError, match=r"'Effect' \(cluster_by .*the most any has is 1.*record more trials"):
+        AffordanceLearner().fit(config, cases)
