@@ -58,6 +58,10 @@ def import_model(path: str | os.PathLike, config: AffordanceNetwork, fmt: str | 
         network = read_uai(path, names=config.names, values={v.name: v.values for v in config.variables})
     else:
         network = (read_bif if fmt == "bif" else read_xmlbif)(path)
+    unfitted = [v.sensor.name for v in config.variables if v.sensor is not None and not v.sensor.fitted]
+    if unfitted:
+        raise ModelFormatError(f"the configuration's sensors {unfitted} have no means/stddevs: a model needs them "
+                               "(give them in the configuration)")
     missing = [n for n in config.names if n not in network.names]
     extra = [n for n in network.names if n not in config.names]
     if missing or extra:
@@ -84,8 +88,4 @@ def import_model(path: str | os.PathLike, config: AffordanceNetwork, fmt: str | 
     metadata = dict(config.metadata)
     metadata["imported"] = {"file": str(path), "format": fmt}
     model = AffordanceNetwork(model.variables, metadata, config.learning)
-    unfitted = [v.sensor.name for v in model.variables if v.sensor is not None and not v.sensor.fitted]
-    if unfitted:
-        raise ModelFormatError(f"the configuration's sensors {unfitted} have no means/stddevs: a model needs them "
-                               "(give them in the configuration)")
     return model
