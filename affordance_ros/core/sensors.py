@@ -32,6 +32,12 @@ MIN_CONDITION_READINGS = 3
 # deviation): the two about one centre are Tukey's contaminated normal, whose wide part takes the
 # heavy tails and the outliers so that they neither inflate the core nor pull the centre.
 WIDE_VARIANCE = 4.0
+# A condition's centre is the trimmed mean, from the mean (0) to the median (0.5), that predicts held-out
+# trials of their condition best (CENTRE_FOLDS-fold cross-validation within every condition, squared error):
+# the median where outliers would drag the mean, the mean where the readings are skewed and the median
+# would miss the reading to expect.
+CENTRE_TRIMS = (0.0, 0.1, 0.25, 0.5)
+CENTRE_FOLDS = 5
 # Variance floor of a vector sensor's components, in units of each reading's variance (standardised).
 COVARIANCE_FLOOR = 1e-3
 
@@ -238,16 +244,40 @@ def robust_covariance(residuals: np.ndarray) -> np.ndarray:
     return np.diag(np.maximum(variance, np.maximum(COVARIANCE_FLOOR * r.var(axis=0), 1e-12)))
 
 
-def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray,
+def trimmed_centres(x: np.ndarray, trims: Sequence[float] = CENTRE_TRIMS) -> np.ndarray:
+    """Coordinate-wise trimmed means (len(trims), d) of rows ``x`` (n, d): for each trim, int(trim * n) rows
+    cut from each end of every sorted coordinate (0.5: the median).
+    """
+    ordered = np.sort(x, axis=0)
+    n = len(ordered)
+    return np.array([np.median(ordered, axis=0) if trim >= 0.5 else ordered[int(trim * n):n - int(trim * n)].mean(0)
+                     for trim in trims])
+
+
+def choose_centre_trim(parts: Sequence[np.ndarray], rng: np.random.Generator) -> float:
+    """The trim of ``CENTRE_TRIMS`` whose centres of the training folds of every condition (``parts``:
+    each condition's readings) are nearest, in squared error, to the held-out readings.
+    """
+    errors = np.zeros(len(CENTRE_TRIMS))
+    for part in parts:
+        folds = rng.permutation(len(part)) % min(CENTRE_FOLDS, len(part))
+        for fold in range(folds.max() + 1):
+            test = part[folds == fold]
+            centres = trimmed_centres(part[folds != fold])                        # (trims, d)
+            errors += ((test[None, :, :] - centres[:, None, :]) ** 2).sum(axis=(1, 2))
+    return CENTRE_TRIMS[int(np.argmin(errors))]
+
+
+def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, rng: np.random.Generator | None = None,
                            min_readings: int = MIN_CONDITION_READINGS):
     """A sensor's values from the conditions of the experiment: readings (n, d), and per reading the
     code of its condition (n,) (-1: unknown, left out).
 
     Every condition with at least ``min_readings`` complete readings gets two components centred at
-    the coordinate-wise median of its readings: a core, with the robust covariance of all conditions'
-    residuals (``robust_covariance``), and a wide one with ``WIDE_VARIANCE`` times it. Returns
-    (condition codes (G,), means (2G, d) and covariances (2G, d, d): the G cores in code order, then
-    the G wide ones).
+    the trimmed mean of its readings (the trim by ``choose_centre_trim``; ``rng`` makes its folds): a
+    core, with the robust covariance of all conditions' residuals (``robust_covariance``), and a wide
+    one with ``WIDE_VARIANCE`` times it. Returns (condition codes (G,), means (2G, d), covariances
+    (2G, d, d): the G cores in code order, then the G wide ones, and the trim chosen).
     """
     x = np.asarray(readings, dtype=float).reshape(len(conditions), -1)
     conditions = np.asarray(conditions)
@@ -262,11 +292,13 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray,
     x, group = x[keep][rows], np.cumsum(enough)[inverse[rows]] - 1
     order = np.argsort(group, kind="stable")
     starts = np.searchsorted(group[order], np.arange(int(enough.sum())))
-    centres = np.array([np.median(part, axis=0) for part in np.split(x[order], starts[1:])])
+    parts = np.split(x[order], starts[1:])
+    trim = choose_centre_trim(parts, rng if rng is not None else np.random.default_rng(0))
+    centres = np.array([trimmed_centres(part, (trim,))[0] for part in parts])
     core = robust_covariance(x - centres[group])
     means = np.concatenate([centres, centres])
     covs = np.repeat(np.stack([core, WIDE_VARIANCE * core]), len(centres), axis=0)
-    return codes[enough], means, covs
+    return codes[enough], means, covs, trim
 
 
 def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: dict,
@@ -317,19 +349,19 @@ def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0,
         sensor = SensorModel(v.sensor.name, means, stddevs, v.sensor.max_components)
         changes[v.name] = {"values": values, "sensor": sensor}
     network = network.replace_variables(changes) if changes else network
-    conditional = {v.name: _fit_by_condition(network, v, readings, labels or {})
+    conditional = {v.name: _fit_by_condition(network, v, readings, labels or {}, rng)
                    for v in network.variables if v.sensor is not None and not v.sensor.fitted}
     return network.replace_variables(conditional) if conditional else network
 
 
-def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict) -> dict:
+def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict, rng: np.random.Generator) -> dict:
     absent = [n for n in v.sensor.names if n not in readings]
     if absent:
         raise DataError(f"readings {absent} of the sensor of '{v.name}' are missing: cannot fit its model")
     names = v.sensor.cluster_by
     x = np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
     try:
-        codes, means, covs = fit_conditional_sensor(x, condition_codes(network, names, readings, labels))
+        codes, means, covs, _ = fit_conditional_sensor(x, condition_codes(network, names, readings, labels), rng)
     except DataError as exc:
         raise DataError(f"the sensor of '{v.name}' (cluster_by {list(names)}): {exc}; record more trials of each "
                         "condition, or name fewer variables in 'cluster_by'") from None

@@ -5,14 +5,17 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import trim_mean
 
 from affordance_ros.core import AffordanceLearner, AffordanceNetwork, DataError, ModelFormatError, predict
 from affordance_ros.core.scenarios import scenario_cases, simulate
 from affordance_ros.core.sensors import (
     WIDE_VARIANCE,
+    choose_centre_trim,
     condition_codes,
     fit_conditional_sensor,
     robust_covariance,
+    trimmed_centres,
 )
 from affordance_ros.share import share_directory
 
@@ -32,24 +35,50 @@ def test_each_condition_gets_a_robust_centre_a_core_and_a_wide_gaussian():
     conditions = np.repeat([4, 7, 9], 200)
     x = centres[np.repeat([0, 1, 2], 200)] + rng.standard_t(3, (600, 2))
     outliers = rng.random(600) < 0.05
-    x[outliers] += 30.0                       # far outliers, all towards one side
+    angle = rng.uniform(0.0, 2.0 * np.pi, outliers.sum())
+    x[outliers] += 30.0 * np.stack([np.cos(angle), np.sin(angle)], axis=1)   # far outliers, in any direction
     conditions[:5] = -1                       # unknown condition: left out
     x[10, 1] = np.nan                         # incomplete reading: left out
-    codes, means, covs = fit_conditional_sensor(x, conditions)
+    codes, means, covs, trim = fit_conditional_sensor(x, conditions)
     assert codes.tolist() == [4, 7, 9]
     assert means.shape == (6, 2) and covs.shape == (6, 2, 2)
     np.testing.assert_allclose(means[:3], means[3:])
-    assert np.max(np.abs(means[:3] - centres)) < 0.35          # the median ignores the outliers
+    assert trim > 0.0                                          # trimmed: the outliers are cut
     plain = np.array([x[(conditions == c) & np.all(np.isfinite(x), 1)].mean(0) for c in (4, 7, 9)])
-    assert np.max(np.abs(plain - centres)) > 1.0                # the mean does not
+    assert np.max(np.abs(means[:3] - centres)) < 0.6 * np.max(np.abs(plain - centres))   # the mean is dragged
     # t(3) has a MAD of 0.765: the core's standard deviation is 1.4826 * that, the wide one twice it
     np.testing.assert_allclose(np.sqrt(np.diagonal(covs[0])), 1.4826 * 0.765, rtol=0.12)
     np.testing.assert_allclose(covs[3:], WIDE_VARIANCE * covs[:3])
 
 
+@pytest.mark.parametrize("n", [3, 4, 7, 10, 23, 100])
+def test_trimmed_centres_equal_scipys_trimmed_mean_and_the_median(n):
+    x = np.random.default_rng(n).standard_t(2, (n, 3))
+    expected = [trim_mean(x, trim, axis=0) for trim in (0.0, 0.1, 0.25)] + [np.median(x, axis=0)]
+    np.testing.assert_allclose(trimmed_centres(x, (0.0, 0.1, 0.25, 0.5)), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_the_centre_is_the_trim_that_predicts_held_out_trials_best():
+    """Outliers in any direction: a robust centre (a trim of a quarter or more); skewed readings (most
+    trials barely move the object, some move it far): the mean, which is the reading to expect. (Outliers
+    all to one side shift the reading to expect: then the mean is right too.)"""
+    rng = np.random.default_rng(1)
+    conditions = np.repeat(np.arange(8), 40)
+    centres = rng.normal(0.0, 10.0, (8, 2))
+    symmetric = centres[conditions] + rng.normal(0.0, 1.0, (320, 2))
+    far = rng.random(320) < 0.08
+    symmetric[far] += rng.normal(0.0, 40.0, (far.sum(), 2))
+    assert choose_centre_trim(np.split(symmetric, 8), np.random.default_rng(0)) >= 0.25
+    skewed = centres[conditions] + rng.exponential(1.0, (320, 2)) ** 3
+    assert choose_centre_trim(np.split(skewed, 8), np.random.default_rng(0)) == 0.0
+    _, means, _, trim = fit_conditional_sensor(skewed, conditions)
+    assert trim == 0.0
+    np.testing.assert_allclose(means[:8], [skewed[conditions == c].mean(0) for c in range(8)])
+
+
 def test_conditions_with_too_few_readings_get_no_values_and_identical_readings_keep_a_width():
     x = np.array([[1.0, 1.0]] * 5 + [[3.0, 3.0]] * 2)
-    codes, means, covs = fit_conditional_sensor(x, np.array([0] * 5 + [1] * 2))
+    codes, means, covs, _ = fit_conditional_sensor(x, np.array([0] * 5 + [1] * 2))
     assert codes.tolist() == [0]
     assert np.all(np.linalg.eigvalsh(covs) > 0)
     assert np.all(np.diag(robust_covariance(np.zeros((4, 2)))) > 0)
