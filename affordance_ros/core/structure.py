@@ -28,6 +28,7 @@ from .parameters import map_assign
 from .progress import Progress, report
 
 PROGRESS_STEPS = 100  # MCMC steps between progress reports
+RANDOM_BLOCK = 1024   # MCMC steps whose random numbers are drawn at once
 
 
 @dataclass
@@ -60,6 +61,7 @@ class FamilyScore:
         self._columns = np.ascontiguousarray(np.asarray(codes, dtype=np.int32).T)   # (variables, cases)
         self._cache = {}
         self._fold = None
+        self._log_gammas = {}
 
     def __call__(self, child: int, parents: Sequence[int]) -> float:
         """The family's score with these parents (order does not matter; cached)."""
@@ -88,6 +90,12 @@ class FamilyScore:
             flat += columns[p] * np.int32(stride)   # int32: a table of 2**31 entries could not be held anyway
             stride *= self.cards[p]
         return flat
+
+    def _log_gamma(self, offset: int) -> np.ndarray:
+        """gammaln(m + offset) for every count m = 0..n_cases: the K2 score of integer counts by lookup."""
+        if offset not in self._log_gammas:
+            self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
+        return self._log_gammas[offset]
 
     def fold_of_case(self) -> np.ndarray:
         """The fold (0..CV_FOLDS-1) of every case for the "cv" score: a fixed random split."""
@@ -146,12 +154,12 @@ class FamilyScore:
         index += columns[candidates]
         index *= np.int32(r)
         index += columns[child][None, :] + offsets[:, None].astype(np.int32)
-        counts = np.bincount(index.ravel(), minlength=int((q * r).sum())).astype(float)
-        n_ijk = counts.reshape(-1, r)
+        whole = np.bincount(index.ravel(), minlength=int((q * r).sum())).reshape(-1, r)
+        n_ijk = whole.astype(float)
         n_ij = n_ijk.sum(axis=1)
         starts = offsets // r                                  # where each candidate's rows begin
         if self.score == "k2":
-            rows = gammaln(r) - gammaln(n_ij + r) + gammaln(n_ijk + 1).sum(axis=1)
+            rows = gammaln(r) - self._log_gamma(r)[whole.sum(axis=1)] + self._log_gamma(1)[whole].sum(axis=1)
             out = np.add.reduceat(rows, starts)
         elif self.score == "bdeu":
             q_rows = np.repeat(q, q).astype(float)
@@ -170,8 +178,13 @@ class FamilyScore:
     def _compute(self, child: int, parents: tuple) -> float:
         if self.score == "cv":
             return self._cross_validated(child, parents)
-        counts = self.counts(child, parents)
         r = self.cards[child]
+        if self.score == "k2" and self.counts_from_codes:
+            whole = np.bincount(self._configurations(child, parents),
+                                minlength=int(np.prod([self.cards[a] for a in (*parents, child)]))).reshape(-1, r)
+            return float(np.sum(gammaln(r) - self._log_gamma(r)[whole.sum(axis=1)])
+                         + np.sum(self._log_gamma(1)[whole]))
+        counts = self.counts(child, parents)
         n_ijk = counts.reshape(-1, r)
         n_ij = n_ijk.sum(axis=1)
         q = n_ijk.shape[0]
@@ -357,8 +370,11 @@ class ArcMoves:
             parents_v, n_arcs = self.parents[v] | bit_u, len(self.moves) - self.n_additions + 1
             # u and its ancestors now reach v and its descendants: those are no longer legal parents of them
             # (counted here from the few sources reached; the changed masks are found in ``apply``, if accepted)
-            descendants = None
-            lost = sum((self.legal_from[x] & upstream).bit_count() for x in _bits((1 << v) | self.descendants[v]))
+            descendants, reached = None, (1 << v) | self.descendants[v]
+            if reached.bit_count() < upstream.bit_count():
+                lost = sum((self.legal_from[x] & upstream).bit_count() for x in _bits(reached))
+            else:
+                lost = sum((self.legal[a] & reached).bit_count() for a in _bits(upstream))
         legal[v] = self._legal_into(v, parents_v, self.descendants[v])
         n_additions = self.n_additions - lost + sum(m.bit_count() - self.legal[a].bit_count() for a, m in legal.items())
         return _Toggle(u, v, parents_v, descendants, legal, n_additions, n_additions + n_arcs)
@@ -408,10 +424,9 @@ def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, star
     family_scores = {}   # (child, parents bitset) -> score: the scorer's cache without building sorted tuples
 
     def family_score(v: int, mask: int) -> float:
-        key = (v, mask)
-        if key not in family_scores:
-            family_scores[key] = score(v, graph.parent_tuple(v, mask))
-        return family_scores[key]
+        if (v, mask) not in family_scores:
+            family_scores[v, mask] = score(v, graph.parent_tuple(v, mask))
+        return family_scores[v, mask]
 
     family = [family_score(v, graph.parents[v]) for v in range(n)]
     total = sum(family)
@@ -421,14 +436,17 @@ def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, star
     accepted = 0
     trace = []
     steps = burn_in + n_samples
+    draws = iter(())
     for step in range(steps):
+        if step % RANDOM_BLOCK == 0:   # two uniforms per step (the move, the acceptance), drawn in blocks
+            draws = iter(rng.random(2 * min(RANDOM_BLOCK, steps - step)).tolist())
+        pick, uniform = next(draws), next(draws)
         n_moves = graph.n_moves
         if n_moves:
-            u, v = graph.moves[rng.integers(n_moves)]
+            u, v = graph.moves[int(pick * n_moves)]
             toggle = graph.toggled(u, v)
             new_family = family_score(v, toggle.parents_v)
             log_ratio = new_family - family[v] + math.log(n_moves) - math.log(toggle.n_moves)
-            uniform = rng.random()
             if (math.log(uniform) if uniform > 0 else -math.inf) < log_ratio:
                 _add_held(freq, graph.parents, step - max(held_since, burn_in))
                 held_since = step
