@@ -28,7 +28,6 @@ from .parameters import map_assign
 from .progress import Progress, report
 
 PROGRESS_STEPS = 100  # MCMC steps between progress reports
-RANDOM_BLOCK = 1024   # MCMC steps whose random numbers are drawn at once
 
 
 @dataclass
@@ -150,10 +149,12 @@ class FamilyScore:
         card_u = np.array([cards[u] for u in candidates], dtype=np.int64)
         q = q_base * card_u                                    # parent configurations per candidate family
         offsets = np.concatenate([[0], np.cumsum(q * r)[:-1]])
-        index = base[None, :] * card_u[:, None].astype(np.int32)   # int32: half the memory traffic
-        index += columns[candidates]
-        index *= np.int32(r)
-        index += columns[child][None, :] + offsets[:, None].astype(np.int32)
+        # the candidate is the most significant digit of its family's configuration: the rows (parent
+        # configurations) come in another order than in ``counts``, which no score depends on
+        index = columns[candidates]                                 # int32: half the memory traffic
+        index *= np.int32(q_base * r)
+        index += (base * np.int32(r) + columns[child])[None, :]
+        index += offsets[:, None].astype(np.int32)
         whole = np.bincount(index.ravel(), minlength=int((q * r).sum())).reshape(-1, r)
         n_ijk = whole.astype(float)
         n_ij = n_ijk.sum(axis=1)
@@ -436,17 +437,14 @@ def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, star
     accepted = 0
     trace = []
     steps = burn_in + n_samples
-    draws = iter(())
     for step in range(steps):
-        if step % RANDOM_BLOCK == 0:   # two uniforms per step (the move, the acceptance), drawn in blocks
-            draws = iter(rng.random(2 * min(RANDOM_BLOCK, steps - step)).tolist())
-        pick, uniform = next(draws), next(draws)
         n_moves = graph.n_moves
         if n_moves:
-            u, v = graph.moves[int(pick * n_moves)]
+            u, v = graph.moves[rng.integers(n_moves)]
             toggle = graph.toggled(u, v)
             new_family = family_score(v, toggle.parents_v)
             log_ratio = new_family - family[v] + math.log(n_moves) - math.log(toggle.n_moves)
+            uniform = rng.random()
             if (math.log(uniform) if uniform > 0 else -math.inf) < log_ratio:
                 _add_held(freq, graph.parents, step - max(held_since, burn_in))
                 held_since = step
