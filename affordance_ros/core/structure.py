@@ -77,7 +77,7 @@ class FamilyScore:
     def counts(self, child: int, parents: tuple) -> np.ndarray:
         """Counts of (parents..., child) configurations, shaped like the family's CPT."""
         shape = tuple(self.cards[a] for a in (*parents, child))
-        counts = np.bincount(self._configurations(child, parents), minlength=int(np.prod(shape)))
+        counts = np.bincount(self._configurations(child, parents), minlength=math.prod(shape))
         return counts.reshape(shape).astype(float)
 
     def _configurations(self, child: int, parents: tuple) -> np.ndarray:
@@ -105,7 +105,7 @@ class FamilyScore:
     def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
         """Counts per fold, (CV_FOLDS, *CPT shape)."""
         shape = tuple(self.cards[a] for a in (*parents, child))
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         out = np.bincount(self.fold_of_case() * size + self._configurations(child, parents), minlength=CV_FOLDS * size)
         return out.reshape((CV_FOLDS, *shape)).astype(float)
 
@@ -136,7 +136,7 @@ class FamilyScore:
         codes, cards = self.codes, self.cards
         r = cards[child]
         parents = tuple(parents)
-        q_all = int(np.prod([cards[p] for p in parents])) * sum(cards[u] for u in candidates) * r
+        q_all = math.prod(cards[p] for p in parents) * sum(cards[u] for u in candidates) * r
         if (q_all > _MAX_JOINT_COUNTS or len(candidates) * len(codes) > _MAX_JOINT_COUNTS
                 or self.score not in ("k2", "bdeu", "bic") or not self.counts_from_codes):
             # too large at once, or a score (cv) or counts (expected ones) this pass does not compute
@@ -145,7 +145,7 @@ class FamilyScore:
         base = np.zeros(len(codes), dtype=np.int32)
         for p in parents:
             base = base * np.int32(cards[p]) + columns[p]
-        q_base = int(np.prod([cards[p] for p in parents])) if parents else 1
+        q_base = math.prod(cards[p] for p in parents)
         card_u = np.array([cards[u] for u in candidates], dtype=np.int64)
         q = q_base * card_u                                    # parent configurations per candidate family
         offsets = np.concatenate([[0], np.cumsum(q * r)[:-1]])
@@ -182,7 +182,7 @@ class FamilyScore:
         r = self.cards[child]
         if self.score == "k2" and self.counts_from_codes:
             whole = np.bincount(self._configurations(child, parents),
-                                minlength=int(np.prod([self.cards[a] for a in (*parents, child)]))).reshape(-1, r)
+                                minlength=math.prod(self.cards[a] for a in (*parents, child))).reshape(-1, r)
             return float(np.sum(gammaln(r) - self._log_gamma(r)[whole.sum(axis=1)])
                          + np.sum(self._log_gamma(1)[whole]))
         counts = self.counts(child, parents)
@@ -355,30 +355,31 @@ class ArcMoves:
         """The graph with arc u -> v added (if absent) or deleted (if present), as a proposal."""
         bit_u = 1 << u
         upstream = self.ancestors[u] | bit_u    # the variables whose descendants may change
-        legal = {}
-        if self.parents[v] & bit_u:
-            parents_v, n_arcs = self.parents[v] & ~bit_u, len(self.moves) - self.n_additions - 1
-            descendants, lost = {}, 0
-            # descendants before ancestors: an ancestor has strictly more descendants
-            for a in sorted(_bits(upstream), key=lambda a: self.descendants[a].bit_count()):
-                kids = self.children[a] & ~(1 << v) if a == u else self.children[a]
-                below = kids
-                for c in _bits(kids):
-                    below |= descendants.get(c, self.descendants[c])
-                descendants[a] = below
-                legal[a] = self._legal_into(a, self.parents[a], below)
-        else:
-            parents_v, n_arcs = self.parents[v] | bit_u, len(self.moves) - self.n_additions + 1
+        parents_v = self.parents[v] ^ bit_u
+        legal_v = self._legal_into(v, parents_v, self.descendants[v])
+        change = legal_v.bit_count() - self.legal[v].bit_count()
+        if parents_v & bit_u:
             # u and its ancestors now reach v and its descendants: those are no longer legal parents of them
-            # (counted here from the few sources reached; the changed masks are found in ``apply``, if accepted)
-            descendants, reached = None, (1 << v) | self.descendants[v]
+            # (counted here from the fewer side; the changed masks are found in ``apply``, if accepted)
+            reached = (1 << v) | self.descendants[v]
             if reached.bit_count() < upstream.bit_count():
-                lost = sum((self.legal_from[x] & upstream).bit_count() for x in _bits(reached))
+                change -= sum((self.legal_from[x] & upstream).bit_count() for x in _bits(reached))
             else:
-                lost = sum((self.legal[a] & reached).bit_count() for a in _bits(upstream))
-        legal[v] = self._legal_into(v, parents_v, self.descendants[v])
-        n_additions = self.n_additions - lost + sum(m.bit_count() - self.legal[a].bit_count() for a, m in legal.items())
-        return _Toggle(u, v, parents_v, descendants, legal, n_additions, n_additions + n_arcs)
+                change -= sum((self.legal[a] & reached).bit_count() for a in _bits(upstream))
+            n_additions = self.n_additions + change
+            return _Toggle(u, v, parents_v, None, {v: legal_v}, n_additions, len(self.moves) + change + 1)
+        descendants, legal = {}, {v: legal_v}
+        # descendants before ancestors: an ancestor has strictly more descendants
+        for a in sorted(_bits(upstream), key=lambda a: self.descendants[a].bit_count()):
+            kids = self.children[a] & ~(1 << v) if a == u else self.children[a]
+            below = kids
+            for c in _bits(kids):
+                below |= descendants.get(c, self.descendants[c])
+            descendants[a] = below
+            legal[a] = self._legal_into(a, self.parents[a], below)
+            change += legal[a].bit_count() - self.legal[a].bit_count()
+        n_additions = self.n_additions + change
+        return _Toggle(u, v, parents_v, descendants, legal, n_additions, len(self.moves) + change - 1)
 
     def apply(self, toggle: _Toggle) -> None:
         """Make the proposal the current graph."""
