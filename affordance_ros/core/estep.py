@@ -6,6 +6,8 @@ clique (U: the union of its separators) and the rest (R). Laid out once as (U, R
 evidence is read twice per E-step, each time by one matrix product: G(u, k) = sum_r phi(u, r) E(u, r, k)
 in the collect pass, and sum_k E(u, r, k) W(u, k) for the expected counts; all other per-case work runs
 on (U, cases) tables. The junction tree's own passes form and reduce whole clique tables several times.
+Neighbouring cliques whose separator is large next to what they hold apart are merged first (_CoarseTree),
+so that most of the per-case work is in those matrix products.
 """
 
 from __future__ import annotations
