@@ -122,6 +122,14 @@ class _CoarseTree:
         for j, assigned in enumerate(self.assigned):
             for i in assigned:
                 self.home[i] = j
+        # per variable: its CPT's broadcast shape in its clique, the clique axes outside its family, and the
+        # order that puts a family table (ascending variables) back into the CPT's axes
+        self.cpt_shape, self.other_axes, self.cpt_order = [], [], []
+        for i, family in enumerate(self.families):
+            clique, shape = self.cliques[self.home[i]], self.shapes[self.home[i]]
+            self.cpt_shape.append(tuple(card if v in family else 1 for v, card in zip(clique, shape)) + (1,))
+            self.other_axes.append(tuple(j for j, v in enumerate(clique) if v not in family))
+            self.cpt_order.append(tuple(np.argsort(self.cpt_perm[i])))
 
     def _size(self, variables) -> int:
         return int(np.prod([self.cards[v] for v in variables]))
@@ -129,19 +137,16 @@ class _CoarseTree:
     def clique_tables(self, cpts: Sequence[np.ndarray]) -> list:
         """Product of the CPTs assigned to each clique, (*clique cards, 1)."""
         tables = []
-        for clique, shape, assigned in zip(self.cliques, self.shapes, self.assigned):
+        for shape, assigned in zip(self.shapes, self.assigned):
             table = np.ones((*shape, 1))
             for i in assigned:
-                broadcast = tuple(card if v in self.families[i] else 1 for v, card in zip(clique, shape))
-                table = table * np.transpose(cpts[i], self.cpt_perm[i]).reshape((*broadcast, 1))
+                table = table * np.transpose(cpts[i], self.cpt_perm[i]).reshape(self.cpt_shape[i])
             tables.append(table)
         return tables
 
     def family_from_clique(self, i: int, table: np.ndarray) -> np.ndarray:
         """Variable i's family table (axes as in its CPT) from its clique's table."""
-        clique = self.cliques[self.home[i]]
-        family = table.sum(axis=tuple(j for j, v in enumerate(clique) if v not in self.families[i]))
-        return np.transpose(family, np.argsort(self.cpt_perm[i]))
+        return np.transpose(table.sum(axis=self.other_axes[i]), self.cpt_order[i])
 
     _check_possible = staticmethod(JunctionTree._check_possible)
 
