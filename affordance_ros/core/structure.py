@@ -442,11 +442,14 @@ def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, star
         n_moves = graph.n_moves
         if n_moves:
             u, v = graph.moves[rng.integers(n_moves)]
-            toggle = graph.toggled(u, v)
-            new_family = family_score(v, toggle.parents_v)
-            log_ratio = new_family - family[v] + math.log(n_moves) - math.log(toggle.n_moves)
+            new_family = family_score(v, graph.parents[v] ^ 1 << u)
             uniform = rng.random()
-            if (math.log(uniform) if uniform > 0 else -math.inf) < log_ratio:
+            log_uniform = math.log(uniform) if uniform > 0 else -math.inf
+            # the log ratio if the new graph had one legal move: an upper bound, which rejects most proposals
+            # before their number of legal moves is counted
+            bound = new_family - family[v] + math.log(n_moves)
+            toggle = graph.toggled(u, v) if log_uniform < bound else None
+            if toggle is not None and log_uniform < bound - math.log(toggle.n_moves):
                 _add_held(freq, graph.parents, step - max(held_since, burn_in))
                 held_since = step
                 graph.apply(toggle)

@@ -5,7 +5,7 @@ import pytest
 
 from affordance_ros.core import benchmark_network, sample_cases
 from affordance_ros.core.parameters import family_counts
-from affordance_ros.core.structure import ArcMoves, FamilyScore
+from affordance_ros.core.structure import ArcMoves, FamilyScore, mcmc
 
 
 def brute_force_moves(adj: np.ndarray, allowed: np.ndarray, max_parents: int) -> list:
@@ -65,3 +65,43 @@ def test_family_counts_of_the_scorer_equal_the_plain_count():
     score = FamilyScore(codes, truth.cards)
     for child, parents in ((4, ()), (4, (0,)), (7, (0, 2, 3)), (6, (1, 2, 3, 5))):
         assert np.array_equal(score.counts(child, parents), family_counts(codes, truth.cards, child, parents))
+
+
+def reference_mcmc(score, allowed, max_parents, start, steps, burn_in, rng):
+    """MC^3 as the textbook has it: recount every legal move of the proposed graph, same draws."""
+    n = len(start)
+    adj = np.zeros((n, n), dtype=bool)
+    for v, ps in enumerate(start):
+        adj[list(ps), v] = True
+    family = [score(v, tuple(np.flatnonzero(adj[:, v]))) for v in range(n)]
+    total, trace, freq, accepted = sum(family), [], np.zeros((n, n)), 0
+    for step in range(steps):
+        moves = brute_force_moves(adj, allowed, max_parents)
+        u, v = moves[rng.integers(len(moves))]
+        proposal = adj.copy()
+        proposal[u, v] = not adj[u, v]
+        new_family = score(v, tuple(np.flatnonzero(proposal[:, v])))
+        log_ratio = new_family - family[v] + np.log(len(moves)) - np.log(len(brute_force_moves(proposal, allowed,
+                                                                                             max_parents)))
+        if np.log(rng.random()) < log_ratio:
+            adj, total, family[v], accepted = proposal, total + new_family - family[v], new_family, accepted + 1
+        if step >= burn_in:
+            freq += adj
+        trace.append(total)
+    return trace, freq / (steps - burn_in), accepted / steps
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mcmc_takes_the_same_steps_as_the_textbook_chain(seed):
+    truth = benchmark_network("montesano", sigma=1.0, seed=seed)
+    _, codes = sample_cases(truth, 150, np.random.default_rng(seed), labelled=tuple(truth.names))
+    allowed = ~np.eye(len(truth), dtype=bool)
+    start = [(), (0,), (), (1,), (), (), (), ()]
+    steps, burn_in = 600, 100
+    want = reference_mcmc(FamilyScore(codes, truth.cards), allowed, 2, start, steps, burn_in,
+                          np.random.default_rng(seed))
+    _, _, freq, acceptance, trace = mcmc(FamilyScore(codes, truth.cards), len(truth), allowed, 2, start,
+                                         steps - burn_in, burn_in, np.random.default_rng(seed))
+    assert acceptance == want[2] and acceptance > 0.02   # small data: the chain moves
+    np.testing.assert_allclose(trace, want[0], rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(freq, want[1])
