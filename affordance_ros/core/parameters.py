@@ -9,6 +9,7 @@ import numpy as np
 
 from .cases import CaseSet
 from .errors import DataError, ModelFormatError
+from .estep import SeparatorEStep
 from .evidence import Evidence
 from .inference import JunctionTree, StreamingEStep
 from .network import AffordanceNetwork, SensorModel
@@ -159,6 +160,11 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
     streaming = not fit_sensors and cases.n_cases * sum(network.cards) > STREAM_ENTRIES
     evidence = None if streaming else cases.evidence(network)
     latent = latent_of_cases(network, cases)
+    if streaming:
+        estep = StreamingEStep(engine, lambda: evidence_chunks(network, cases), cases.n_cases, chunk_size)
+    elif not fit_sensors:
+        estep = (SeparatorEStep(engine, evidence) if SeparatorEStep.fits(engine, cases.n_cases)
+                 else engine.estep(evidence, chunk_size))
     best, finals = None, []
     for start in range(n_init):
         rng = np.random.default_rng([int(seed), start])
@@ -168,8 +174,6 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
         if fit_sensors:
             run = _plain_em_with_sensors(network, cases, engine, cpts, pseudo, tol, max_iter, chunk_size, progress)
         else:
-            estep = (StreamingEStep(engine, lambda: evidence_chunks(network, cases), cases.n_cases, chunk_size)
-                     if streaming else engine.estep(evidence, chunk_size))
             run = _em_escaping_saddles(network, estep, cpts, pseudo, tol, max_iter, latent, rng, acceleration,
                                        progress)
         finals.append(run[1].log_posteriors[-1])

@@ -13,6 +13,7 @@ assignments blur away.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -23,7 +24,7 @@ from .cases import CaseSet
 from .errors import ModelFormatError
 from .network import GROUPS, AffordanceNetwork
 from .options import SCORES
-from .parameters import family_counts, map_assign
+from .parameters import map_assign
 from .progress import Progress, report
 
 PROGRESS_STEPS = 100  # MCMC steps between progress reports
@@ -59,6 +60,7 @@ class FamilyScore:
         self._columns = np.ascontiguousarray(np.asarray(codes, dtype=np.int32).T)   # (variables, cases)
         self._cache = {}
         self._fold = None
+        self._log_gammas = {}
 
     def __call__(self, child: int, parents: Sequence[int]) -> float:
         """The family's score with these parents (order does not matter; cached)."""
@@ -74,7 +76,25 @@ class FamilyScore:
 
     def counts(self, child: int, parents: tuple) -> np.ndarray:
         """Counts of (parents..., child) configurations, shaped like the family's CPT."""
-        return family_counts(self.codes, self.cards, child, parents)
+        shape = tuple(self.cards[a] for a in (*parents, child))
+        counts = np.bincount(self._configurations(child, parents), minlength=math.prod(shape))
+        return counts.reshape(shape).astype(float)
+
+    def _configurations(self, child: int, parents: tuple) -> np.ndarray:
+        """The flat index of each case's (parents..., child) configuration, from the contiguous code columns."""
+        columns = self._columns
+        flat = columns[child].copy()
+        stride = self.cards[child]
+        for p in reversed(parents):
+            flat += columns[p] * np.int32(stride)   # int32: a table of 2**31 entries could not be held anyway
+            stride *= self.cards[p]
+        return flat
+
+    def _log_gamma(self, offset: int) -> np.ndarray:
+        """gammaln(m + offset) for every count m = 0..n_cases: the K2 score of integer counts by lookup."""
+        if offset not in self._log_gammas:
+            self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
+        return self._log_gammas[offset]
 
     def fold_of_case(self) -> np.ndarray:
         """The fold (0..CV_FOLDS-1) of every case for the "cv" score: a fixed random split."""
@@ -84,11 +104,9 @@ class FamilyScore:
 
     def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
         """Counts per fold, (CV_FOLDS, *CPT shape)."""
-        axes = [*parents, child]
-        shape = tuple(int(self.cards[a]) for a in axes)
-        flat = np.ravel_multi_index(tuple(self.codes[:, a] for a in axes), shape)
-        size = int(np.prod(shape))
-        out = np.bincount(self.fold_of_case() * size + flat, minlength=CV_FOLDS * size)
+        shape = tuple(self.cards[a] for a in (*parents, child))
+        size = math.prod(shape)
+        out = np.bincount(self.fold_of_case() * size + self._configurations(child, parents), minlength=CV_FOLDS * size)
         return out.reshape((CV_FOLDS, *shape)).astype(float)
 
     def _cross_validated(self, child: int, parents: tuple) -> float:
@@ -118,7 +136,7 @@ class FamilyScore:
         codes, cards = self.codes, self.cards
         r = cards[child]
         parents = tuple(parents)
-        q_all = int(np.prod([cards[p] for p in parents])) * sum(cards[u] for u in candidates) * r
+        q_all = math.prod(cards[p] for p in parents) * sum(cards[u] for u in candidates) * r
         if (q_all > _MAX_JOINT_COUNTS or len(candidates) * len(codes) > _MAX_JOINT_COUNTS
                 or self.score not in ("k2", "bdeu", "bic") or not self.counts_from_codes):
             # too large at once, or a score (cv) or counts (expected ones) this pass does not compute
@@ -127,20 +145,22 @@ class FamilyScore:
         base = np.zeros(len(codes), dtype=np.int32)
         for p in parents:
             base = base * np.int32(cards[p]) + columns[p]
-        q_base = int(np.prod([cards[p] for p in parents])) if parents else 1
+        q_base = math.prod(cards[p] for p in parents)
         card_u = np.array([cards[u] for u in candidates], dtype=np.int64)
         q = q_base * card_u                                    # parent configurations per candidate family
         offsets = np.concatenate([[0], np.cumsum(q * r)[:-1]])
-        index = base[None, :] * card_u[:, None].astype(np.int32)   # int32: half the memory traffic
-        index += columns[candidates]
-        index *= np.int32(r)
-        index += columns[child][None, :] + offsets[:, None].astype(np.int32)
-        counts = np.bincount(index.ravel(), minlength=int((q * r).sum())).astype(float)
-        n_ijk = counts.reshape(-1, r)
+        # the candidate is the most significant digit of its family's configuration: the rows (parent
+        # configurations) come in another order than in ``counts``, which no score depends on
+        index = columns[candidates]                                 # int32: half the memory traffic
+        index *= np.int32(q_base * r)
+        index += (base * np.int32(r) + columns[child])[None, :]
+        index += offsets[:, None].astype(np.int32)
+        whole = np.bincount(index.ravel(), minlength=int((q * r).sum())).reshape(-1, r)
+        n_ijk = whole.astype(float)
         n_ij = n_ijk.sum(axis=1)
         starts = offsets // r                                  # where each candidate's rows begin
         if self.score == "k2":
-            rows = gammaln(r) - gammaln(n_ij + r) + gammaln(n_ijk + 1).sum(axis=1)
+            rows = gammaln(r) - self._log_gamma(r)[whole.sum(axis=1)] + self._log_gamma(1)[whole].sum(axis=1)
             out = np.add.reduceat(rows, starts)
         elif self.score == "bdeu":
             q_rows = np.repeat(q, q).astype(float)
@@ -159,8 +179,13 @@ class FamilyScore:
     def _compute(self, child: int, parents: tuple) -> float:
         if self.score == "cv":
             return self._cross_validated(child, parents)
-        counts = self.counts(child, parents)
         r = self.cards[child]
+        if self.score == "k2" and self.counts_from_codes:
+            whole = np.bincount(self._configurations(child, parents),
+                                minlength=math.prod(self.cards[a] for a in (*parents, child))).reshape(-1, r)
+            return float(np.sum(gammaln(r) - self._log_gamma(r)[whole.sum(axis=1)])
+                         + np.sum(self._log_gamma(1)[whole]))
+        counts = self.counts(child, parents)
         n_ijk = counts.reshape(-1, r)
         n_ij = n_ijk.sum(axis=1)
         q = n_ijk.shape[0]
@@ -257,68 +282,200 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
     return parents
 
 
-def _reachability(adj: np.ndarray) -> np.ndarray:
-    """reach[u, v]: a directed path u -> ... -> v exists (repeated squaring: log2(n) matrix products)."""
-    reach = adj.astype(np.float64)
-    while True:
-        longer = (reach + reach @ reach) > 0
-        if np.array_equal(longer, reach > 0):
-            return longer
-        reach = longer.astype(np.float64)
+def _bits(mask: int):
+    """The variables in a bitset (bit u set: variable u), ascending."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
-def _legal_moves(adj: np.ndarray, allowed: np.ndarray, max_parents: int):
-    """Single-arc additions that keep the graph acyclic and within limits, and all deletions."""
-    reach = _reachability(adj)
-    n_parents = adj.sum(axis=0)
-    add = allowed & ~adj & ~reach.T & (n_parents < max_parents)[None, :]
-    np.fill_diagonal(add, False)
-    return np.argwhere(add), np.argwhere(adj)
+@dataclass
+class _Toggle:
+    """One proposed arc toggle: the masks it changes and the number of legal moves of the new graph."""
+
+    u: int
+    v: int
+    parents_v: int            # v's parents after the toggle (bitset)
+    descendants: dict | None  # variable -> its descendants after a deletion, for those that change
+    legal: dict               # target -> its legal parent additions after the toggle, for those that change
+    n_additions: int
+    n_moves: int
+
+
+class ArcMoves:
+    """A DAG as bitsets (bit u of a mask is variable u) and its legal single-arc moves (MC^3's proposals).
+
+    An addition u -> v is legal when the arc is allowed and absent, v has fewer than ``max_parents``
+    parents, and u is not a descendant of v (that arc would close a cycle); every arc may be deleted.
+    ``moves`` lists them as the chain draws from them: additions, then deletions, each ordered by (u, v).
+    The number of legal moves of the graph with one arc toggled (the Hastings correction) comes from the
+    targets whose masks change: v, and u with its ancestors, whose descendants change; no O(n^2) rebuild.
+    """
+
+    def __init__(self, allowed: np.ndarray, max_parents: int, parents: Sequence[Sequence[int]]):
+        n = len(parents)
+        self.n, self.max_parents = n, max_parents
+        self.allowed_into = [sum(1 << u for u in range(n) if allowed[u, v] and u != v) for v in range(n)]
+        self.parents = [sum(1 << int(u) for u in ps) for ps in parents]
+        self.children = [sum(1 << v for v in range(n) if self.parents[v] >> u & 1) for u in range(n)]
+        self.descendants = self._closure()
+        self.ancestors = [sum(1 << a for a in range(n) if self.descendants[a] >> x & 1) for x in range(n)]
+        self.legal = [self._legal_into(v, self.parents[v], self.descendants[v]) for v in range(n)]
+        self.n_additions = sum(m.bit_count() for m in self.legal)
+        # per source u: the targets of its legal additions (bitset), and its moves in (u, v) order
+        self.legal_from = [sum(1 << v for v in range(n) if self.legal[v] >> u & 1) for u in range(n)]
+        self._additions_from = [[(u, v) for v in _bits(self.legal_from[u])] for u in range(n)]
+        self._deletions_from = [[(u, v) for v in _bits(self.children[u])] for u in range(n)]
+        self._list_moves()
+
+    def _closure(self) -> list:
+        descendants = list(self.children)
+        changed = True
+        while changed:
+            changed = False
+            for a in range(self.n):
+                grown = descendants[a]
+                for c in _bits(descendants[a]):
+                    grown |= descendants[c]
+                if grown != descendants[a]:
+                    descendants[a], changed = grown, True
+        return descendants
+
+    def _legal_into(self, v: int, parents_v: int, descendants_v: int) -> int:
+        if parents_v.bit_count() >= self.max_parents:
+            return 0
+        return self.allowed_into[v] & ~parents_v & ~descendants_v
+
+    def _list_moves(self) -> None:
+        self.moves = [m for block in (self._additions_from, self._deletions_from) for moves in block for m in moves]
+
+    @property
+    def n_moves(self) -> int:
+        """How many legal moves the graph has."""
+        return len(self.moves)
+
+    def toggled(self, u: int, v: int) -> _Toggle:
+        """The graph with arc u -> v added (if absent) or deleted (if present), as a proposal."""
+        bit_u = 1 << u
+        upstream = self.ancestors[u] | bit_u    # the variables whose descendants may change
+        parents_v = self.parents[v] ^ bit_u
+        legal_v = self._legal_into(v, parents_v, self.descendants[v])
+        change = legal_v.bit_count() - self.legal[v].bit_count()
+        if parents_v & bit_u:
+            # u and its ancestors now reach v and its descendants: those are no longer legal parents of them
+            # (counted here from the fewer side; the changed masks are found in ``apply``, if accepted)
+            reached = (1 << v) | self.descendants[v]
+            if reached.bit_count() < upstream.bit_count():
+                change -= sum((self.legal_from[x] & upstream).bit_count() for x in _bits(reached))
+            else:
+                change -= sum((self.legal[a] & reached).bit_count() for a in _bits(upstream))
+            n_additions = self.n_additions + change
+            return _Toggle(u, v, parents_v, None, {v: legal_v}, n_additions, len(self.moves) + change + 1)
+        descendants, legal = {}, {v: legal_v}
+        # descendants before ancestors: an ancestor has strictly more descendants
+        for a in sorted(_bits(upstream), key=lambda a: self.descendants[a].bit_count()):
+            kids = self.children[a] & ~(1 << v) if a == u else self.children[a]
+            below = kids
+            for c in _bits(kids):
+                below |= descendants.get(c, self.descendants[c])
+            descendants[a] = below
+            legal[a] = self._legal_into(a, self.parents[a], below)
+            change += legal[a].bit_count() - self.legal[a].bit_count()
+        n_additions = self.n_additions + change
+        return _Toggle(u, v, parents_v, descendants, legal, n_additions, len(self.moves) + change - 1)
+
+    def apply(self, toggle: _Toggle) -> None:
+        """Make the proposal the current graph."""
+        u, v = toggle.u, toggle.v
+        descendants = toggle.descendants
+        if descendants is None:   # an addition
+            reached = (1 << v) | self.descendants[v]
+            descendants = {a: self.descendants[a] | reached for a in _bits(self.ancestors[u] | 1 << u)}
+            toggle.legal.update({a: self.legal[a] & ~reached for a in descendants if self.legal[a] & reached})
+        self.parents[v] = toggle.parents_v
+        self.children[u] ^= 1 << v
+        self._deletions_from[u] = [(u, c) for c in _bits(self.children[u])]
+        for a, below in descendants.items():
+            for x in _bits(below ^ self.descendants[a]):
+                self.ancestors[x] ^= 1 << a
+            self.descendants[a] = below
+        sources = 0
+        for t, mask in toggle.legal.items():
+            flipped = mask ^ self.legal[t]
+            for x in _bits(flipped):
+                self.legal_from[x] ^= 1 << t
+            sources |= flipped
+            self.legal[t] = mask
+        for x in _bits(sources):
+            self._additions_from[x] = [(x, t) for t in _bits(self.legal_from[x])]
+        self.n_additions = toggle.n_additions
+        self._list_moves()
+
+    def parent_tuple(self, v: int, mask: int | None = None) -> tuple:
+        """The parents of v (or those of a bitset), ascending."""
+        return tuple(_bits(self.parents[v] if mask is None else mask))
 
 
 def mcmc(score: FamilyScore, n: int, allowed: np.ndarray, max_parents: int, start: Sequence[tuple],
          n_samples: int, burn_in: int, rng: np.random.Generator, progress: Progress = None):
     """Metropolis-Hastings over DAGs with single-arc additions and deletions (MC^3).
 
-    ``progress`` hears every ``PROGRESS_STEPS`` steps (steps done, current score).
+    Each step draws one legal move uniformly and accepts it with probability min(1, score ratio x
+    moves here / moves there). ``progress`` hears every ``PROGRESS_STEPS`` steps (steps done, current score).
 
     Returns (best parents visited, its score, arc frequencies after burn-in, acceptance rate, trace).
     """
-    adj = np.zeros((n, n), dtype=bool)
-    for v, ps in enumerate(start):
-        adj[list(ps), v] = True
-    family = [score(v, tuple(np.flatnonzero(adj[:, v]))) for v in range(n)]
+    graph = ArcMoves(allowed, max_parents, start)
+    family_scores = {}   # (child, parents bitset) -> score: the scorer's cache without building sorted tuples
+
+    def family_score(v: int, mask: int) -> float:
+        if (v, mask) not in family_scores:
+            family_scores[v, mask] = score(v, graph.parent_tuple(v, mask))
+        return family_scores[v, mask]
+
+    family = [family_score(v, graph.parents[v]) for v in range(n)]
     total = sum(family)
-    best_total, best_adj = total, adj.copy()
+    best_total, best_parents = total, list(graph.parents)
     freq = np.zeros((n, n))
-    adds, dels = _legal_moves(adj, allowed, max_parents)
+    held_since = 0      # the step from which the current graph has been held
     accepted = 0
     trace = []
-    for step in range(burn_in + n_samples):
-        n_moves = len(adds) + len(dels)
+    steps = burn_in + n_samples
+    for step in range(steps):
+        n_moves = graph.n_moves
         if n_moves:
-            j = rng.integers(n_moves)
-            u, v = adds[j] if j < len(adds) else dels[j - len(adds)]
-            proposal = adj.copy()
-            proposal[u, v] = not adj[u, v]
-            new_family = score(v, tuple(np.flatnonzero(proposal[:, v])))
-            p_adds, p_dels = _legal_moves(proposal, allowed, max_parents)
-            log_ratio = new_family - family[v] + np.log(n_moves) - np.log(len(p_adds) + len(p_dels))
-            if np.log(rng.random()) < log_ratio:
-                adj, adds, dels = proposal, p_adds, p_dels
+            u, v = graph.moves[rng.integers(n_moves)]
+            new_family = family_score(v, graph.parents[v] ^ 1 << u)
+            uniform = rng.random()
+            log_uniform = math.log(uniform) if uniform > 0 else -math.inf
+            # the log ratio if the new graph had one legal move: an upper bound, which rejects most proposals
+            # before their number of legal moves is counted
+            bound = new_family - family[v] + math.log(n_moves)
+            toggle = graph.toggled(u, v) if log_uniform < bound else None
+            if toggle is not None and log_uniform < bound - math.log(toggle.n_moves):
+                _add_held(freq, graph.parents, step - max(held_since, burn_in))
+                held_since = step
+                graph.apply(toggle)
                 total += new_family - family[v]
                 family[v] = new_family
                 accepted += 1
                 if total > best_total:
-                    best_total, best_adj = total, adj.copy()
-        if step >= burn_in:
-            freq += adj
+                    best_total, best_parents = total, list(graph.parents)
         trace.append(total)
         if (step + 1) % PROGRESS_STEPS == 0:
             report(progress, "structure", step + 1, total)
-    parents = [tuple(np.flatnonzero(best_adj[:, v])) for v in range(n)]
-    steps = burn_in + n_samples
+    _add_held(freq, graph.parents, steps - max(held_since, burn_in))
+    parents = [graph.parent_tuple(v, mask) for v, mask in enumerate(best_parents)]
     return parents, best_total, freq / max(n_samples, 1), accepted / max(steps, 1), trace
+
+
+def _add_held(freq: np.ndarray, parents: Sequence[int], steps: int) -> None:
+    """Count the arcs of a graph held for ``steps`` sampling steps (none if not positive)."""
+    if steps > 0:
+        for v, mask in enumerate(parents):
+            for u in _bits(mask):
+                freq[u, v] += steps
 
 
 def search(scorer: FamilyScore, network: AffordanceNetwork, method: str, max_parents: int, order, allowed,
