@@ -224,7 +224,8 @@ def mixture_weights(model: SensorModel, readings: np.ndarray, max_iter: int = 20
     weights = np.full(k, 1.0 / k)
     if x.size == 0:
         return weights
-    lik = np.exp(model.log_likelihood(x) - model.log_likelihood(x).max(axis=1, keepdims=True))
+    log_lik = model.log_likelihood(x)
+    lik = np.exp(log_lik - log_lik.max(axis=1, keepdims=True))
     for _ in range(max_iter):
         resp = lik * weights
         resp /= resp.sum(axis=1, keepdims=True)
@@ -312,7 +313,7 @@ def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: 
         v = network[name]
         codes = np.asarray(labels.get(name, np.full(n, -1)), dtype=np.int64).copy()
         if v.sensor is not None and v.sensor.fitted and all(r in readings for r in v.sensor.names):
-            x = np.stack([np.asarray(readings[r], dtype=float) for r in v.sensor.names], axis=1)
+            x = _stacked_readings(v, readings)
             x = x[:, 0] if not v.sensor.vector else x
             seen = np.any(np.isfinite(x.reshape(n, -1)), axis=1)
             log_post = v.sensor.log_likelihood(x) + np.log(np.maximum(mixture_weights(v.sensor, x), 1e-300))
@@ -354,12 +355,17 @@ def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0,
     return network.replace_variables(conditional) if conditional else network
 
 
-def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict, rng: np.random.Generator) -> dict:
+def _stacked_readings(v, readings: dict) -> np.ndarray:
+    """The readings of ``v``'s sensor as columns (n, d), in the sensor's order."""
     absent = [n for n in v.sensor.names if n not in readings]
     if absent:
         raise DataError(f"readings {absent} of the sensor of '{v.name}' are missing: cannot fit its model")
+    return np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
+
+
+def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict, rng: np.random.Generator) -> dict:
     names = v.sensor.cluster_by
-    x = np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
+    x = _stacked_readings(v, readings)
     try:
         codes, means, covs, _ = fit_conditional_sensor(x, condition_codes(network, names, readings, labels), rng)
     except DataError as exc:
@@ -379,10 +385,7 @@ def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dic
 
 
 def _fit_vector(v, readings: dict, rng: np.random.Generator) -> dict:
-    absent = [n for n in v.sensor.names if n not in readings]
-    if absent:
-        raise DataError(f"readings {absent} of the sensor of '{v.name}' are missing: cannot fit its model")
-    x = np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
+    x = _stacked_readings(v, readings)
     n_components = None if v.values is None else len(v.values)
     means, covs, _, cov_type = fit_vector_sensor(x, n_components, v.sensor.max_components,
                                                  v.sensor.covariance_type, rng)
