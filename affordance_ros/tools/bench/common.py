@@ -89,6 +89,17 @@ def write_json(path: Path, doc) -> None:
     path.write_text(json.dumps(_rounded(doc), separators=(",", ":"), default=_jsonable) + "\n")
 
 
+def write_results(out: Path, name: str, table: str, quick: bool, results: dict) -> None:
+    """``NAME_table.md`` and ``NAME_results.json`` (the machine, quick or not, then ``results``) in ``out``;
+    the table printed, and where both went."""
+    (out / f"{name}_table.md").write_text(table)
+    write_json(out / f"{name}_results.json", {"machine": machine(), "quick": quick, **results})
+    print()
+    print(table)
+    print(f"wrote {out / f'{name}_table.md'}")
+    print(f"wrote {out / f'{name}_results.json'}")
+
+
 def _rounded(x):
     if isinstance(x, dict):
         return {k: _rounded(v) for k, v in x.items()}

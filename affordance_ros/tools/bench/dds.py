@@ -26,7 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, ros_node_importable, write_json
+from .common import (
+    fmt_seconds,
+    machine_line,
+    markdown_table,
+    output_dir,
+    ros_node_importable,
+    write_results,
+)
 
 ROBOT_RATE = 10000.0   # the simulated robot's largest allowed rate: "full speed"
 LEARNER = "/affordance_learner"
@@ -265,11 +272,5 @@ def run(args) -> int:
              ["~/predict round trip while learning: 99th percentile / max",
               f"{fmt_seconds(services['busy_predict_p99'])} / {fmt_seconds(services['busy_predict_max'])}"]]
     table = markdown_table(["what", "figure"], rows)
-    (out / "dds_table.md").write_text(table)
-    write_json(out / "dds_results.json", {"machine": machine(), "quick": args.quick, "trials": n_trials,
-                                          "bursts": bursts, **services})
-    print()
-    print(table)
-    print(f"wrote {out / 'dds_table.md'}")
-    print(f"wrote {out / 'dds_results.json'}")
+    write_results(out, "dds", table, args.quick, {"trials": n_trials, "bursts": bursts, **services})
     return 0

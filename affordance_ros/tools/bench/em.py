@@ -33,7 +33,7 @@ from ...core.ground_truth import sample_values
 from ...core.inference import JunctionTree
 from ...core.parameters import EMResult, _plain_em
 from ...data.formats.bif import read_bif, write_bif
-from .common import best_time, fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from .common import best_time, fmt_seconds, machine_line, markdown_table, output_dir, write_results
 from .inference import network_text
 
 LATENT = (("asia", "either"), ("alarm", "LVFAILURE"))
@@ -169,11 +169,5 @@ def run(args) -> int:
               f"{r['n_init_5']['log_likelihood']:.1f} ({fmt_seconds(r['n_init_5']['seconds'])})",
               f"{r['pyagrum']['log_likelihood']:.1f} ({fmt_seconds(r['pyagrum']['seconds'])})" if "pyagrum" in r
               else "(full run only)"] for r in latent_rows])
-    (out / "em_table.md").write_text(table)
-    write_json(out / "em_results.json", {"machine": machine(), "quick": args.quick, "acceleration": speed,
-                                         "latent": latent_rows})
-    print()
-    print(table)
-    print(f"wrote {out / 'em_table.md'}")
-    print(f"wrote {out / 'em_results.json'}")
+    write_results(out, "em", table, args.quick, {"acceleration": speed, "latent": latent_rows})
     return 0

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import machine, machine_line, markdown_table, output_dir, ros_node_importable, write_json
+from .common import machine_line, markdown_table, output_dir, ros_node_importable, write_results
 from .dds import _env, _start, _stop
 
 ROBOT_RATE = 10000.0
@@ -216,11 +216,5 @@ def run(args) -> int:
               f"{flooded['bad_stored']}, {flooded['database_bytes'] / 1e3:.0f} kB, "
               f"{flooded['log_bytes'] / 1e3:.0f} kB"]]
     table = markdown_table(["fault", "figure"], rows)
-    (out / "faults_table.md").write_text(table)
-    write_json(out / "faults_results.json", {"machine": machine(), "quick": args.quick, "kills": kills,
-                                             "stops": stopped, "flood": flooded})
-    print()
-    print(table)
-    print(f"wrote {out / 'faults_table.md'}")
-    print(f"wrote {out / 'faults_results.json'}")
+    write_results(out, "faults", table, args.quick, {"kills": kills, "stops": stopped, "flood": flooded})
     return 0

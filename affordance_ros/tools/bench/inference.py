@@ -37,7 +37,7 @@ from ...core import AffordanceNetwork
 from ...core.ground_truth import sample_values
 from ...core.query import posterior
 from ...data.formats.bif import read_bif, write_bif
-from .common import extras_installed, fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from .common import extras_installed, fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 NETWORKS = ("asia", "child", "insurance", "alarm", "hailfinder", "win95pts")
 
@@ -181,11 +181,5 @@ def run(args) -> int:
           f"{fmt_seconds(r['ours_cold'])} / {fmt_seconds(r['pyagrum_cold'])}", fmt_seconds(r["ours_batch"]),
           fmt_seconds(r["pyagrum_batch"]), f"{r['batch_ratio']:.1f}", f"{r['max_abs_difference']:.1e}"]
          for r in results])
-    (out / "inference_table.md").write_text(table)
-    write_json(out / "inference_results.json", {"machine": machine(), "quick": args.quick,
-                                                "pyagrum": gum.__version__, "results": results})
-    print()
-    print(table)
-    print(f"wrote {out / 'inference_table.md'}")
-    print(f"wrote {out / 'inference_results.json'}")
+    write_results(out, "inference", table, args.quick, {"pyagrum": gum.__version__, "results": results})
     return 0

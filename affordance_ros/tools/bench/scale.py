@@ -21,7 +21,7 @@ import numpy as np
 from ...core import benchmark_network
 from ...core.ground_truth import sample_values
 from ...data.storage import CaseStore
-from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from .common import fmt_seconds, machine_line, markdown_table, output_dir, write_results
 from .dds import LEARNER, _Client, _env, _start, _stop
 
 SIZES_FULL = (10_000, 30_000, 100_000, 300_000, 1_000_000)
@@ -132,10 +132,5 @@ def run(args) -> int:
         [[f"{r['cases']:,}", fmt_seconds(r["round_trip"]), fmt_seconds(r["learn_duration"]), r["iterations"],
           f"{r['node_peak_mb']:.0f} MB", f"{r['worker_peak_mb']:.0f} MB", f"{1e6 * r['round_trip'] / r['cases']:.1f}"]
          for r in rows])
-    (out / "scale_table.md").write_text(table)
-    write_json(out / "scale_results.json", {"machine": machine(), "quick": args.quick, "results": rows})
-    print()
-    print(table)
-    print(f"wrote {out / 'scale_table.md'}")
-    print(f"wrote {out / 'scale_results.json'}")
+    write_results(out, "scale", table, args.quick, {"results": rows})
     return 0

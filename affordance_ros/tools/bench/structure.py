@@ -26,7 +26,7 @@ from ...core import AffordanceNetwork, CaseSet
 from ...core.ground_truth import sample_values
 from ...core.structure import learn_structure
 from ...data.formats.bif import read_bif
-from .common import extras_installed, fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from .common import extras_installed, fmt_seconds, machine_line, markdown_table, output_dir, write_results
 from .inference import network_text
 
 NETWORKS = ("alarm", "insurance")
@@ -124,11 +124,6 @@ def run(args) -> int:
         ["network", "learner", "SHD", "missing / extra / reversed", "arcs (true)", "time"],
         [[r["network"], r["learner"], r["shd"], f"{r['missing']} / {r['extra']} / {r['reversed']}",
           f"{r['arcs']} ({r['true_arcs']})", fmt_seconds(r["seconds"])] for r in rows])
-    (out / "structure_table.md").write_text(table)
-    write_json(out / "structure_results.json", {"machine": machine(), "quick": args.quick, "cases": n_cases,
-                                                "pyagrum": gum.__version__, "results": rows})
-    print()
-    print(table)
-    print(f"wrote {out / 'structure_table.md'}")
-    print(f"wrote {out / 'structure_results.json'}")
+    write_results(out, "structure", table, args.quick,
+                  {"cases": n_cases, "pyagrum": gum.__version__, "results": rows})
     return 0
