@@ -65,13 +65,8 @@ def test_marginals_joint_and_likelihood_equal_brute_force(seed):
             np.testing.assert_allclose(got, expected, atol=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_expected_counts_equal_brute_force_family_posteriors(seed):
-    rng = np.random.default_rng(100 + seed)
-    net = random_network(rng, n_vars=int(rng.integers(3, 7)))
-    cases = CaseSet.from_columns(net, random_evidence(net, rng, 7))
-    tree = JunctionTree(net)
-    counts, total_ll = tree.expected_counts([v.cpt for v in net.variables], cases.evidence(net), chunk_size=3)
+def brute_force_counts(net, cases):
+    """Expected family counts (shaped like the CPTs) and the total log-likelihood, by enumerating every case."""
     expected = [np.zeros(v.cpt.shape) for v in net.variables]
     expected_ll = 0.0
     for k in range(cases.n_cases):
@@ -81,6 +76,17 @@ def test_expected_counts_equal_brute_force_family_posteriors(seed):
             axes = [net.index(p) for p in v.parents] + [i]
             fam = joint.sum(axis=tuple(j for j in range(len(net)) if j not in axes))
             expected[i] += np.transpose(fam, np.argsort(np.argsort(axes)))
+    return expected, expected_ll
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_expected_counts_equal_brute_force_family_posteriors(seed):
+    rng = np.random.default_rng(100 + seed)
+    net = random_network(rng, n_vars=int(rng.integers(3, 7)))
+    cases = CaseSet.from_columns(net, random_evidence(net, rng, 7))
+    tree = JunctionTree(net)
+    counts, total_ll = tree.expected_counts([v.cpt for v in net.variables], cases.evidence(net), chunk_size=3)
+    expected, expected_ll = brute_force_counts(net, cases)
     assert total_ll == pytest.approx(expected_ll, abs=1e-8)
     for got, want in zip(counts, expected):
         np.testing.assert_allclose(got, want, atol=1e-9)
