@@ -146,8 +146,9 @@ def ros(tmp_path):
         harness.close()
 
 
-def sampled_records(n, seed=0, sigma=1.0, prefix="r"):
-    """n trials from the montesano ground truth as the node stores them (for seeding a database)."""
+def sampled_records(n, seed=0, sigma=1.0, prefix="r", start=0.0, spacing=1.0, delay=0.0):
+    """n trials from the montesano ground truth as the node stores them (for seeding a database): stamped
+    ``start + spacing * k``, received ``delay`` after their stamp."""
     truth = benchmark_network("montesano", sigma, seed)
     rng = np.random.default_rng([seed, 7])
     codes = sample_values(truth, n, rng)
@@ -158,8 +159,9 @@ def sampled_records(n, seed=0, sigma=1.0, prefix="r"):
             if v.group in parts:
                 parts[v.group][v.sensor.name] = float(v.sensor.means[codes[k, i]] + sigma * rng.standard_normal())
         action = truth["Action"].values[codes[k, truth.index("Action")]]
+        stamp = start + spacing * k
         records.append(Trial(f"{prefix}{k:05d}", action, parts["object"], parts["effect"],
-                             stamp=float(k), received=float(k)).to_record("Action"))
+                             stamp=stamp, received=stamp + delay).to_record("Action"))
     return records
 
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+from conftest import sampled_records as stored_records
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from affordance_ros.core import AffordanceNetwork
@@ -400,21 +400,7 @@ def test_a_bag_is_not_taken_for_the_database(tmp_path):
 # ---------------------------------------------------------------- helpers
 def sampled_records(n, seed=0, prefix="r"):
     """n trials from the montesano ground truth as the node stores them, 50 ms apart."""
-    from affordance_ros.core.ground_truth import benchmark_network, sample_values
-    truth = benchmark_network("montesano", 1.0, seed)
-    rng = np.random.default_rng([seed, 7])
-    codes = sample_values(truth, n, rng)
-    records = []
-    for k in range(n):
-        parts = {"object": {}, "effect": {}}
-        for i, v in enumerate(truth.variables):
-            if v.group in parts:
-                parts[v.group][v.sensor.name] = float(v.sensor.means[codes[k, i]] + rng.standard_normal())
-        stamp = T0 + 0.05 * k
-        records.append(Trial(f"{prefix}{k:05d}", truth["Action"].values[codes[k, truth.index("Action")]],
-                             parts["object"], parts["effect"], stamp=stamp,
-                             received=stamp + 0.01).to_record("Action"))
-    return records
+    return stored_records(n, seed=seed, prefix=prefix, start=T0, spacing=0.05, delay=0.01)
 
 
 def test_ros_arguments_are_split_off():
