@@ -13,7 +13,8 @@ cd "$ROOT"
 
 # Keep this run's DDS traffic to itself: this host only, a domain of its own.
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-export ROS_DOMAIN_ID=$(( $$ % 101 + 1 ))
+# AFFORDANCE_ROS_TEST_DOMAIN_ID pins it (parallel checkouts on one host, each its own domain).
+export ROS_DOMAIN_ID=${AFFORDANCE_ROS_TEST_DOMAIN_ID:-$(( $$ % 101 + 1 ))}
 ROS_LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/affordance_ros-test.XXXXXX")"
 export ROS_LOG_DIR
 # Never put the current directory on sys.path (also for `python -m` in
