@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -21,7 +20,9 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import EvidenceError, ModelFormatError
+from .gaussian import log_density, mixture_weights
 from .inference import JunctionTree
+from .numbers import is_finite_number
 
 FORMAT = "affordance_ros/model/1"
 # /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
@@ -35,7 +36,6 @@ SENSOR_GROUPS = ("object", "effect")
 # sensor can report in any unit, far below the values that overflow a Gaussian log-likelihood (~1e154).
 DEFAULT_VALID_RANGE = (-1e9, 1e9)
 _NORMALISATION_TOLERANCE = 1e-6
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,45 +136,15 @@ class SensorModel:
         """
         if not self.fitted:
             raise ModelFormatError(f"sensor '{self.name}' has no means/stddevs yet: fit it first")
-        if not self.vector:
-            x = np.asarray(readings, dtype=float).reshape(-1, 1)
-            z = (x - self.means) / self.stddevs
-            out = -0.5 * z * z - np.log(self.stddevs) - _LOG_SQRT_2PI
-            out[np.isnan(x[:, 0])] = 0.0
-            return out
-        return gaussian_log_density(np.asarray(readings, dtype=float).reshape(-1, self.dim),
-                                    self.means, self.covariances)
+        return log_density(np.asarray(readings, dtype=float).reshape(-1, self.dim), self.component_means(),
+                           self.component_covariances())
 
-
-def gaussian_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
-    """Log N(x_k; means[j], covariances[j]) for every case k and component j, (K, card).
-
-    NaN entries of ``x`` (K, d) are marginalised out: the cases are grouped by which readings
-    they have, and each group is done at once on its sub-vector (rows with none: 0).
-    """
-    n, d = x.shape
-    present = ~np.isnan(x)
-    if present.all():
-        return _complete_log_density(x, means, covariances)
-    out = np.zeros((n, means.shape[0]))
-    code = present.astype(np.int64) @ (1 << np.arange(d, dtype=np.int64))   # the missing-pattern of each case
-    for pattern in np.unique(code):
-        if pattern == 0:
-            continue
-        rows = np.flatnonzero(code == pattern)
-        dims = np.flatnonzero((pattern >> np.arange(d)) & 1)
-        out[rows] = _complete_log_density(x[np.ix_(rows, dims)], means[:, dims],
-                                          covariances[:, dims[:, None], dims[None, :]])
-    return out
-
-
-def _complete_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
-    """Log N(x_k; means[j], covariances[j]), (K, card), for rows without NaN."""
-    chol = np.linalg.cholesky(covariances)                             # (card, d, d)
-    inv_chol = np.linalg.inv(chol)
-    z = inv_chol @ (x.T[None, :, :] - means[:, :, None])               # (card, d, K)
-    log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-    return (-0.5 * (z * z).sum(axis=1) - 0.5 * log_det[:, None] - x.shape[1] * _LOG_SQRT_2PI).T
+    def mixture_weights(self, readings: np.ndarray) -> np.ndarray:
+        """p(value) that explains ``readings`` best with the Gaussians held fixed (EM on the weights only);
+        rows without any reading are skipped. ``readings`` as for ``log_likelihood``.
+        """
+        x = np.asarray(readings, dtype=float).reshape(-1, self.dim)
+        return mixture_weights(self.log_likelihood(x[np.any(np.isfinite(x), axis=1)]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -508,7 +478,7 @@ def _validate_sensor(v: Variable, where: str, seen: set) -> None:
         raise ModelFormatError(f"{where}: sensor 'max_components' must be an integer >= 1")
     if s.valid_range is not None:
         low, high = s.valid_range
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        if not (is_finite_number(low) and is_finite_number(high) and low < high):
             raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], finite, low < high")
 
 def _validate_vector_sensor(v: Variable, where: str) -> None:

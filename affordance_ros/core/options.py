@@ -8,12 +8,12 @@ the defaults below (``LearningOptions.resolve``).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import ModelFormatError
 from .network import GROUPS
+from .numbers import is_finite_number
 
 STRUCTURES = ("k2", "mcmc", "fixed")
 SCORES = ("k2", "bdeu", "bic", "cv")
@@ -119,8 +119,7 @@ def _integer(name: str, value, minimum: int = 0) -> None:
 
 
 def _number(name: str, value, minimum: float, strict: bool = False) -> None:
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-          and (value > minimum if strict else value >= minimum))
+    ok = is_finite_number(value) and (value > minimum if strict else value >= minimum)
     if not ok:
         raise ModelFormatError(f"learning option '{name}' must be a finite number {'>' if strict else '>='} "
                                f"{minimum:g}, got {value!r}")

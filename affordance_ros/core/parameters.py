@@ -14,7 +14,6 @@ from .evidence import Evidence
 from .inference import JunctionTree, StreamingEStep
 from .network import AffordanceNetwork, SensorModel
 from .progress import Progress, report
-from .sensors import mixture_weights
 
 
 @dataclass
@@ -65,7 +64,7 @@ def value_priors(network: AffordanceNetwork, cases: CaseSet) -> list:
     readings = cases.sensor_readings(network)
     for v in network.variables:
         if v.name in readings:
-            priors.append(mixture_weights(v.sensor, readings[v.name]))
+            priors.append(v.sensor.mixture_weights(readings[v.name]))
         else:
             priors.append(np.full(v.card, 1.0 / v.card))
     return priors
