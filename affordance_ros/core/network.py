@@ -300,33 +300,8 @@ class AffordanceNetwork:
 
     def to_dict(self) -> dict:
         """The JSON document: format /1, or /2 when a sensor is a vector sensor."""
-        out = []
-        for v in self.variables:
-            d = {"name": v.name, "group": v.group,
-                 "values": list(v.values) if v.values is not None else None}
-            if v.parents is not None:
-                d["parents"] = list(v.parents)
-            if v.cpt is not None:
-                d["cpt"] = v.cpt.tolist()
-            if v.sensor is None:
-                d["sensor"] = None
-            elif v.sensor.vector:
-                d["sensor"] = _vector_sensor_dict(v.sensor)
-            else:
-                s = {"name": v.sensor.name}
-                if v.sensor.fitted:
-                    s["means"] = v.sensor.means.tolist()
-                    s["stddevs"] = v.sensor.stddevs.tolist()
-                else:
-                    s["max_components"] = v.sensor.max_components
-                    if v.sensor.cluster_by:
-                        s["cluster_by"] = list(v.sensor.cluster_by)
-                if v.sensor.valid_range is not None:
-                    s["valid_range"] = list(v.sensor.valid_range)
-                d["sensor"] = s
-            out.append(d)
-        doc = {"format": FORMAT_VECTOR if self.has_vector_sensors else FORMAT, "variables": out,
-               "metadata": self.metadata}
+        doc = {"format": FORMAT_VECTOR if self.has_vector_sensors else FORMAT,
+               "variables": [_variable_dict(v) for v in self.variables], "metadata": self.metadata}
         if self.learning:
             doc["learning"] = self.learning
         return doc
@@ -600,14 +575,29 @@ def _variable_from_dict(d, i: int) -> Variable:
     return Variable(name=name, group=d.get("group"), values=values, parents=parents, sensor=sensor, cpt=cpt)
 
 
-def _vector_sensor_dict(sensor: SensorModel) -> dict:
-    s = {"names": list(sensor.names)}
-    if sensor.fitted:
-        s["means"] = sensor.means.tolist()
-        s["covariances"] = sensor.covariances.tolist()
+def _variable_dict(v: Variable) -> dict:
+    d = {"name": v.name, "group": v.group, "values": list(v.values) if v.values is not None else None}
+    if v.parents is not None:
+        d["parents"] = list(v.parents)
+    if v.cpt is not None:
+        d["cpt"] = v.cpt.tolist()
+    d["sensor"] = None if v.sensor is None else _sensor_dict(v.sensor)
+    return d
+
+
+def _sensor_dict(sensor: SensorModel) -> dict:
+    """A 1-D sensor: "name", "means", "stddevs"; a vector sensor: "names", "means", "covariances", and its
+    "covariance_type" while it is to be fitted.
+    """
+    s = {"names": list(sensor.names)} if sensor.vector else {"name": sensor.name}
+    if sensor.fitted and sensor.vector:
+        s.update(means=sensor.means.tolist(), covariances=sensor.covariances.tolist())
+    elif sensor.fitted:
+        s.update(means=sensor.means.tolist(), stddevs=sensor.stddevs.tolist())
     else:
         s["max_components"] = sensor.max_components
-        s["covariance_type"] = sensor.covariance_type
+        if sensor.vector:
+            s["covariance_type"] = sensor.covariance_type
         if sensor.cluster_by:
             s["cluster_by"] = list(sensor.cluster_by)
     if sensor.valid_range is not None:
