@@ -9,6 +9,10 @@ labels and readings, by exact inference), the search is run again on those score
 parameters are re-learned by EM on the new structure, and so on until the structure stops
 changing. Hidden variables seen through noisy sensors then keep the parents that MAP
 assignments blur away.
+
+A score is a class (``K2Score``, ``BDeuScore``, ``BICScore``, ``CVScore``: ``family_score`` picks
+the one ``LearningOptions.score`` names) over the counts of complete cases (``CaseCounts``) or
+the expected counts (``ExpectedCounts``).
 """
 
 from __future__ import annotations
