@@ -82,7 +82,7 @@ class AffordanceLearner:
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
         report(progress, "sensors", 0)
-        network = fit_sensors(config, cases.readings, seed=opts.seed, labels=cases.labels)
+        network = fit_sensors(config, cases.readings, cases.labels, opts.seed)
         observed = CaseEvidence(cases, network)
         structure_result = None
         if opts.structure != "fixed":

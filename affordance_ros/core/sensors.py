@@ -251,12 +251,13 @@ def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: 
     return np.where(known, np.ravel_multi_index(np.where(known[:, None], codes, 0).T, cards), -1)
 
 
-def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0,
-                labels: dict | None = None) -> AffordanceNetwork:
+def fit_sensors(network: AffordanceNetwork, readings: dict, labels: dict, seed: int) -> AffordanceNetwork:
     """Fit every sensor model that has no means yet; generate labels for variables without values.
+    ``readings`` and ``labels`` are the cases' columns (``CaseSet.readings``, ``CaseSet.labels``); ``seed``
+    makes the mixtures' random starts.
 
     Sensors with ``cluster_by`` are fitted last, from the conditions of the cases (``labels``: codes
-    per variable name, as in ``CaseSet.labels``), once the sensors of those variables are fitted.
+    per variable name), once the sensors of those variables are fitted.
     """
     rng = np.random.default_rng(seed)
     changes = {}
@@ -274,7 +275,7 @@ def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0,
         sensor = SensorModel(v.sensor.name, means, stddevs, v.sensor.max_components)
         changes[v.name] = {"values": values, "sensor": sensor}
     network = network.replace_variables(changes) if changes else network
-    conditional = {v.name: _fit_by_condition(network, v, readings, labels or {}, rng)
+    conditional = {v.name: _fit_by_condition(network, v, readings, labels, rng)
                    for v in network.variables if v.sensor is not None and not v.sensor.fitted}
     return network.replace_variables(conditional) if conditional else network
 
