@@ -9,14 +9,14 @@ Pure numpy/scipy; nothing here imports ROS. Typical use::
     predict(model, ["action"], sensors={"obj_vel": 7.1}, values={"Shape": "box"})
 """
 
-from .cases import CaseSet
+from .cases import CaseEvidence, CaseSet
 from .errors import AffordanceError, DataError, EvidenceError, ModelFormatError
 from .evidence import Evidence
 from .ground_truth import benchmark_network, benchmark_structure, sample_cases
 from .learner import AffordanceLearner, LearnResult, format_arcs
 from .network import FORMAT, FORMAT_VECTOR, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorModel, Variable
 from .options import SCORES, STRUCTURES, LearningOptions
-from .parameters import EMResult, fit_discrete, fit_em, log_likelihood, map_assign
+from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
 from .predict import (
     ActionRanking,
     BatchPrediction,
@@ -30,10 +30,11 @@ from .predict import (
 from .progress import LearningCancelled
 
 __all__ = [
-    "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseSet",
+    "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseEvidence",
+    "CaseSet",
     "DataError", "EMResult", "Evidence", "EvidenceError", "FORMAT", "FORMAT_VECTOR", "GROUPS", "LearnResult",
     "LearningCancelled", "LearningOptions", "ModelFormatError", "Prediction", "ReadingPrediction", "SCORES",
     "SENSOR_GROUPS", "STRUCTURES", "SensorModel", "Variable", "benchmark_network", "benchmark_structure",
-    "fit_discrete", "fit_em", "format_arcs", "log_likelihood", "map_assign", "predict", "predict_batch",
+    "fit_discrete", "fit_em", "format_arcs", "log_likelihood", "predict", "predict_batch",
     "predict_readings", "rank_actions", "sample_cases",
 ]

@@ -1,26 +1,31 @@
-"""Cases (trials): labels of label-observed variables and raw sensor readings, as arrays.
+"""Cases (trials): labels of label-observed variables and raw sensor readings, as arrays; their evidence.
 
 A ``CaseSet`` holds K cases column-wise: for each variable observed by label an
 int array of value codes (-1: not observed), for each reading name (a 1-D sensor's,
 or one of a vector sensor's) a float array of readings (NaN: not observed).
-``CaseSet.evidence`` turns them into the per-variable
-likelihood arrays (``evidence.Evidence``) that inference consumes.
+``CaseSet.evidence`` turns them into the per-variable likelihood arrays
+(``evidence.Evidence``) that inference consumes: the one place evidence is built.
+``CaseEvidence`` is that evidence as a learn reads it, built once when the sensors
+are fitted and handed to structure learning and EM.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import DataError, EvidenceError, UnknownColumnError
-from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows
+from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
 from .network import AffordanceNetwork
 
 MISSING = -1
+STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's evidence is built per chunk
+EVIDENCE_CHUNK = 65536     # cases per evidence chunk then
 
 
 class CaseSet:
@@ -46,8 +51,10 @@ class CaseSet:
             card = network[name].card
             if codes.size and (codes.min() < MISSING or codes.max() >= card):
                 raise DataError(f"label codes of '{name}' must be in -1..{card - 1}")
+        unknown = sorted(set(self.readings) - set(network.sensor_variable))
+        if unknown:
+            raise EvidenceError(f"unknown sensor '{unknown[0]}'; the network has {sorted(network.sensor_variable)}")
         for name, x in self.readings.items():
-            network.sensor(name)
             if np.any(np.isinf(x)):
                 raise DataError(f"sensor '{name}' has infinite readings")
 
@@ -160,6 +167,11 @@ class CaseSet:
         """Likelihood arrays of these cases under ``network``'s sensor models (default: own)."""
         return evidence_from_log_likelihoods(self._log_likelihoods(network or self.network), self.n_cases)
 
+    def evidence_chunks(self, network: AffordanceNetwork, size: int):
+        """The evidence of these cases under ``network``, built ``size`` cases at a time."""
+        for start in range(0, self.n_cases, size):
+            yield self.take(slice(start, start + size)).evidence(network)
+
     def impossible(self, network: AffordanceNetwork | None = None) -> np.ndarray:
         """(K,) bool: the cases whose evidence has zero likelihood for every value of some variable under
         ``network``'s fitted sensor models (default: own; sensors not fitted yet are not judged), e.g. a
@@ -200,6 +212,84 @@ class CaseSet:
             missing = np.full(self.n_cases, np.nan)
             out[v.name] = np.stack([self.readings.get(n, missing) for n in v.sensor.names], axis=1)
         return out
+
+
+class CaseEvidence:
+    """A case set's evidence under one network's sensor models, as a learn reads it: built once, when the
+    sensors are fitted, and handed to structure learning and EM (whose networks differ from it in their
+    arcs and CPTs only).
+
+    Held whole when it has at most ``STREAM_ENTRIES`` numbers (cases x the variables' values); otherwise
+    built again, ``EVIDENCE_CHUNK`` cases at a time, on every pass over the cases (``chunks``), so that
+    memory stays bounded by a chunk.
+    """
+
+    def __init__(self, cases: CaseSet, network: AffordanceNetwork):
+        self.cases = cases.with_network(network)
+        self.network = network
+        self.n_cases = cases.n_cases
+        self.held = self.n_cases * sum(network.cards) <= STREAM_ENTRIES
+        self._evidence = None
+
+    @classmethod
+    def of(cls, cases: "CaseSet | CaseEvidence", network: AffordanceNetwork) -> "CaseEvidence":
+        """The evidence of ``cases`` under ``network``: ``cases`` itself when it is a CaseEvidence that
+        ``fits`` the network, else built.
+        """
+        if isinstance(cases, CaseEvidence):
+            if cases.fits(network):
+                return cases
+            cases = cases.cases
+        return cls(cases, network)
+
+    def fits(self, network: AffordanceNetwork) -> bool:
+        """Whether ``network`` has this evidence's variables, values and sensor models (the same objects)."""
+        return network.names == self.network.names and all(
+            a.values == b.values and a.sensor is b.sensor for a, b in zip(network.variables, self.network.variables))
+
+    def evidence(self) -> Evidence:
+        """The evidence of all the cases: built once when held, else built anew on every call."""
+        if not self.held:
+            return self.cases.evidence(self.network)
+        if self._evidence is None:
+            self._evidence = self.cases.evidence(self.network)
+        return self._evidence
+
+    def chunks(self):
+        """The evidence ``EVIDENCE_CHUNK`` cases at a time: slices of the held evidence, or built per chunk."""
+        if not self.held:
+            yield from self.cases.evidence_chunks(self.network, EVIDENCE_CHUNK)
+            return
+        evidence = self.evidence()
+        for start in range(0, self.n_cases, EVIDENCE_CHUNK):
+            yield evidence.take(slice(start, start + EVIDENCE_CHUNK))
+
+    @cached_property
+    def priors(self) -> list:
+        """p(value) of every variable for MAP assignment: its sensor's mixture weights over the cases with a
+        reading (``SensorModel.mixture_weights``), else uniform.
+        """
+        readings = self.cases.sensor_readings(self.network)
+        return [v.sensor.mixture_weights(readings[v.name]) if v.name in readings else np.full(v.card, 1.0 / v.card)
+                for v in self.network.variables]
+
+    @cached_property
+    def latent(self) -> list:
+        """Indices of the variables that no case observes (no label, no reading)."""
+        network, cases = self.network, self.cases
+        seen = {network.index(n) for n, codes in cases.labels.items() if np.any(codes >= 0)}
+        seen |= {network.index(network.sensor_variable[name]) for name, x in cases.readings.items()
+                 if not np.all(np.isnan(x))}
+        return [i for i in range(len(network)) if i not in seen]
+
+    def map_values(self, priors=None) -> np.ndarray:
+        """The most probable value of every variable in every case, argmax_v p(evidence | v) p(v), (K, n).
+
+        Each variable is assigned from its own label and sensor (the paper's equation for e*, o*); ``priors``
+        defaults to ``self.priors``. Done chunk by chunk (``chunks``).
+        """
+        priors = self.priors if priors is None else priors
+        return np.concatenate([most_probable_values(chunk, priors) for chunk in self.chunks()])
 
 
 def _parse_labels(var, column: Sequence, trial_ids) -> np.ndarray:

@@ -148,8 +148,6 @@ class _CoarseTree:
         """Variable i's family table (axes as in its CPT) from its clique's table."""
         return np.transpose(table.sum(axis=self.other_axes[i]), self.cpt_order[i])
 
-    _check_possible = staticmethod(JunctionTree._check_possible)
-
 
 class SeparatorEStep:
     """Expected family counts and log-likelihoods for many CPT settings over the same evidence.
@@ -207,7 +205,7 @@ class SeparatorEStep:
                 work.unnormalised[c] = msg
             with np.errstate(divide="ignore"):
                 work.log_lik += np.log(total, out=work.scratch)
-        tree._check_possible(work.log_lik)
+        JunctionTree.check_possible(work.log_lik)
         return work
 
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:

@@ -24,16 +24,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy.special import softmax
 
 from .cases import MISSING, CaseSet
 from .errors import DataError
+from .gaussian import diagonal_log_density
 from .network import AffordanceNetwork
 from .predict import predict_readings
 
 BASELINES = ("majority", "cell_mean", "nearest_centroid", "knn")
 METHODS = ("ours", *BASELINES)
 _EPS = 1e-12
-_LOG_2PI = np.log(2.0 * np.pi)
 
 
 def kfold_indices(n: int, n_folds: int, seed: int = 0) -> list[np.ndarray]:
@@ -172,10 +173,7 @@ def label_baseline(method: str, inputs: Inputs, y_train: np.ndarray, n_classes: 
         within = inputs.x_train - global_centroid[y]
         var = max(float(np.mean(within ** 2)), 1e-6)
         d2 = ((inputs.x_test[:, None, :] - centroids) ** 2).sum(2)       # (n_test, C)
-        logits = -0.5 * d2 / var
-        logits -= logits.max(1, keepdims=True)
-        p = np.exp(logits)
-        return p / p.sum(1, keepdims=True)
+        return softmax(-0.5 * d2 / var, axis=1)
     if method == "knn":
         nbrs = _neighbours(inputs, k)
         counts = nbrs.astype(float) @ onehot
@@ -255,13 +253,6 @@ def _pooled_variance(cells: np.ndarray, y: np.ndarray) -> np.ndarray:
     resid = y - means[which]
     dof = max(len(y) - n_cells, 1)
     return np.maximum((resid ** 2).sum(0) / dof, _EPS)
-
-
-def gaussian_diag_log_density(y: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """Log N(y; mean, diag(var)) per row, NaN dimensions left out."""
-    present = np.isfinite(y)
-    terms = -0.5 * ((y - mean) ** 2 / var + np.log(var) + _LOG_2PI)
-    return np.where(present, terms, 0.0).sum(1)
 
 
 # ---------------------------------------------------------------- ours
@@ -358,7 +349,7 @@ def evaluate(config: AffordanceNetwork, cases: CaseSet, fit: Callable, test_indi
                 for m in BASELINES:
                     mean, var = reading_baseline(m, inputs, y_train, k)
                     r.predictions[m][test_idx] = mean
-                    r.log_density[m][test_idx] = gaussian_diag_log_density(y_test, mean, var)
+                    r.log_density[m][test_idx] = diagonal_log_density(y_test, mean, var)
         if progress:
             progress(f + 1, len(test_indices))
     for r in results:

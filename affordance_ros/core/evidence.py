@@ -70,3 +70,19 @@ def evidence_from_log_likelihoods(log_lik: Sequence, n_cases: int) -> Evidence:
         log_scale += top
         likelihoods.append(np.exp(ll - top[:, None]))
     return Evidence(tuple(likelihoods), log_scale)
+
+
+def most_probable_values(evidence: Evidence, priors: Sequence[np.ndarray]) -> np.ndarray:
+    """argmax_v p(evidence | v) p(v) of every variable in every case, (K, n), each variable from its own
+    likelihoods; where a variable has none, argmax p.
+    """
+    codes = np.empty((evidence.n_cases, len(priors)), dtype=np.int64)
+    for i, (lik, prior) in enumerate(zip(evidence.likelihoods, priors)):
+        prior = np.asarray(prior, dtype=float)
+        codes[:, i] = np.argmax(prior) if lik is None else np.argmax(lik * prior, axis=1)
+    return codes
+
+
+def latent_variables(evidence: Evidence) -> list:
+    """Indices of the variables that no case gives any evidence on (no label, no reading)."""
+    return [i for i, lik in enumerate(evidence.likelihoods) if lik is None or bool(np.all(lik == 1.0))]

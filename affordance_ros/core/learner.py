@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .cases import CaseSet
+from .cases import CaseEvidence, CaseSet
 from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork
 from .options import STRUCTURES, LearningOptions
@@ -51,7 +51,7 @@ class AffordanceLearner:
     """
 
     def __init__(self, **options):
-        LearningOptions().replace(**options)  # unknown names fail here, as scikit-learn's estimators do
+        LearningOptions.check_names(options)
         self.params = dict(options)
 
     def get_params(self) -> dict:
@@ -67,6 +67,11 @@ class AffordanceLearner:
         """Learn from ``cases``; with ``prior_model`` (and ``prior_strength`` > 0) the CPTs
         start from what that earlier model knew, worth ``prior_strength`` cases.
 
+        The stages run in this order, each given what the one before made: sensor models (``core.sensors``),
+        the cases' evidence under them (``CaseEvidence``, built once), the structure on the MAP values of
+        that evidence (``core.structure``), the CPTs by EM on it (``core.parameters``), then the rounds of
+        structural EM, which alternate the last two.
+
         ``progress(phase, iteration, log_likelihood)`` hears of every step (``core.progress``); it may
         stop learning by raising ``LearningCancelled`` or returning False (then nothing is learned).
         """
@@ -77,43 +82,31 @@ class AffordanceLearner:
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
         report(progress, "sensors", 0)
-        network = fit_sensors(config, cases.readings, seed=opts.seed, labels=cases.labels)
-        cases = cases.with_network(network)
+        network = fit_sensors(config, cases.readings, cases.labels, opts.seed)
+        observed = CaseEvidence(cases, network)
         structure_result = None
         if opts.structure != "fixed":
-            network, structure_result = learn_structure(
-                network, cases, method=opts.structure, score=opts.score, max_parents=opts.max_parents,
-                order=opts.order, forbidden_arcs=opts.forbidden_arcs,
-                forbidden_group_arcs=opts.forbidden_group_arcs, n_samples=opts.mcmc_samples,
-                burn_in=opts.mcmc_burn_in, seed=opts.seed, ess=opts.ess, prior=opts.prior, progress=progress)
-            cases = cases.with_network(network)
+            network, structure_result = learn_structure(network, observed.map_values(), opts, progress)
         fitted = {}
 
         def fit_parameters(net: AffordanceNetwork) -> AffordanceNetwork:
             if opts.method == "em":
-                fitted["model"], fitted["em"] = fit_em(
-                    net, cases.with_network(net), prior=opts.prior, tol=opts.tol, max_iter=opts.max_iter,
-                    init=opts.em_init, prior_model=prior_model, prior_strength=opts.prior_strength,
-                    fit_sensors=opts.fit_sensors, n_init=opts.n_init, seed=opts.seed,
-                    acceleration=opts.em_acceleration, progress=progress)
+                fitted["model"], fitted["em"] = fit_em(net, observed, opts, prior_model=prior_model, progress=progress)
             else:
                 report(progress, "parameters", 0)
-                fitted["model"], fitted["em"] = fit_discrete(net, cases, prior=opts.prior), None
+                fitted["model"], fitted["em"] = fit_discrete(net, observed, opts.prior), None
             return fitted["model"]
 
         model = fit_parameters(network)
         structural_rounds = 0
         if opts.structural_em and opts.structure != "fixed":
-            model, structure_result, structural_rounds = structural_em(
-                model, cases, fit_parameters, opts.structural_em, method=opts.structure, score=opts.score,
-                max_parents=opts.max_parents, order=opts.order, forbidden_arcs=opts.forbidden_arcs,
-                forbidden_group_arcs=opts.forbidden_group_arcs, n_samples=opts.mcmc_samples,
-                burn_in=opts.mcmc_burn_in, seed=opts.seed, ess=opts.ess, prior=opts.prior, progress=progress)
+            model, structure_result, structural_rounds = structural_em(model, observed, fit_parameters, opts,
+                                                                       progress)
         em_result = fitted["em"]
         if em_result is not None:
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
         else:
-            ll, iterations, converged = log_likelihood(model, cases), 0, True
+            ll, iterations, converged = log_likelihood(model, observed.evidence()), 0, True
         duration = time.perf_counter() - start
         arc_probabilities = structure_result.arc_probabilities if structure_result else {}
         self.result_ = LearnResult(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -21,7 +20,9 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import EvidenceError, ModelFormatError
+from .gaussian import log_density, mixture_weights
 from .inference import JunctionTree
+from .numbers import is_finite_number
 
 FORMAT = "affordance_ros/model/1"
 # /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
@@ -35,7 +36,6 @@ SENSOR_GROUPS = ("object", "effect")
 # sensor can report in any unit, far below the values that overflow a Gaussian log-likelihood (~1e154).
 DEFAULT_VALID_RANGE = (-1e9, 1e9)
 _NORMALISATION_TOLERANCE = 1e-6
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,45 +136,15 @@ class SensorModel:
         """
         if not self.fitted:
             raise ModelFormatError(f"sensor '{self.name}' has no means/stddevs yet: fit it first")
-        if not self.vector:
-            x = np.asarray(readings, dtype=float).reshape(-1, 1)
-            z = (x - self.means) / self.stddevs
-            out = -0.5 * z * z - np.log(self.stddevs) - _LOG_SQRT_2PI
-            out[np.isnan(x[:, 0])] = 0.0
-            return out
-        return gaussian_log_density(np.asarray(readings, dtype=float).reshape(-1, self.dim),
-                                    self.means, self.covariances)
+        return log_density(np.asarray(readings, dtype=float).reshape(-1, self.dim), self.component_means(),
+                           self.component_covariances())
 
-
-def gaussian_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
-    """Log N(x_k; means[j], covariances[j]) for every case k and component j, (K, card).
-
-    NaN entries of ``x`` (K, d) are marginalised out: the cases are grouped by which readings
-    they have, and each group is done at once on its sub-vector (rows with none: 0).
-    """
-    n, d = x.shape
-    present = ~np.isnan(x)
-    if present.all():
-        return _complete_log_density(x, means, covariances)
-    out = np.zeros((n, means.shape[0]))
-    code = present.astype(np.int64) @ (1 << np.arange(d, dtype=np.int64))   # the missing-pattern of each case
-    for pattern in np.unique(code):
-        if pattern == 0:
-            continue
-        rows = np.flatnonzero(code == pattern)
-        dims = np.flatnonzero((pattern >> np.arange(d)) & 1)
-        out[rows] = _complete_log_density(x[np.ix_(rows, dims)], means[:, dims],
-                                          covariances[:, dims[:, None], dims[None, :]])
-    return out
-
-
-def _complete_log_density(x: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> np.ndarray:
-    """Log N(x_k; means[j], covariances[j]), (K, card), for rows without NaN."""
-    chol = np.linalg.cholesky(covariances)                             # (card, d, d)
-    inv_chol = np.linalg.inv(chol)
-    z = inv_chol @ (x.T[None, :, :] - means[:, :, None])               # (card, d, K)
-    log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-    return (-0.5 * (z * z).sum(axis=1) - 0.5 * log_det[:, None] - x.shape[1] * _LOG_SQRT_2PI).T
+    def mixture_weights(self, readings: np.ndarray) -> np.ndarray:
+        """p(value) that explains ``readings`` best with the Gaussians held fixed (EM on the weights only);
+        rows without any reading are skipped. ``readings`` as for ``log_likelihood``.
+        """
+        x = np.asarray(readings, dtype=float).reshape(-1, self.dim)
+        return mixture_weights(self.log_likelihood(x[np.any(np.isfinite(x), axis=1)]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,33 +300,8 @@ class AffordanceNetwork:
 
     def to_dict(self) -> dict:
         """The JSON document: format /1, or /2 when a sensor is a vector sensor."""
-        out = []
-        for v in self.variables:
-            d = {"name": v.name, "group": v.group,
-                 "values": list(v.values) if v.values is not None else None}
-            if v.parents is not None:
-                d["parents"] = list(v.parents)
-            if v.cpt is not None:
-                d["cpt"] = v.cpt.tolist()
-            if v.sensor is None:
-                d["sensor"] = None
-            elif v.sensor.vector:
-                d["sensor"] = _vector_sensor_dict(v.sensor)
-            else:
-                s = {"name": v.sensor.name}
-                if v.sensor.fitted:
-                    s["means"] = v.sensor.means.tolist()
-                    s["stddevs"] = v.sensor.stddevs.tolist()
-                else:
-                    s["max_components"] = v.sensor.max_components
-                    if v.sensor.cluster_by:
-                        s["cluster_by"] = list(v.sensor.cluster_by)
-                if v.sensor.valid_range is not None:
-                    s["valid_range"] = list(v.sensor.valid_range)
-                d["sensor"] = s
-            out.append(d)
-        doc = {"format": FORMAT_VECTOR if self.has_vector_sensors else FORMAT, "variables": out,
-               "metadata": self.metadata}
+        doc = {"format": FORMAT_VECTOR if self.has_vector_sensors else FORMAT,
+               "variables": [_variable_dict(v) for v in self.variables], "metadata": self.metadata}
         if self.learning:
             doc["learning"] = self.learning
         return doc
@@ -508,7 +453,7 @@ def _validate_sensor(v: Variable, where: str, seen: set) -> None:
         raise ModelFormatError(f"{where}: sensor 'max_components' must be an integer >= 1")
     if s.valid_range is not None:
         low, high = s.valid_range
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        if not (is_finite_number(low) and is_finite_number(high) and low < high):
             raise ModelFormatError(f"{where}: sensor 'valid_range' must be [low, high], finite, low < high")
 
 def _validate_vector_sensor(v: Variable, where: str) -> None:
@@ -630,14 +575,29 @@ def _variable_from_dict(d, i: int) -> Variable:
     return Variable(name=name, group=d.get("group"), values=values, parents=parents, sensor=sensor, cpt=cpt)
 
 
-def _vector_sensor_dict(sensor: SensorModel) -> dict:
-    s = {"names": list(sensor.names)}
-    if sensor.fitted:
-        s["means"] = sensor.means.tolist()
-        s["covariances"] = sensor.covariances.tolist()
+def _variable_dict(v: Variable) -> dict:
+    d = {"name": v.name, "group": v.group, "values": list(v.values) if v.values is not None else None}
+    if v.parents is not None:
+        d["parents"] = list(v.parents)
+    if v.cpt is not None:
+        d["cpt"] = v.cpt.tolist()
+    d["sensor"] = None if v.sensor is None else _sensor_dict(v.sensor)
+    return d
+
+
+def _sensor_dict(sensor: SensorModel) -> dict:
+    """A 1-D sensor: "name", "means", "stddevs"; a vector sensor: "names", "means", "covariances", and its
+    "covariance_type" while it is to be fitted.
+    """
+    s = {"names": list(sensor.names)} if sensor.vector else {"name": sensor.name}
+    if sensor.fitted and sensor.vector:
+        s.update(means=sensor.means.tolist(), covariances=sensor.covariances.tolist())
+    elif sensor.fitted:
+        s.update(means=sensor.means.tolist(), stddevs=sensor.stddevs.tolist())
     else:
         s["max_components"] = sensor.max_components
-        s["covariance_type"] = sensor.covariance_type
+        if sensor.vector:
+            s["covariance_type"] = sensor.covariance_type
         if sensor.cluster_by:
             s["cluster_by"] = list(sensor.cluster_by)
     if sensor.valid_range is not None:

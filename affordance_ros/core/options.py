@@ -8,12 +8,12 @@ the defaults below (``LearningOptions.resolve``).
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import ModelFormatError
 from .network import GROUPS
+from .numbers import is_finite_number
 
 STRUCTURES = ("k2", "mcmc", "fixed")
 SCORES = ("k2", "bdeu", "bic", "cv")
@@ -22,38 +22,58 @@ EM_INITS = ("uniform", "discrete", "random")
 EM_ACCELERATIONS = ("squarem", "none")
 
 
+# the values a choice option takes
+CHOICES = {"structure": STRUCTURES, "score": SCORES, "method": METHODS, "em_init": EM_INITS,
+           "em_acceleration": EM_ACCELERATIONS}
+
+
+def _option(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class OptionHelp:
+    """What a user is told of one learning option (the command line's help comes from here)."""
+
+    name: str
+    type: type
+    default: Any
+    choices: tuple | None
+    help: str
+
+
 @dataclass(frozen=True)
 class LearningOptions:
     """How ``AffordanceLearner`` learns; every field is checked on construction."""
 
-    structure: str = "k2"
-    score: str = "k2"
-    max_parents: int = 4
-    prior: float = 1.0
-    tol: float = 1e-3
-    max_iter: int = 100
-    method: str = "em"
-    mcmc_samples: int = 5000
-    mcmc_burn_in: int = 1000
-    seed: int = 0
-    forbidden_arcs: tuple = ()
+    structure: str = _option("k2", "structure search: k2, mcmc, or fixed (keep the configured parents)")
+    score: str = _option("k2", "structure score: k2, bdeu (with ess), bic, or cv (the family's cross-validated "
+                               "log-likelihood)")
+    max_parents: int = _option(4, "at most this many parents per variable")
+    prior: float = _option(1.0, "Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
+    tol: float = _option(1e-3, "EM stops when the RMS parameter change is below this")
+    max_iter: int = _option(100, "EM stops after this many iterations")
+    method: str = _option("em", "em, or discrete: the paper's baseline (MAP-assign, then count)")
+    mcmc_samples: int = _option(5000, "structures MCMC samples after burn-in")
+    mcmc_burn_in: int = _option(1000, "MCMC steps before the samples")
+    seed: int = _option(0, "seed of MCMC, of EM's random starts and of the sensor fits (reproducible)")
+    forbidden_arcs: tuple = _option((), "[parent, child] pairs never learned")
     # the action is the experiment's input: nothing points into it; effects do not cause object features
-    forbidden_group_arcs: tuple = (("effect", "action"), ("object", "action"), ("effect", "object"))
-    order: tuple | None = None
-    ess: float = 1.0
-    em_init: str = "uniform"
-    fit_sensors: bool = False
-    prior_strength: float = 0.0
-    structural_em: int = 0
-    n_init: int = 1
-    em_acceleration: str = "squarem"
+    forbidden_group_arcs: tuple = _option((("effect", "action"), ("object", "action"), ("effect", "object")),
+                                          "no arc from the first group of a pair into the second")
+    order: tuple | None = _option(None, "K2's node order (variable names); default: actions, objects, effects")
+    ess: float = _option(1.0, "equivalent sample size of the bdeu score")
+    em_init: str = _option("uniform", "EM's start: uniform, discrete or random (Dirichlet(1) rows, seeded by seed)")
+    fit_sensors: bool = _option(False, "re-estimate the sensor means/stddevs inside EM (when only roughly known)")
+    prior_strength: float = _option(0.0, "how many cases the prior model is worth (equivalent sample size)")
+    structural_em: int = _option(0, "rounds of structural EM after the first EM (0: none)")
+    n_init: int = _option(1, "EM starts (the first from em_init, the others random, seeded by seed); the best "
+                             "is kept")
+    em_acceleration: str = _option("squarem", "squarem (the same optimum in fewer iterations) or none (plain EM)")
 
     def __post_init__(self):
-        _choice("structure", self.structure, STRUCTURES)
-        _choice("score", self.score, SCORES)
-        _choice("method", self.method, METHODS)
-        _choice("em_init", self.em_init, EM_INITS)
-        _choice("em_acceleration", self.em_acceleration, EM_ACCELERATIONS)
+        for name, choices in CHOICES.items():
+            _choice(name, getattr(self, name), choices)
         for name in ("max_parents", "max_iter", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
             _integer(name, getattr(self, name))
         _integer("n_init", self.n_init, minimum=1)
@@ -96,11 +116,22 @@ class LearningOptions:
         """The options in force: ``explicit`` ones that are not None, then ``learning``, then the defaults."""
         return cls.from_mapping(learning).replace(**explicit)
 
+    @classmethod
+    def check_names(cls, names) -> None:
+        """TypeError naming the option names that are not options (as scikit-learn's estimators refuse them)."""
+        unknown = set(names) - set(cls.names())
+        if unknown:
+            raise TypeError(f"unknown learning options {sorted(unknown)}; known: {list(cls.names())}")
+
+    @classmethod
+    def describe(cls, name: str) -> OptionHelp:
+        """The type, default, choices and help text of option ``name``."""
+        option = {f.name: f for f in dataclasses.fields(cls)}[name]
+        return OptionHelp(name, type(option.default), option.default, CHOICES.get(name), option.metadata["help"])
+
     def replace(self, **changes) -> "LearningOptions":
         """A copy with the ``changes`` that are not None (an unknown name is an error)."""
-        unknown = set(changes) - set(self.names())
-        if unknown:
-            raise TypeError(f"unknown learning options {sorted(unknown)}; known: {list(self.names())}")
+        self.check_names(changes)
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def to_dict(self) -> dict:
@@ -119,8 +150,7 @@ def _integer(name: str, value, minimum: int = 0) -> None:
 
 
 def _number(name: str, value, minimum: float, strict: bool = False) -> None:
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-          and (value > minimum if strict else value >= minimum))
+    ok = is_finite_number(value) and (value > minimum if strict else value >= minimum)
     if not ok:
         raise ModelFormatError(f"learning option '{name}' must be a finite number {'>' if strict else '>='} "
                                f"{minimum:g}, got {value!r}")

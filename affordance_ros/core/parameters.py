@@ -7,14 +7,14 @@ from typing import Sequence
 
 import numpy as np
 
-from .cases import CaseSet
+from .cases import CaseEvidence, CaseSet
 from .errors import DataError, ModelFormatError
 from .estep import SeparatorEStep
 from .evidence import Evidence
 from .inference import JunctionTree, StreamingEStep
 from .network import AffordanceNetwork, SensorModel
+from .options import LearningOptions
 from .progress import Progress, report
-from .sensors import mixture_weights
 
 
 @dataclass
@@ -59,123 +59,79 @@ def normalise_counts(counts: np.ndarray, prior: float) -> np.ndarray:
     return np.divide(padded, totals, out=np.full_like(padded, 1.0 / r), where=totals > 0)
 
 
-def value_priors(network: AffordanceNetwork, cases: CaseSet) -> list:
-    """p(value) per variable for MAP assignment: the sensor's mixture weights (means fixed)."""
-    priors = []
-    readings = cases.sensor_readings(network)
-    for v in network.variables:
-        if v.name in readings:
-            priors.append(mixture_weights(v.sensor, readings[v.name]))
-        else:
-            priors.append(np.full(v.card, 1.0 / v.card))
-    return priors
-
-
-def map_assign(network: AffordanceNetwork, cases: CaseSet, priors: Sequence[np.ndarray] | None = None) -> np.ndarray:
-    """The most probable value of every variable in every case, argmax_v p(evidence | v) p(v).
-
-    Each variable is assigned from its own label and sensor (the paper's equation for e*, o*);
-    ``priors`` defaults to ``value_priors``. Returns codes (K, n).
-    """
-    priors = value_priors(network, cases) if priors is None else priors
-    codes = np.empty((cases.n_cases, len(network)), dtype=np.int64)
-    sensed = {network.sensor_variable[s] for s in cases.readings}
-    # a variable seen by its label only: its label, where given (unless the prior rules it out)
-    label_only = {n: c for n, c in cases.labels.items() if n not in sensed}
-    for name, labels in label_only.items():
-        i = network.index(name)
-        p = np.asarray(priors[i], dtype=float)
-        given = labels >= 0
-        codes[:, i] = np.where(given, np.where(p[np.where(given, labels, 0)] > 0, labels, 0), np.argmax(p))
-    rest = CaseSet(network, {n: c for n, c in cases.labels.items() if n in sensed}, cases.readings, cases.trial_ids)
-    done = {network.index(n) for n in label_only}
-    start = 0
-    for evidence in evidence_chunks(network, rest):   # in chunks: memory bounded by a chunk
-        rows = slice(start, start + evidence.n_cases)
-        for i, lik in enumerate(evidence.likelihoods):
-            if i in done:
-                continue
-            p = np.asarray(priors[i], dtype=float)
-            codes[rows, i] = np.argmax(p) if lik is None else np.argmax(lik * p, axis=1)
-        start += evidence.n_cases
-    return codes
-
-
-def fit_discrete(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0,
+def fit_discrete(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, prior: float,
                  priors: Sequence[np.ndarray] | None = None) -> AffordanceNetwork:
-    """The paper's Discrete baseline: MAP-assign every hidden value, then count."""
-    _check_learnable(network, cases)
-    codes = map_assign(network, cases, priors)
+    """The paper's Discrete baseline: MAP-assign every hidden value (``CaseEvidence.map_values``, with
+    ``priors`` p(value) if given), then count, with ``prior`` pseudo-counts per CPT entry.
+    """
+    observed = CaseEvidence.of(cases, network)
+    _check_learnable(network, observed.cases)
+    codes = observed.map_values(priors)
     cards = network.cards
     return network.with_cpts({
         v.name: normalise_counts(family_counts(codes, cards, i, network.parent_indices(i)), prior)
         for i, v in enumerate(network.variables)})
 
 
-def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: float = 1e-3,
-           max_iter: int = 100, init: str = "uniform", chunk_size: int = 512,
-           prior_model: AffordanceNetwork | None = None, prior_strength: float = 0.0,
-           fit_sensors: bool = False, n_init: int = 1, seed: int = 0, acceleration: str = "none",
-           progress: Progress = None):
+def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: LearningOptions,
+           initial_cpts: Sequence[np.ndarray] | None = None, prior_model: AffordanceNetwork | None = None,
+           chunk_size: int = 512, progress: Progress = None):
     """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
 
-    E-step: p(family | case) for every family and case by one junction-tree pass over all
-    cases; M-step: the paper's theta equation with ``prior`` pseudo-counts per CPT entry
-    (0 gives maximum likelihood). Stops when the RMS change of all CPT entries is below
-    ``tol`` or after ``max_iter`` iterations. ``init``: "uniform", "discrete", "random"
-    (every row from a Dirichlet(1), seeded) or "model" (the network's own CPTs). Returns
-    (network with the learned CPTs, EMResult).
+    E-step: p(family | case) for every family and case by one junction-tree pass over all cases
+    (``cases``' evidence under the network, a ``CaseEvidence``, built once); M-step: the paper's theta
+    equation with ``options.prior`` pseudo-counts per CPT entry (0 gives maximum likelihood). Stops when
+    the RMS change of all CPT entries is below ``options.tol`` or after ``options.max_iter`` iterations.
+    The first start is ``initial_cpts`` if given, else ``options.em_init``: "uniform", "discrete" or
+    "random" (every row from a Dirichlet(1), seeded). Returns (network with the learned CPTs, EMResult).
 
     Latent variables (no evidence in any case, e.g. a hidden cause without a sensor): a
     uniform start is a symmetric fixed point there (EM would stop at once), so their CPTs and
-    their children's start from random rows (seeded by ``seed``); a run that ends on such a
+    their children's start from random rows (seeded by ``options.seed``); a run that ends on such a
     point (a latent whose children do not depend on it) is restarted from random rows
-    there, and reported as not converged if it still ends on one. ``n_init`` > 1 runs EM
-    from that many starts (the first from ``init``, the others "random" with seeds
-    ``seed + 1``, ...) and keeps the one with the highest objective, as scikit-learn's
-    ``n_init`` does. ``acceleration`` "squarem": SQUAREM extrapolation (Varadhan & Roland
-    2008, SqS3 step length) with a monotone safeguard: the same fixed point in fewer
-    E-steps, the objective never decreasing between the accepted points; ``iterations`` then
-    counts E-steps (plain EM is used with ``fit_sensors``).
+    there, and reported as not converged if it still ends on one. ``options.n_init`` > 1 runs EM
+    from that many starts (the first as above, the others "random" with seeds ``seed + 1``, ...) and
+    keeps the one with the highest objective, as scikit-learn's ``n_init`` does.
+    ``options.em_acceleration`` "squarem": SQUAREM extrapolation (Varadhan & Roland 2008, SqS3 step
+    length) with a monotone safeguard: the same fixed point in fewer E-steps, the objective never
+    decreasing between the accepted points; ``iterations`` then counts E-steps (plain EM is used with
+    ``fit_sensors``).
 
-    Beyond the paper: ``prior_model`` with ``prior_strength`` (an equivalent sample size)
+    Beyond the paper: ``prior_model`` with ``options.prior_strength`` (an equivalent sample size)
     adds pseudo-counts ``prior_strength * p_prior_model(family)`` so that what an earlier
-    model learned carries over; ``fit_sensors`` re-estimates every sensor's means and
+    model learned carries over; ``options.fit_sensors`` re-estimates every sensor's means and
     stddevs in the M-step too (for sensor models only roughly known). ``progress``: called after
     every E-step with ("parameters", E-steps done, log-likelihood) (see ``core.progress``).
     """
-    _check_learnable(network, cases)
-    if prior < 0 or not np.isfinite(prior) or prior_strength < 0 or not np.isfinite(prior_strength):
-        raise ModelFormatError(f"prior and prior_strength must be finite numbers >= 0, got {prior}, {prior_strength}")
-    if tol <= 0 or max_iter < 0:
-        raise ModelFormatError("tol must be > 0 and max_iter >= 0")
-    if isinstance(n_init, bool) or not isinstance(n_init, (int, np.integer)) or n_init < 1:
-        raise ModelFormatError(f"n_init must be an integer >= 1, got {n_init!r}")
-    if acceleration not in ACCELERATIONS:
-        raise ModelFormatError(f"unknown EM acceleration '{acceleration}'; expected one of {list(ACCELERATIONS)}")
+    observed = CaseEvidence.of(cases, network)
+    _check_learnable(network, observed.cases)
+    prior = options.prior
     pseudo = [np.asarray(float(prior))] * len(network)
-    if prior_model is not None and prior_strength > 0:
-        pseudo = [prior + prior_strength * t for t in family_priors(prior_model, network)]
+    if prior_model is not None and options.prior_strength > 0:
+        pseudo = [prior + options.prior_strength * t for t in family_priors(prior_model, network)]
     engine = JunctionTree(network)
-    streaming = not fit_sensors and cases.n_cases * sum(network.cards) > STREAM_ENTRIES
-    evidence = None if streaming else cases.evidence(network)
-    latent = latent_of_cases(network, cases)
-    if streaming:
-        estep = StreamingEStep(engine, lambda: evidence_chunks(network, cases), cases.n_cases, chunk_size)
-    elif not fit_sensors:
-        estep = (SeparatorEStep(engine, evidence) if SeparatorEStep.fits(engine, cases.n_cases)
-                 else engine.estep(evidence, chunk_size))
+    if options.fit_sensors:
+        estep = None
+    elif not observed.held:
+        estep = StreamingEStep(engine, observed.chunks, observed.n_cases, chunk_size)
+    elif SeparatorEStep.fits(engine, observed.n_cases):
+        estep = SeparatorEStep(engine, observed.evidence())
+    else:
+        estep = engine.estep(observed.evidence(), chunk_size)
+    latent = observed.latent
     best, finals = None, []
-    for start in range(n_init):
-        rng = np.random.default_rng([int(seed), start])
-        cpts = _initial_cpts(network, cases, prior, init if start == 0 else "random", rng)
-        if start == 0 and init == "uniform":
-            cpts = _break_symmetry(network, cpts, latent, rng)
-        if fit_sensors:
-            run = _plain_em_with_sensors(network, cases, engine, cpts, pseudo, tol, max_iter, chunk_size, progress)
+    for start in range(options.n_init):
+        rng = np.random.default_rng([int(options.seed), start])
+        if start == 0 and initial_cpts is not None:
+            cpts = list(initial_cpts)
         else:
-            run = _em_escaping_saddles(network, estep, cpts, pseudo, tol, max_iter, latent, rng, acceleration,
-                                       progress)
+            cpts = _initial_cpts(network, observed, prior, options.em_init if start == 0 else "random", rng)
+        if start == 0 and initial_cpts is None and options.em_init == "uniform":
+            cpts = _break_symmetry(network, cpts, latent, rng)
+        if options.fit_sensors:
+            run = _plain_em_with_sensors(network, observed.cases, engine, cpts, pseudo, options, chunk_size, progress)
+        else:
+            run = _em_escaping_saddles(network, estep, cpts, pseudo, options, latent, rng, progress)
         finals.append(run[1].log_posteriors[-1])
         if best is None or finals[-1] > best[1].log_posteriors[-1]:
             best = run
@@ -184,30 +140,7 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet, prior: float = 1.0, tol: 
     return fitted.with_cpts(dict(zip(fitted.names, result.cpts))), result
 
 
-ACCELERATIONS = ("none", "squarem")
 _TINY = 1e-300
-
-
-STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which EM computes the evidence per chunk
-EVIDENCE_CHUNK = 65536     # cases per evidence chunk then (and in map_assign)
-
-
-def evidence_chunks(network: AffordanceNetwork, cases: CaseSet, size: int = EVIDENCE_CHUNK):
-    """The evidence of ``cases`` under ``network``, ``size`` cases at a time."""
-    for start in range(0, cases.n_cases, size):
-        yield cases.take(slice(start, start + size)).evidence(network)
-
-
-def latent_of_cases(network: AffordanceNetwork, cases: CaseSet) -> list:
-    """Indices of the variables that no case observes (no label, no reading); as ``latent_variables``."""
-    seen = {network.index(n) for n, codes in cases.labels.items() if np.any(codes >= 0)}
-    seen |= {network.index(network.sensor_variable[s]) for s, x in cases.readings.items() if not np.all(np.isnan(x))}
-    return [i for i in range(len(network)) if i not in seen]
-
-
-def latent_variables(evidence: Evidence) -> list:
-    """Indices of the variables that no case gives any evidence on (no label, no reading)."""
-    return [i for i, lik in enumerate(evidence.likelihoods) if lik is None or bool(np.all(lik == 1.0))]
 
 
 def symmetric_latents(network: AffordanceNetwork, cpts: Sequence[np.ndarray], latent: Sequence[int],
@@ -233,11 +166,14 @@ def _random_rows(shape, rng) -> np.ndarray:
     return rng.dirichlet(np.ones(shape[-1]), size=shape[:-1]).reshape(shape)
 
 
-def _em_escaping_saddles(network, estep, cpts, pseudo, tol, max_iter, latent, rng, acceleration, progress=None,
+def _em_escaping_saddles(network, estep, cpts, pseudo, options: LearningOptions, latent, rng, progress=None,
                          escapes: int = 3):
-    """EM (plain or SQUAREM) that never reports a symmetric latent fixed point as converged."""
+    """EM (plain or SQUAREM, ``options.em_acceleration``) that never reports a symmetric latent fixed point
+    as converged.
+    """
     result = EMResult()
-    run = _squarem if acceleration == "squarem" else _plain_em
+    run = _squarem if options.em_acceleration == "squarem" else plain_em
+    tol, max_iter = options.tol, options.max_iter
     for attempt in range(escapes + 1):
         cpts = run(estep, cpts, pseudo, tol, max_iter - result.iterations, result, progress)
         stuck = symmetric_latents(network, cpts, latent)
@@ -255,8 +191,11 @@ def _em_escaping_saddles(network, estep, cpts, pseudo, tol, max_iter, latent, rn
     return network, result
 
 
-def _plain_em(estep, cpts, pseudo, tol, max_iter, result, progress=None) -> list:
-    """Plain EM iterations on ``result``'s trace; the CPTs it ends with."""
+def plain_em(estep, cpts: list, pseudo, tol: float, max_iter: int, result: EMResult, progress: Progress = None) -> list:
+    """Plain EM from ``cpts``: at most ``max_iter`` iterations of ``estep`` (an E-step: CPTs -> expected counts,
+    log-likelihood) and the M-step with ``pseudo`` pseudo-counts, until the RMS change of the CPTs is below
+    ``tol``; each recorded on ``result``'s trace. Returns the CPTs it ends with.
+    """
     result.converged = False
     for _ in range(max_iter):
         counts, ll = estep(cpts)
@@ -284,15 +223,17 @@ def _iteration_done(result: EMResult, change: float, ll: float, tol: float, prog
 
 
 def _squarem(estep, cpts, pseudo, tol, max_iter, result, progress=None) -> list:
-    """SQUAREM (SqS3) on the CPT entries with a monotone safeguard.
+    """SQUAREM (SqS3) on the logarithms of the CPT entries, with a monotone safeguard.
 
-    One cycle: theta1 = M(theta0), theta2 = M(theta1), r = theta1 - theta0, v = theta2 - theta1 - r,
-    alpha = |r|/|v| (at least 1, at most a bound that grows when reached), theta' = theta0 + 2 alpha r
-    + alpha^2 v (alpha halved towards 1 until every entry is positive), then one EM step from
-    theta'. theta' is kept only if its objective is at least theta1's; otherwise the cycle ends
-    at theta2, a plain EM point. The objective of every point the trace records is therefore at
-    least its predecessor's; every E-step counts as an iteration and the run stops, as plain EM
-    does, when one EM step changes the CPTs by less than ``tol`` (RMS).
+    One cycle: theta1 = M(theta0), theta2 = M(theta1); with l = log theta, r = l1 - l0, v = l2 - 2 l1 + l0,
+    alpha = |r|/|v| clipped to [1, a bound], theta' = exp(l0 + 2 alpha r + alpha^2 v), capped at 1 and each
+    row renormalised (every entry is positive: no step needs shortening); then one EM step from theta'.
+    theta' is kept only if its objective is at least theta1's; otherwise, and whenever alpha is 1, the cycle
+    ends at theta2, a plain EM point. The bound starts at 1, grows fourfold (up to 1e6) when an accepted
+    alpha reached it or when it clipped alpha to 1, and falls to a quarter of a rejected alpha (at least 1).
+    The objective of every point the trace records is therefore at least its predecessor's; every E-step
+    counts as an iteration and the run stops, as plain EM does, when one EM step changes the CPTs by less
+    than ``tol`` (RMS).
     """
     result.converged = False
     step_max = 1.0  # largest step length allowed; grows by 4 when reached, as in SQUAREM's defaults
@@ -362,8 +303,12 @@ def _unflatten(flat: np.ndarray, like: Sequence[np.ndarray]) -> list:
     return out
 
 
-def _plain_em_with_sensors(network, cases, engine, cpts, pseudo, tol, max_iter, chunk_size, progress=None):
-    """Plain EM that re-estimates the sensor models (1-D and vector) in every M-step too."""
+def _plain_em_with_sensors(network, cases: CaseSet, engine, cpts, pseudo, options: LearningOptions, chunk_size: int,
+                           progress=None):
+    """Plain EM that re-estimates the sensor models (1-D and vector) in every M-step too: the evidence is
+    built again from the readings after every M-step.
+    """
+    tol, max_iter = options.tol, options.max_iter
     readings = {network.index(var): sensor_features(x) for var, x in cases.sensor_readings(network).items()}
     estep = engine.estep(cases.evidence(network), chunk_size, readings)
     result = EMResult()
@@ -475,21 +420,16 @@ def rms_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
     return float(np.sqrt(np.mean(diff * diff)))
 
 
-def _initial_cpts(network: AffordanceNetwork, cases: CaseSet, prior: float, init: str, rng=None) -> list:
+def _initial_cpts(network: AffordanceNetwork, observed: CaseEvidence, prior: float, init: str, rng) -> list:
+    """EM's start: "uniform" CPTs, "discrete" (the Discrete baseline's, with at least one pseudo-count) or
+    "random" (Dirichlet(1) rows from ``rng``).
+    """
     if init == "discrete":
-        start = fit_discrete(network, cases, prior=max(prior, 1.0))
-        return [v.cpt for v in start.variables]
+        return [v.cpt for v in fit_discrete(network, observed, prior=max(prior, 1.0)).variables]
+    shapes = [[network[p].card for p in v.parents] + [v.card] for v in network.variables]
     if init == "uniform":
-        return [np.full([network[p].card for p in v.parents] + [v.card], 1.0 / v.card)
-                for v in network.variables]
-    if init == "random":
-        rng = np.random.default_rng(0) if rng is None else rng
-        return [_random_rows([network[p].card for p in v.parents] + [v.card], rng) for v in network.variables]
-    if init == "model":
-        if any(v.cpt is None for v in network.variables):
-            raise ModelFormatError("init='model' needs a network with CPTs")
-        return [v.cpt for v in network.variables]
-    raise ModelFormatError(f"unknown EM init '{init}'; expected 'discrete', 'uniform', 'random' or 'model'")
+        return [np.full(shape, 1.0 / shape[-1]) for shape in shapes]
+    return [_random_rows(shape, rng) for shape in shapes]
 
 
 def _check_learnable(network: AffordanceNetwork, cases: CaseSet) -> None:
@@ -504,6 +444,5 @@ def _check_learnable(network: AffordanceNetwork, cases: CaseSet) -> None:
         raise DataError("the cases observe none of the network's variables")
 
 
-__all__ = ["ACCELERATIONS", "EMResult", "fit_em", "latent_variables", "symmetric_latents", "fit_discrete",
-           "map_assign", "family_counts", "normalise_counts", "log_likelihood", "rms_difference", "sensor_features",
-           "value_priors"]
+__all__ = ["EMResult", "family_counts", "family_priors", "fit_discrete", "fit_em", "log_likelihood", "normalise_counts",
+           "plain_em", "rms_difference", "sensor_features", "symmetric_latents"]

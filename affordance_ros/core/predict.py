@@ -15,7 +15,8 @@ import numpy as np
 from .cases import CaseSet
 from .errors import EvidenceError
 from .evidence import Evidence, evidence_from_log_likelihoods
-from .network import AffordanceNetwork, gaussian_log_density
+from .gaussian import log_density
+from .network import AffordanceNetwork
 from .query import posterior
 
 
@@ -40,7 +41,7 @@ class ReadingPrediction:
     def log_density(self, readings: np.ndarray) -> np.ndarray:
         """Log p(readings) under each case's predictive mixture, (K,); readings (K, d), NaN marginalised."""
         x = np.asarray(readings, dtype=float).reshape(len(self.weights), -1)
-        log_comp = gaussian_log_density(x, self.means, self.covariances)
+        log_comp = log_density(x, self.means, self.covariances)
         with np.errstate(divide="ignore"):
             joint = log_comp + np.log(self.weights)
         top = joint.max(axis=1, keepdims=True)

@@ -23,9 +23,9 @@ from typing import Sequence
 import numpy as np
 
 from .errors import DataError
-from .network import AffordanceNetwork, SensorModel, gaussian_log_density
+from .gaussian import fit_mixture, n_parameters
+from .network import AffordanceNetwork, SensorModel
 
-_LOG_2PI = np.log(2.0 * np.pi)
 # fewest readings of one condition that give it values of its own (``cluster_by``)
 MIN_CONDITION_READINGS = 3
 # A condition's wide Gaussian has this many times the variance of its core (twice the standard
@@ -42,56 +42,27 @@ CENTRE_FOLDS = 5
 COVARIANCE_FLOOR = 1e-3
 
 
-def responsibilities(log_joint: np.ndarray) -> tuple[np.ndarray, float]:
-    """A mixture's E-step: p(component | reading) from log p(reading, component) (n, k), and the total
-    log-likelihood of the readings.
+def _one_dimensional_starts(x: np.ndarray, k: int, floor: float, n_init: int, rng: np.random.Generator):
+    """EM's starts for a 1-D mixture: the k quantiles, then ``n_init`` - 1 draws of k distinct readings; every
+    component with the standard deviation of the readings over k (at least ``floor``).
     """
-    top = log_joint.max(axis=1, keepdims=True)
-    resp = np.exp(log_joint - top)
-    norm = resp.sum(axis=1, keepdims=True)
-    return resp / norm, float((np.log(norm) + top).sum())
+    variance = np.full((k, 1, 1), max(float(np.std(x)) / k, floor) ** 2)
+    for attempt in range(n_init):
+        means = np.quantile(x, (np.arange(k) + 0.5) / k) if attempt == 0 else rng.choice(x[:, 0], size=k, replace=False)
+        yield means.reshape(k, 1), variance
 
 
-def gaussian_log_pdf(x: np.ndarray, means: np.ndarray, stddevs: np.ndarray) -> np.ndarray:
-    """The log density N(x | mean, stddev) of every reading (rows) under every component (columns)."""
-    z = (x[:, None] - means) / stddevs
-    return -0.5 * z * z - np.log(stddevs) - 0.5 * _LOG_2PI
-
-
-def fit_gmm_1d(x: np.ndarray, n_components: int, rng: np.random.Generator, n_init: int = 4,
-               max_iter: int = 300, tol: float = 1e-8):
-    """Maximum-likelihood 1-D mixture by EM, best of ``n_init`` starts.
+def _fit_one_dimensional(x: np.ndarray, n_components: int, rng: np.random.Generator, n_init: int = 4):
+    """Maximum-likelihood 1-D mixture by EM (``gaussian.fit_mixture``), best of ``n_init`` starts.
 
     Returns (weights, means, stddevs, log_likelihood), components sorted by mean.
     """
-    x = np.asarray(x, dtype=float)
-    k = n_components
-    if x.size < k:
-        raise DataError(f"{x.size} readings cannot fit {k} mixture components")
+    x = np.asarray(x, dtype=float).reshape(-1, 1)
     floor = max(1e-6, 1e-3 * float(np.std(x)) or 1e-6)
-    best = None
-    for attempt in range(n_init):
-        if attempt == 0:
-            means = np.quantile(x, (np.arange(k) + 0.5) / k)
-        else:
-            means = rng.choice(x, size=k, replace=False)
-        stddevs = np.full(k, max(float(np.std(x)) / k, floor))
-        weights = np.full(k, 1.0 / k)
-        previous = -np.inf
-        for _ in range(max_iter):
-            resp, ll = responsibilities(gaussian_log_pdf(x, means, stddevs) + np.log(weights))
-            nk = resp.sum(axis=0) + 1e-12
-            weights = nk / x.size
-            means = (resp * x[:, None]).sum(axis=0) / nk
-            stddevs = np.sqrt(np.maximum((resp * (x[:, None] - means) ** 2).sum(axis=0) / nk, floor ** 2))
-            if ll - previous < tol * abs(ll):
-                break
-            previous = ll
-        if best is None or ll > best[3]:
-            best = (weights, means, stddevs, ll)
-    weights, means, stddevs, ll = best
-    order = np.argsort(means)
-    return weights[order], means[order], stddevs[order], ll
+    weights, means, covs, ll = fit_mixture(x, _one_dimensional_starts(x, n_components, floor, n_init, rng),
+                                           min_variance=floor ** 2, max_iter=300, tol=1e-8)
+    order = np.argsort(means[:, 0])
+    return weights[order], means[order, 0], np.sqrt(covs[order, 0, 0]), ll
 
 
 def fit_sensor(readings: np.ndarray, n_components: int | None, max_components: int,
@@ -105,12 +76,12 @@ def fit_sensor(readings: np.ndarray, n_components: int | None, max_components: i
     if x.size == 0:
         raise DataError("no readings to fit the sensor model from")
     if n_components is not None:
-        w, m, s, _ = fit_gmm_1d(x, n_components, rng)
+        w, m, s, _ = _fit_one_dimensional(x, n_components, rng)
         return m, s, w
     best = None
     for k in range(1, min(max_components, x.size) + 1):
-        w, m, s, ll = fit_gmm_1d(x, k, rng)
-        bic = -2.0 * ll + (3 * k - 1) * np.log(x.size)
+        w, m, s, ll = _fit_one_dimensional(x, k, rng)
+        bic = -2.0 * ll + n_parameters(k, 1, "full") * np.log(x.size)
         if best is None or bic < best[0]:
             best = (bic, m, s, w)
     return best[1], best[2], best[3]
@@ -134,48 +105,24 @@ def _kmeanspp(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     return np.array(centres)
 
 
-def fit_gmm(x: np.ndarray, n_components: int, covariance_type: str, rng: np.random.Generator,
-            n_init: int = 3, max_iter: int = 200, tol: float = 1e-4, floor: float = COVARIANCE_FLOOR):
-    """Maximum-likelihood multivariate mixture by EM on (standardised) rows ``x`` (n, d), best of
-    ``n_init`` k-means++ starts; ``covariance_type`` "full" or "diag"; ``floor`` is added to every
-    variance. Returns (weights (k,), means (k, d), covariances (k, d, d), log-likelihood).
+def _kmeanspp_starts(x: np.ndarray, k: int, covariance_type: str, n_init: int, rng: np.random.Generator):
+    """EM's starts for a vector mixture: ``n_init`` k-means++ draws of k centres, every component with the
+    readings' covariance (diagonal for "diag") plus the floor.
     """
-    n, d = x.shape
-    k = n_components
-    if n < k:
-        raise DataError(f"{n} readings cannot fit {k} mixture components")
-    eye = np.eye(d)
-    best = None
+    d = x.shape[1]
+    covariance = np.cov(x.T).reshape(d, d) + COVARIANCE_FLOOR * np.eye(d)
+    if covariance_type == "diag":
+        covariance = covariance * np.eye(d)
     for _ in range(n_init):
-        means = _kmeanspp(x, k, rng)
-        covs = np.broadcast_to(np.cov(x.T).reshape(d, d) + floor * eye, (k, d, d)).copy()
-        if covariance_type == "diag":
-            covs = covs * eye
-        weights = np.full(k, 1.0 / k)
-        previous = -np.inf
-        for _ in range(max_iter):
-            resp, ll = responsibilities(gaussian_log_density(x, means, covs) + np.log(weights))
-            nk = resp.sum(axis=0) + 1e-12
-            weights = nk / n
-            means = (resp.T @ x) / nk[:, None]
-            diff = x[None, :, :] - means[:, None, :]                          # (k, n, d)
-            weighted = resp.T[:, :, None] * diff
-            if covariance_type == "diag":
-                covs = (weighted * diff).sum(axis=1)[:, :, None] * eye / nk[:, None, None]
-            else:
-                covs = np.swapaxes(weighted, 1, 2) @ diff / nk[:, None, None]
-            covs = covs + floor * eye
-            if ll - previous < tol * abs(ll):
-                break
-            previous = ll
-        if best is None or ll > best[3]:
-            best = (weights, means, covs, ll)
-    return best
+        yield _kmeanspp(x, k, rng), np.broadcast_to(covariance, (k, d, d)).copy()
 
 
-def _n_parameters(k: int, d: int, covariance_type: str) -> int:
-    per_cov = d * (d + 1) // 2 if covariance_type == "full" else d
-    return k * (d + per_cov) + k - 1
+def _fit_standardised(z: np.ndarray, k: int, covariance_type: str, rng: np.random.Generator, n_init: int = 3):
+    """A vector mixture on standardised rows ``z`` (n, d) (``gaussian.fit_mixture``), best of ``n_init``
+    k-means++ starts, ``COVARIANCE_FLOOR`` added to every variance.
+    """
+    return fit_mixture(z, _kmeanspp_starts(z, k, covariance_type, n_init, rng), covariance_type,
+                       floor=COVARIANCE_FLOOR, max_iter=200, tol=1e-4)
 
 
 def fit_vector_sensor(readings: np.ndarray, n_components: int | None, max_components: int,
@@ -196,8 +143,8 @@ def fit_vector_sensor(readings: np.ndarray, n_components: int | None, max_compon
     for cov_type in types:
         type_best, worse = np.inf, 0  # this type's search stops once three more components in a row did not help
         for k in ks:
-            w, m, c, ll = fit_gmm(z, k, cov_type, rng)
-            bic = -2.0 * ll + _n_parameters(k, z.shape[1], cov_type) * np.log(len(z))
+            w, m, c, ll = _fit_standardised(z, k, cov_type, rng)
+            bic = -2.0 * ll + n_parameters(k, z.shape[1], cov_type) * np.log(len(z))
             if best is None or bic < best[0]:
                 best = (bic, w, m, c, cov_type)
             if bic < type_best:
@@ -211,29 +158,6 @@ def fit_vector_sensor(readings: np.ndarray, n_components: int | None, max_compon
     covs = c * np.outer(scale, scale)
     order = np.lexsort(means.T[::-1])
     return means[order], covs[order], w[order], cov_type
-
-
-def mixture_weights(model: SensorModel, readings: np.ndarray, max_iter: int = 200, tol: float = 1e-8) -> np.ndarray:
-    """p(value) of a sensor's mixture with means/stddevs held fixed (EM on the weights only).
-
-    ``readings``: (K,) for a 1-D sensor, (K, d) for a vector sensor (rows without any reading skipped).
-    """
-    x = np.asarray(readings, dtype=float)
-    x = x[np.isfinite(x)] if x.ndim == 1 else x[np.any(np.isfinite(x), axis=1)]
-    k = model.component_means().shape[0]
-    weights = np.full(k, 1.0 / k)
-    if x.size == 0:
-        return weights
-    log_lik = model.log_likelihood(x)
-    lik = np.exp(log_lik - log_lik.max(axis=1, keepdims=True))
-    for _ in range(max_iter):
-        resp = lik * weights
-        resp /= resp.sum(axis=1, keepdims=True)
-        new = resp.mean(axis=0)
-        if np.max(np.abs(new - weights)) < tol:
-            return new
-        weights = new
-    return weights
 
 
 def robust_covariance(residuals: np.ndarray) -> np.ndarray:
@@ -316,7 +240,7 @@ def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: 
             x = _stacked_readings(v, readings)
             x = x[:, 0] if not v.sensor.vector else x
             seen = np.any(np.isfinite(x.reshape(n, -1)), axis=1)
-            log_post = v.sensor.log_likelihood(x) + np.log(np.maximum(mixture_weights(v.sensor, x), 1e-300))
+            log_post = v.sensor.log_likelihood(x) + np.log(np.maximum(v.sensor.mixture_weights(x), 1e-300))
             codes = np.where((codes < 0) & seen, log_post.argmax(axis=1), codes)
         if np.all(codes < 0):
             raise DataError(f"'{name}' (in a sensor's 'cluster_by') has no label and no sensor reading in any case")
@@ -327,12 +251,13 @@ def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: 
     return np.where(known, np.ravel_multi_index(np.where(known[:, None], codes, 0).T, cards), -1)
 
 
-def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0,
-                labels: dict | None = None) -> AffordanceNetwork:
+def fit_sensors(network: AffordanceNetwork, readings: dict, labels: dict, seed: int) -> AffordanceNetwork:
     """Fit every sensor model that has no means yet; generate labels for variables without values.
+    ``readings`` and ``labels`` are the cases' columns (``CaseSet.readings``, ``CaseSet.labels``); ``seed``
+    makes the mixtures' random starts.
 
     Sensors with ``cluster_by`` are fitted last, from the conditions of the cases (``labels``: codes
-    per variable name, as in ``CaseSet.labels``), once the sensors of those variables are fitted.
+    per variable name), once the sensors of those variables are fitted.
     """
     rng = np.random.default_rng(seed)
     changes = {}
@@ -350,7 +275,7 @@ def fit_sensors(network: AffordanceNetwork, readings: dict, seed: int = 0,
         sensor = SensorModel(v.sensor.name, means, stddevs, v.sensor.max_components)
         changes[v.name] = {"values": values, "sensor": sensor}
     network = network.replace_variables(changes) if changes else network
-    conditional = {v.name: _fit_by_condition(network, v, readings, labels or {}, rng)
+    conditional = {v.name: _fit_by_condition(network, v, readings, labels, rng)
                    for v in network.variables if v.sensor is not None and not v.sensor.fitted}
     return network.replace_variables(conditional) if conditional else network
 

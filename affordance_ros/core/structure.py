@@ -9,6 +9,10 @@ labels and readings, by exact inference), the search is run again on those score
 parameters are re-learned by EM on the new structure, and so on until the structure stops
 changing. Hidden variables seen through noisy sensors then keep the parents that MAP
 assignments blur away.
+
+A score is a class (``K2Score``, ``BDeuScore``, ``BICScore``, ``CVScore``: ``family_score`` picks
+the one ``LearningOptions.score`` names) over the counts of complete cases (``CaseCounts``) or
+the expected counts (``ExpectedCounts``).
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.special import gammaln
 
-from .cases import CaseSet
-from .errors import ModelFormatError
+from .cases import CaseEvidence
+from .errors import EvidenceError, ModelFormatError
+from .evidence import Evidence
 from .network import GROUPS, AffordanceNetwork
-from .options import SCORES
-from .parameters import map_assign
+from .options import LearningOptions
 from .progress import Progress, report
 
 PROGRESS_STEPS = 100  # MCMC steps between progress reports
@@ -44,41 +48,34 @@ class StructureResult:
 
 
 _MAX_JOINT_COUNTS = 1 << 22
+CV_FOLDS = 5
 
 
-class FamilyScore:
-    """Decomposable log score of one family on complete data, cached per (child, parents)."""
+class FamilyCounts:
+    """Where a family score's counts come from; the cases are split into ``CV_FOLDS`` fixed random folds."""
 
-    counts_from_codes = True  # the counts are of ``codes`` (so ``additions`` may count all candidates at once)
-
-    def __init__(self, codes: np.ndarray, cards: Sequence[int], score: str = "k2", ess: float = 1.0,
-                 prior: float = 1.0):
-        if score not in SCORES:
-            raise ModelFormatError(f"score '{score}' is not one of {list(SCORES)}")
-        self.codes, self.cards, self.score, self.ess = codes, list(cards), score, float(ess)
-        self.prior = float(prior)  # the pseudo-count per CPT entry the "cv" score learns with
-        self._columns = np.ascontiguousarray(np.asarray(codes, dtype=np.int32).T)   # (variables, cases)
-        self._cache = {}
+    def __init__(self, cards: Sequence[int], n_cases: int):
+        self.cards, self.n_cases = list(cards), n_cases
         self._fold = None
-        self._log_gammas = {}
 
-    def __call__(self, child: int, parents: Sequence[int]) -> float:
-        """The family's score with these parents (order does not matter; cached)."""
-        key = (child, tuple(sorted(parents)))
-        if key not in self._cache:
-            self._cache[key] = self._compute(child, key[1])
-        return self._cache[key]
-
-    @property
-    def n_cases(self) -> int:
-        """How many cases the counts come from."""
-        return len(self.codes)
+    def fold_of_case(self) -> np.ndarray:
+        """The fold (0..CV_FOLDS-1) of every case: a fixed random split."""
+        if self._fold is None:
+            self._fold = np.random.default_rng(0).permutation(self.n_cases) % CV_FOLDS
+        return self._fold
 
     def counts(self, child: int, parents: tuple) -> np.ndarray:
-        """Counts of (parents..., child) configurations, shaped like the family's CPT."""
-        shape = tuple(self.cards[a] for a in (*parents, child))
-        counts = np.bincount(self._configurations(child, parents), minlength=math.prod(shape))
-        return counts.reshape(shape).astype(float)
+        """Counts of (parents..., child) configurations, shaped like the family's CPT (floats)."""
+        return self.table(child, parents).reshape([self.cards[a] for a in (*parents, child)]).astype(float)
+
+
+class CaseCounts(FamilyCounts):
+    """Counts over complete cases: value codes (K, n), e.g. MAP assignments."""
+
+    def __init__(self, codes: np.ndarray, cards: Sequence[int]):
+        super().__init__(cards, len(codes))
+        self._columns = np.ascontiguousarray(np.asarray(codes, dtype=np.int32).T)   # (variables, cases)
+        self._log_gammas = {}
 
     def _configurations(self, child: int, parents: tuple) -> np.ndarray:
         """The flat index of each case's (parents..., child) configuration, from the contiguous code columns."""
@@ -90,17 +87,10 @@ class FamilyScore:
             stride *= self.cards[p]
         return flat
 
-    def _log_gamma(self, offset: int) -> np.ndarray:
-        """gammaln(m + offset) for every count m = 0..n_cases: the K2 score of integer counts by lookup."""
-        if offset not in self._log_gammas:
-            self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
-        return self._log_gammas[offset]
-
-    def fold_of_case(self) -> np.ndarray:
-        """The fold (0..CV_FOLDS-1) of every case for the "cv" score: a fixed random split."""
-        if self._fold is None:
-            self._fold = np.random.default_rng(0).permutation(self.n_cases) % CV_FOLDS
-        return self._fold
+    def table(self, child: int, parents: tuple) -> np.ndarray:
+        """Integer counts (parent configurations, child values)."""
+        size = math.prod(self.cards[a] for a in (*parents, child))
+        return np.bincount(self._configurations(child, parents), minlength=size).reshape(-1, self.cards[child])
 
     def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
         """Counts per fold, (CV_FOLDS, *CPT shape)."""
@@ -109,13 +99,218 @@ class FamilyScore:
         out = np.bincount(self.fold_of_case() * size + self._configurations(child, parents), minlength=CV_FOLDS * size)
         return out.reshape((CV_FOLDS, *shape)).astype(float)
 
-    def _cross_validated(self, child: int, parents: tuple) -> float:
-        """Held-out log-likelihood of the child given its parents: for each fold, the CPT learned (with
-        ``prior`` pseudo-counts, as EM learns it) on the other folds, scored on that fold's counts.
+    def log_gamma(self, counts: np.ndarray, offset: int) -> np.ndarray:
+        """gammaln(counts + offset) of integer counts, by lookup in a table of m = 0..n_cases."""
+        if offset not in self._log_gammas:
+            self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
+        return self._log_gammas[offset][counts]
+
+    def candidate_table(self, child: int, parents: tuple, candidates: Sequence[int]):
+        """The counts of the families ``parents + (u,)`` for every ``u`` in ``candidates`` in one counting pass
+        over cases x candidates (what K2 asks at each step): (integer counts (rows, child values), parent
+        configurations per candidate, the row where each candidate's begin); None when the candidates'
+        tables together would be too large.
         """
-        folds = self.fold_counts(child, parents)
+        codes, cards = self._columns, self.cards
+        r = cards[child]
+        q_base = math.prod(cards[p] for p in parents)
+        if (q_base * sum(cards[u] for u in candidates) * r > _MAX_JOINT_COUNTS
+                or len(candidates) * self.n_cases > _MAX_JOINT_COUNTS):
+            return None
+        base = np.zeros(self.n_cases, dtype=np.int32)
+        for p in parents:
+            base = base * np.int32(cards[p]) + codes[p]
+        card_u = np.array([cards[u] for u in candidates], dtype=np.int64)
+        q = q_base * card_u                                    # parent configurations per candidate family
+        offsets = np.concatenate([[0], np.cumsum(q * r)[:-1]])
+        # the candidate is the most significant digit of its family's configuration: the rows (parent
+        # configurations) come in another order than in ``counts``, which no score depends on
+        index = codes[list(candidates)]                             # int32: half the memory traffic
+        index *= np.int32(q_base * r)
+        index += (base * np.int32(r) + codes[child])[None, :]
+        index += offsets[:, None].astype(np.int32)
+        whole = np.bincount(index.ravel(), minlength=int((q * r).sum())).reshape(-1, r)
+        return whole, q, offsets // r
+
+
+class ExpectedCounts(FamilyCounts):
+    """Expected counts: the sum over cases of p(parents, child | case) under ``model`` (structural EM's
+    E-step), by exact inference over all cases at once.
+    """
+
+    def __init__(self, model: AffordanceNetwork, evidence: Evidence):
+        super().__init__(model.cards, evidence.n_cases)
+        self.model = model
+        self.calibration = model.engine.calibrate([v.cpt for v in model.variables], evidence)
+
+    def table(self, child: int, parents: tuple) -> np.ndarray:
+        """Expected counts (parent configurations, child values)."""
+        joint = self.model.engine.joint(self.calibration, [*parents, child]).sum(axis=0)
+        return joint.reshape(-1, self.cards[child])
+
+    def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
+        """Expected counts per fold, (CV_FOLDS, *CPT shape)."""
+        joint = self.model.engine.joint(self.calibration, [*parents, child])        # (K, *family cards)
+        fold = self.fold_of_case()
+        return np.stack([joint[fold == f].sum(axis=0) for f in range(CV_FOLDS)])
+
+    def log_gamma(self, counts: np.ndarray, offset: int) -> np.ndarray:
+        """gammaln(counts + offset)."""
+        return gammaln(counts + offset)
+
+    def candidate_table(self, child: int, parents: tuple, candidates: Sequence[int]):
+        """Always None: expected counts come one family at a time."""
+        return None
+
+
+class FamilyScore:
+    """Decomposable log score of one family, cached per (child, parents); a subclass per score, each with
+    its ``local`` score of one family and, where it can, ``of_candidates``: the scores of many families
+    from one counting pass (``FamilyCounts.candidate_table``).
+    """
+
+    name = ""
+
+    def __init__(self, data: FamilyCounts):
+        self.data = data
+        self.cards = data.cards
+        self._cache = {}
+
+    @classmethod
+    def from_options(cls, data: FamilyCounts, options: LearningOptions) -> "FamilyScore":
+        """The score on ``data``, with its parameters from ``options``."""
+        return cls(data)
+
+    def __call__(self, child: int, parents: Sequence[int]) -> float:
+        """The family's score with these parents (order does not matter; cached)."""
+        key = (child, tuple(sorted(parents)))
+        if key not in self._cache:
+            self._cache[key] = self.local(child, key[1])
+        return self._cache[key]
+
+    def local(self, child: int, parents: tuple) -> float:
+        """The family's score, computed (not cached)."""
+        raise NotImplementedError
+
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+        """Each candidate family's score from ``FamilyCounts.candidate_table``; None: one at a time."""
+        return None
+
+    def additions(self, child: int, parents: Sequence[int], candidates: Sequence[int]) -> np.ndarray:
+        """Scores of the families ``parents + (u,)`` for every ``u`` in ``candidates``, all at once where the
+        score and the counts allow (one counting pass), else one at a time.
+        """
+        candidates, parents = list(candidates), tuple(parents)
+        if not candidates:
+            return np.zeros(0)
+        batch = self.data.candidate_table(child, parents, candidates)
+        out = None if batch is None else self.of_candidates(*batch)
+        if out is None:
+            return np.array([self(child, (*parents, u)) for u in candidates])
+        for u, value in zip(candidates, out):
+            self._cache[(child, tuple(sorted((*parents, u))))] = float(value)
+        return out
+
+
+class K2Score(FamilyScore):
+    """Cooper & Herskovits' K2: the marginal likelihood with a uniform Dirichlet(1) prior per CPT row."""
+
+    name = "k2"
+
+    def local(self, child: int, parents: tuple) -> float:
+        """Sum over parent configurations j of log Gamma(r) - log Gamma(N_ij + r) + sum_k log Gamma(N_ijk + 1)."""
         r = self.cards[child]
-        folds = folds.reshape(CV_FOLDS, -1, r)
+        table = self.data.table(child, parents)
+        return float(np.sum(gammaln(r) - self.data.log_gamma(table.sum(axis=1), r))
+                     + np.sum(self.data.log_gamma(table, 1)))
+
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """``local`` per candidate, row by row of the joint table."""
+        r = table.shape[1]
+        rows = gammaln(r) - self.data.log_gamma(table.sum(axis=1), r) + self.data.log_gamma(table, 1).sum(axis=1)
+        return np.add.reduceat(rows, starts)
+
+
+class BDeuScore(FamilyScore):
+    """BDeu: the marginal likelihood with the equivalent sample size ``ess`` spread evenly over the CPT."""
+
+    name = "bdeu"
+
+    def __init__(self, data: FamilyCounts, ess: float):
+        super().__init__(data)
+        self.ess = float(ess)
+
+    @classmethod
+    def from_options(cls, data: FamilyCounts, options: LearningOptions) -> "BDeuScore":
+        """BDeu with ``options.ess``."""
+        return cls(data, options.ess)
+
+    def local(self, child: int, parents: tuple) -> float:
+        """With a_ij = ess / q, a_ijk = ess / (q r): sum over j of log Gamma(a_ij) - log Gamma(N_ij + a_ij)
+        + sum_k log Gamma(N_ijk + a_ijk) - log Gamma(a_ijk).
+        """
+        n_ijk = self.data.table(child, parents).astype(float)
+        n_ij = n_ijk.sum(axis=1)
+        q, r = n_ijk.shape
+        a_ij, a_ijk = self.ess / q, self.ess / (q * r)
+        return float(np.sum(gammaln(a_ij) - gammaln(n_ij + a_ij)) + np.sum(gammaln(n_ijk + a_ijk) - gammaln(a_ijk)))
+
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """``local`` per candidate (each with its own q), row by row of the joint table."""
+        n_ijk = table.astype(float)
+        r = n_ijk.shape[1]
+        q_rows = np.repeat(q, q).astype(float)
+        a_ij, a_ijk = self.ess / q_rows, self.ess / (q_rows * r)
+        cells = gammaln(n_ijk + a_ijk[:, None]) - gammaln(a_ijk)[:, None]
+        return np.add.reduceat(gammaln(a_ij) - gammaln(n_ijk.sum(axis=1) + a_ij) + cells.sum(axis=1), starts)
+
+
+class BICScore(FamilyScore):
+    """BIC: the maximum log-likelihood less half log(cases) per free parameter."""
+
+    name = "bic"
+
+    def _penalty(self, q, r: int):
+        return 0.5 * np.log(max(self.data.n_cases, 1)) * q * (r - 1)
+
+    def local(self, child: int, parents: tuple) -> float:
+        """The maximum log-likelihood sum N_ijk log(N_ijk / N_ij), less log(cases) q (r - 1) / 2."""
+        n_ijk = self.data.table(child, parents).astype(float)
+        q, r = n_ijk.shape
+        return float(np.sum(n_ijk * _log_ratio(n_ijk)) - self._penalty(q, r))
+
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """``local`` per candidate, row by row of the joint table."""
+        n_ijk = table.astype(float)
+        return np.add.reduceat((n_ijk * _log_ratio(n_ijk)).sum(axis=1), starts) - self._penalty(q, n_ijk.shape[1])
+
+
+def _log_ratio(n_ijk: np.ndarray) -> np.ndarray:
+    """log(N_ijk / N_ij), 0 where a count is 0 (its term vanishes)."""
+    n_ij = n_ijk.sum(axis=1)
+    return np.log(np.where(n_ijk > 0, n_ijk, 1.0) / np.where(n_ij > 0, n_ij, 1.0)[:, None])
+
+
+class CVScore(FamilyScore):
+    """The child's held-out log-likelihood given its parents: for each of ``CV_FOLDS`` folds, the CPT learned
+    (with ``prior`` pseudo-counts, as EM learns it) on the other folds, scored on that fold's counts.
+    """
+
+    name = "cv"
+
+    def __init__(self, data: FamilyCounts, prior: float):
+        super().__init__(data)
+        self.prior = float(prior)
+
+    @classmethod
+    def from_options(cls, data: FamilyCounts, options: LearningOptions) -> "CVScore":
+        """The cross-validated score with ``options.prior`` pseudo-counts."""
+        return cls(data, options.prior)
+
+    def local(self, child: int, parents: tuple) -> float:
+        """The sum over the folds of the fold's counts times the log of the CPT learned on the other folds."""
+        r = self.cards[child]
+        folds = self.data.fold_counts(child, parents).reshape(CV_FOLDS, -1, r)
         total = folds.sum(axis=0)
         out = 0.0
         for fold in folds:
@@ -124,126 +319,29 @@ class FamilyScore:
             out += float(np.sum(fold * np.log(theta)))
         return out
 
-    def additions(self, child: int, parents: Sequence[int], candidates: Sequence[int]) -> np.ndarray:
-        """Scores of the families ``parents + (u,)`` for every ``u`` in ``candidates``, all at once.
 
-        One counting pass over cases x candidates instead of one per candidate (what K2 asks at each
-        step); one at a time when the candidates' tables together would be too large.
-        """
-        candidates = list(candidates)
-        if not candidates:
-            return np.zeros(0)
-        codes, cards = self.codes, self.cards
-        r = cards[child]
-        parents = tuple(parents)
-        q_all = math.prod(cards[p] for p in parents) * sum(cards[u] for u in candidates) * r
-        if (q_all > _MAX_JOINT_COUNTS or len(candidates) * len(codes) > _MAX_JOINT_COUNTS
-                or self.score not in ("k2", "bdeu", "bic") or not self.counts_from_codes):
-            # too large at once, or a score (cv) or counts (expected ones) this pass does not compute
-            return np.array([self(child, (*parents, u)) for u in candidates])
-        columns = self._columns
-        base = np.zeros(len(codes), dtype=np.int32)
-        for p in parents:
-            base = base * np.int32(cards[p]) + columns[p]
-        q_base = math.prod(cards[p] for p in parents)
-        card_u = np.array([cards[u] for u in candidates], dtype=np.int64)
-        q = q_base * card_u                                    # parent configurations per candidate family
-        offsets = np.concatenate([[0], np.cumsum(q * r)[:-1]])
-        # the candidate is the most significant digit of its family's configuration: the rows (parent
-        # configurations) come in another order than in ``counts``, which no score depends on
-        index = columns[candidates]                                 # int32: half the memory traffic
-        index *= np.int32(q_base * r)
-        index += (base * np.int32(r) + columns[child])[None, :]
-        index += offsets[:, None].astype(np.int32)
-        whole = np.bincount(index.ravel(), minlength=int((q * r).sum())).reshape(-1, r)
-        n_ijk = whole.astype(float)
-        n_ij = n_ijk.sum(axis=1)
-        starts = offsets // r                                  # where each candidate's rows begin
-        if self.score == "k2":
-            rows = gammaln(r) - self._log_gamma(r)[whole.sum(axis=1)] + self._log_gamma(1)[whole].sum(axis=1)
-            out = np.add.reduceat(rows, starts)
-        elif self.score == "bdeu":
-            q_rows = np.repeat(q, q).astype(float)
-            a_ij, a_ijk = self.ess / q_rows, self.ess / (q_rows * r)
-            cells = gammaln(n_ijk + a_ijk[:, None]) - gammaln(a_ijk)[:, None]
-            rows = gammaln(a_ij) - gammaln(n_ij + a_ij) + cells.sum(axis=1)
-            out = np.add.reduceat(rows, starts)
-        else:
-            ratio = np.where(n_ijk > 0, n_ijk, 1.0) / np.where(n_ij > 0, n_ij, 1.0)[:, None]
-            out = np.add.reduceat((n_ijk * np.log(ratio)).sum(axis=1), starts)
-            out = out - 0.5 * np.log(max(len(codes), 1)) * q * (r - 1)
-        for u, value in zip(candidates, out):
-            self._cache[(child, tuple(sorted((*parents, u))))] = float(value)
-        return out
-
-    def _compute(self, child: int, parents: tuple) -> float:
-        if self.score == "cv":
-            return self._cross_validated(child, parents)
-        r = self.cards[child]
-        if self.score == "k2" and self.counts_from_codes:
-            whole = np.bincount(self._configurations(child, parents),
-                                minlength=math.prod(self.cards[a] for a in (*parents, child))).reshape(-1, r)
-            return float(np.sum(gammaln(r) - self._log_gamma(r)[whole.sum(axis=1)])
-                         + np.sum(self._log_gamma(1)[whole]))
-        counts = self.counts(child, parents)
-        n_ijk = counts.reshape(-1, r)
-        n_ij = n_ijk.sum(axis=1)
-        q = n_ijk.shape[0]
-        if self.score == "k2":
-            return float(np.sum(gammaln(r) - gammaln(n_ij + r)) + np.sum(gammaln(n_ijk + 1)))
-        if self.score == "bdeu":
-            a_ij, a_ijk = self.ess / q, self.ess / (q * r)
-            return float(np.sum(gammaln(a_ij) - gammaln(n_ij + a_ij))
-                         + np.sum(gammaln(n_ijk + a_ijk) - gammaln(a_ijk)))
-        ll = np.sum(n_ijk * np.log(np.where(n_ijk > 0, n_ijk, 1.0) / np.where(n_ij > 0, n_ij, 1.0)[:, None]))
-        return float(ll - 0.5 * np.log(max(self.n_cases, 1)) * q * (r - 1))
+SCORE_CLASSES = {score.name: score for score in (K2Score, BDeuScore, BICScore, CVScore)}
 
 
-class ExpectedFamilyScore(FamilyScore):
-    """The same scores on expected counts: sum over cases of p(parents, child | case) under ``model``
-    (structural EM's E-step), by exact inference over all cases at once.
+def family_score(data: FamilyCounts, options: LearningOptions) -> FamilyScore:
+    """The score ``options.score`` on ``data``."""
+    return SCORE_CLASSES[options.score].from_options(data, options)
+
+
+def allowed_arcs(network: AffordanceNetwork, options: LearningOptions) -> np.ndarray:
+    """allowed[u, v]: may u be a parent of v, under ``options.forbidden_group_arcs`` (whole groups, e.g.
+    nothing from an effect into the action) and ``options.forbidden_arcs``.
     """
-
-    counts_from_codes = False
-
-    def __init__(self, model: AffordanceNetwork, cases: CaseSet, score: str = "k2", ess: float = 1.0,
-                 prior: float = 1.0):
-        super().__init__(np.zeros((cases.n_cases, 0), dtype=np.int64), model.cards, score, ess, prior)
-        self.model = model
-        self.calibration = model.engine.calibrate([v.cpt for v in model.variables], cases.evidence(model))
-
-    def counts(self, child: int, parents: tuple) -> np.ndarray:
-        """Expected counts of (parents..., child) over the cases."""
-        family = [*parents, child]
-        return self.model.engine.joint(self.calibration, family).sum(axis=0)
-
-    def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
-        """Expected counts per fold, (CV_FOLDS, *CPT shape)."""
-        joint = self.model.engine.joint(self.calibration, [*parents, child])        # (K, *family cards)
-        fold = self.fold_of_case()
-        return np.stack([joint[fold == f].sum(axis=0) for f in range(CV_FOLDS)])
-
-
-CV_FOLDS = 5
-DEFAULT_FORBIDDEN_GROUP_ARCS = (("effect", "action"), ("object", "action"), ("effect", "object"))
-
-
-def allowed_arcs(network: AffordanceNetwork, forbidden_arcs=(), forbidden_group_arcs=()) -> np.ndarray:
-    """allowed[u, v]: may u be a parent of v. Group rules like ("effect", "action") forbid whole groups."""
     n = len(network)
     allowed = ~np.eye(n, dtype=bool)
-    for pair in forbidden_group_arcs:
-        if len(pair) != 2 or any(g not in GROUPS for g in pair):
-            raise ModelFormatError(f"forbidden group arc {pair} must be two of {list(GROUPS)}")
-        src = [i for i, v in enumerate(network.variables) if v.group == pair[0]]
-        dst = [i for i, v in enumerate(network.variables) if v.group == pair[1]]
+    for source, target in options.forbidden_group_arcs:
+        src = [i for i, v in enumerate(network.variables) if v.group == source]
+        dst = [i for i, v in enumerate(network.variables) if v.group == target]
         allowed[np.ix_(src, dst)] = False
-    for pair in forbidden_arcs:
-        if len(pair) != 2:
-            raise ModelFormatError(f"forbidden arc {pair} must be [parent, child]")
+    for pair in options.forbidden_arcs:
         try:
             allowed[network.index(pair[0]), network.index(pair[1])] = False
-        except ValueError as exc:
+        except EvidenceError as exc:
             raise ModelFormatError(f"forbidden arc {list(pair)}: {exc}") from None
     return allowed
 
@@ -478,43 +576,41 @@ def _add_held(freq: np.ndarray, parents: Sequence[int], steps: int) -> None:
                 freq[u, v] += steps
 
 
-def search(scorer: FamilyScore, network: AffordanceNetwork, method: str, max_parents: int, order, allowed,
-           start=None, n_samples: int = 5000, burn_in: int = 1000, seed: int = 0,
+def search(scorer: FamilyScore, network: AffordanceNetwork, options: LearningOptions,
            progress: Progress = None) -> StructureResult:
-    """K2 (or MCMC started from K2's answer, or from ``start``) with ``scorer``; StructureResult.
-    ``progress`` (see ``core.progress``) hears of K2's nodes and of MCMC's steps, and may cancel.
+    """K2 with ``scorer`` under ``options`` (its order, rules and ``max_parents``); for ``options.structure``
+    "mcmc", MCMC started from K2's answer. ``progress`` (see ``core.progress``) hears of K2's nodes and of
+    MCMC's steps, and may cancel.
     """
     n = len(network)
-    parents = k2(scorer, order, allowed, max_parents, progress) if start is None else start
-    result = StructureResult("k2", scorer.score, sum(scorer(v, parents[v]) for v in range(n)), {})
-    if method == "mcmc":
+    allowed = allowed_arcs(network, options)
+    parents = k2(scorer, _order(network, options.order), allowed, options.max_parents, progress)
+    result = StructureResult("k2", scorer.name, sum(scorer(v, parents[v]) for v in range(n)), {})
+    if options.structure == "mcmc":
         parents, best, freq, acceptance, trace = mcmc(
-            scorer, n, allowed, max_parents, parents, n_samples, burn_in, np.random.default_rng(seed), progress)
+            scorer, n, allowed, options.max_parents, parents, options.mcmc_samples, options.mcmc_burn_in,
+            np.random.default_rng(options.seed), progress)
         probabilities = {(network.names[u], network.names[v]): float(freq[u, v])
                          for u in range(n) for v in range(n) if freq[u, v] > 0}
-        result = StructureResult("mcmc", scorer.score, best, {}, probabilities, acceptance, trace)
+        result = StructureResult("mcmc", scorer.name, best, {}, probabilities, acceptance, trace)
     result.parents = {network.names[v]: tuple(network.names[u] for u in parents[v]) for v in range(n)}
     return result
 
 
-def structural_em(model: AffordanceNetwork, cases: CaseSet, fit: Callable, rounds: int, method: str = "k2",
-                  score: str = "k2", max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
-                  forbidden_group_arcs=DEFAULT_FORBIDDEN_GROUP_ARCS, n_samples: int = 5000,
-                  burn_in: int = 1000, seed: int = 0, ess: float = 1.0, prior: float = 1.0,
+def structural_em(model: AffordanceNetwork, observed: CaseEvidence, fit: Callable, options: LearningOptions,
                   progress: Progress = None):
-    """Structural EM from a learned ``model``: score families on expected counts under the current
-    model, search again, re-fit the parameters with ``fit(network) -> model``; at most ``rounds``
-    times, until the structure repeats. Returns (model, StructureResult of the last search, rounds run).
+    """Structural EM from a learned ``model``: score families on expected counts under the current model
+    (``observed``: the cases' evidence), search again, re-fit the parameters with ``fit(network) -> model``;
+    at most ``options.structural_em`` times, until the structure repeats. Returns (model, StructureResult of
+    the last search, rounds run).
     """
-    allowed = allowed_arcs(model, forbidden_arcs, forbidden_group_arcs)
-    order_idx = _order(model, order)
+    _check_searchable(options)
     seen = {tuple(model.arcs)}
     result = None
     done = 0
-    for done in range(1, rounds + 1):
-        scorer = ExpectedFamilyScore(model, cases.with_network(model), score, ess, prior)
-        result = search(scorer, model, method, max_parents, order_idx, allowed, None, n_samples, burn_in, seed,
-                        progress)
+    for done in range(1, options.structural_em + 1):
+        counts = ExpectedCounts(model, CaseEvidence.of(observed, model).evidence())
+        result = search(family_score(counts, options), model, options, progress)
         candidate = model.with_structure(result.parents)
         if tuple(candidate.arcs) in seen:
             break
@@ -532,23 +628,20 @@ def _order(network: AffordanceNetwork, order: Sequence[str] | None) -> list[int]
     return order_idx
 
 
-def learn_structure(network: AffordanceNetwork, cases: CaseSet, method: str = "k2", score: str = "k2",
-                    max_parents: int = 4, order: Sequence[str] | None = None, forbidden_arcs=(),
-                    forbidden_group_arcs=DEFAULT_FORBIDDEN_GROUP_ARCS, n_samples: int = 5000,
-                    burn_in: int = 1000, seed: int = 0, ess: float = 1.0, prior: float = 1.0,
+def _check_searchable(options: LearningOptions) -> None:
+    if options.structure == "fixed":
+        raise ModelFormatError("structure 'fixed' keeps the configured arcs: there is no structure to search")
+
+
+def learn_structure(network: AffordanceNetwork, codes: np.ndarray, options: LearningOptions,
                     progress: Progress = None):
-    """MAP-assign the hidden values, then K2 or MCMC. Returns (network with the arcs, StructureResult).
+    """K2 or MCMC (``options.structure``) on complete value codes (K, n), as the paper does on the MAP
+    assignments of the hidden values (``CaseEvidence.map_values``). Returns (network with the arcs,
+    StructureResult).
 
     ``progress`` (see ``core.progress``) hears of K2's nodes and of MCMC's steps (K2's first: MCMC starts from
     K2's structure), and may cancel.
     """
-    if method not in ("k2", "mcmc"):
-        raise ModelFormatError(f"structure method '{method}' is not 'k2' or 'mcmc'")
-    if not isinstance(max_parents, int) or max_parents < 0:
-        raise ModelFormatError("max_parents must be an integer >= 0")
-    codes = map_assign(network, cases)
-    scorer = FamilyScore(codes, network.cards, score, ess, prior)
-    allowed = allowed_arcs(network, forbidden_arcs, forbidden_group_arcs)
-    result = search(scorer, network, method, max_parents, _order(network, order), allowed, None,
-                    n_samples, burn_in, seed, progress)
+    _check_searchable(options)
+    result = search(family_score(CaseCounts(codes, network.cards), options), network, options, progress)
     return network.with_structure(result.parents), result

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
 from ..core.errors import UnknownColumnError
-from ..core.options import EM_ACCELERATIONS, METHODS, SCORES, STRUCTURES, LearningOptions
+from ..core.options import LearningOptions
 from ..data import offline
 from ..data.bag import BagError
 from ..data.formats import FORMATS, export_model, format_of, import_model
@@ -39,7 +39,9 @@ from .bench import add_parser as add_bench_parser
 from .progress import ProgressBar
 from .ros_args import name_value_pairs, sensor_readings, split_ros_args
 
-DEFAULTS = LearningOptions()
+# the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
+LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
+                 "fit_sensors", "n_init", "em_acceleration", "prior_strength")
 
 
 class UserError(Exception):
@@ -98,11 +100,7 @@ def _hint(command: str, exc: Exception) -> str:
 def cmd_learn(args) -> int:
     config = AffordanceNetwork.load(args.config, what="configuration")
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
-    learner = AffordanceLearner(structure=args.structure, score=args.score, max_parents=args.max_parents,
-                                prior=args.prior, method=args.method, seed=args.seed,
-                                mcmc_samples=args.mcmc_samples, tol=args.tol, max_iter=args.max_iter,
-                                fit_sensors=args.fit_sensors or None, prior_strength=args.prior_strength,
-                                n_init=args.n_init, em_acceleration=args.em_acceleration)
+    learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
     prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
     learner.fit(config, cases, prior_model=prior_model)
     learner.model_.save(args.out)
@@ -219,6 +217,17 @@ def _add_pairing_options(parser: argparse.ArgumentParser) -> None:
                        help="show a progress bar on stderr (default: only on a terminal)")
 
 
+def _add_learning_options(parser: argparse.ArgumentParser) -> None:
+    for name in LEARN_OPTIONS:
+        option = LearningOptions.describe(name)
+        default = json.dumps(option.default) if option.type is bool else option.default
+        text = f"{option.help} (default: the configuration's, else {default})"
+        if option.type is bool:
+            parser.add_argument(f"--{name.replace('_', '-')}", action="store_true", default=None, help=text)
+        else:
+            parser.add_argument(f"--{name.replace('_', '-')}", type=option.type, choices=option.choices, help=text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="affordance-ros", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -233,29 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(directory, .db3, .mcap)")
     learn.add_argument("--config", required=True,
                        help="configuration in the model schema, without CPTs (e.g. config/montesano.json)")
-    learn.add_argument("--structure", choices=STRUCTURES, help=f"default: the config's, else {DEFAULTS.structure}")
     learn.add_argument("--out", required=True, help="where to write the model JSON")
-    learn.add_argument("--score", choices=SCORES,
-                       help=f"structure score (default: the config's, else {DEFAULTS.score})")
-    learn.add_argument("--max-parents", type=int,
-                       help=f"at most this many parents per variable (default {DEFAULTS.max_parents})")
-    learn.add_argument("--prior", type=float, help="Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
-    learn.add_argument("--method", choices=METHODS,
-                       help=f"em, or discrete: the paper's baseline (MAP-assign, then count); default: the "
-                            f"config's, else {DEFAULTS.method}")
-    learn.add_argument("--tol", type=float, help="EM stops when the RMS parameter change is below this")
-    learn.add_argument("--max-iter", type=int, help="EM stops after this many iterations (default 100)")
-    learn.add_argument("--mcmc-samples", type=int, help="structures MCMC samples after burn-in (default 5000)")
-    learn.add_argument("--seed", type=int, help="seed of MCMC and of the sensor fits (default 0: reproducible)")
-    learn.add_argument("--fit-sensors", action="store_true",
-                       help="re-estimate the sensor means/stddevs inside EM (when only roughly known)")
-    learn.add_argument("--n-init", type=int,
-                       help="EM starts (the first from em_init, the others random, seeded by --seed); the best is kept")
-    learn.add_argument("--em-acceleration", choices=EM_ACCELERATIONS,
-                       help="squarem (default: the same optimum in fewer iterations) or none (plain EM)")
+    _add_learning_options(learn)
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
-    learn.add_argument("--prior-strength", type=float,
-                       help="how many cases the prior model is worth (equivalent sample size)")
     learn.add_argument("--ignore-columns", nargs="+", metavar="COLUMN",
                        help="CSV columns that are not variables, to skip (e.g. object_id)")
     _add_pairing_options(learn)

@@ -4,8 +4,13 @@ import itertools
 
 import numpy as np
 
-from affordance_ros.core import AffordanceNetwork, SensorModel, Variable
+from affordance_ros.core import AffordanceNetwork, LearningOptions, SensorModel, Variable
 from affordance_ros.core.ground_truth import random_cpts
+
+
+def plain(**options) -> LearningOptions:
+    """Learning options with plain EM (``em_acceleration`` "none"), the others as given or the defaults."""
+    return LearningOptions(em_acceleration="none", **options)
 
 
 def random_network(rng, n_vars=6, max_parents=3, max_card=3, sensor_fraction=0.7):

@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from helpers import brute_force_joint
+from helpers import brute_force_joint, plain
 
 from affordance_ros.core import CaseSet, EvidenceError, benchmark_network, fit_em, predict, rank_actions, sample_cases
 from affordance_ros.core.online import OnlineEM
@@ -53,7 +53,7 @@ def test_rank_actions_rejects_bad_requests(effects, values, message):
 def test_online_em_after_one_pass_approaches_batch_em():
     truth = benchmark_network("montesano", sigma=1.0, seed=3)
     cases, _ = sample_cases(truth, 6000, np.random.default_rng(0), labelled=("Action",))
-    batch, _ = fit_em(unlearned(truth), cases)
+    batch, _ = fit_em(unlearned(truth), cases, plain())
     online = OnlineEM(unlearned(truth), batch_size=1)
     first_half = online.partial_fit(cases.take(slice(0, 3000))).model_
     online.partial_fit(cases.take(slice(3000, 6000)))
@@ -82,8 +82,8 @@ def test_sensors_learned_inside_em_recover_perturbed_models():
                  "sensor": dataclasses.replace(v.sensor, means=v.sensor.means + rng.uniform(-1.2, 1.2, v.card),
                                                stddevs=v.sensor.stddevs * 1.5)}
         for v in truth.variables})
-    fixed, _ = fit_em(rough, cases)
-    fitted, result = fit_em(rough, cases, fit_sensors=True, max_iter=150)
+    fixed, _ = fit_em(rough, cases, plain())
+    fitted, result = fit_em(rough, cases, plain(fit_sensors=True, max_iter=150))
     assert error(fitted, truth) < 0.9 * error(fixed, truth)
     observed = [v for v in fitted.variables if v.name != "Action"]
     mean_errors = np.concatenate([v.sensor.means - truth[v.name].sensor.means for v in observed])
@@ -100,9 +100,9 @@ def test_prior_from_an_earlier_model_carries_knowledge():
     rng = np.random.default_rng(1)
     old_cases, _ = sample_cases(truth, 5000, rng, labelled=("Action",))
     new_cases, _ = sample_cases(truth, 200, rng, labelled=("Action",))
-    earlier, _ = fit_em(unlearned(truth), old_cases)
-    alone, _ = fit_em(unlearned(truth), new_cases)
-    carried, _ = fit_em(unlearned(truth), new_cases, prior_model=earlier, prior_strength=5000)
+    earlier, _ = fit_em(unlearned(truth), old_cases, plain())
+    alone, _ = fit_em(unlearned(truth), new_cases, plain())
+    carried, _ = fit_em(unlearned(truth), new_cases, plain(prior_strength=5000), prior_model=earlier)
     assert error(carried, truth) < 0.7 * error(alone, truth)
     assert error(carried, truth) < 1.1 * error(earlier, truth)
 
@@ -122,7 +122,7 @@ def test_online_em_continues_a_batch_model_instead_of_replacing_it():
     rng = np.random.default_rng(5)
     old_cases, _ = sample_cases(truth, 4000, rng, labelled=("Action",))
     new_cases, _ = sample_cases(truth, 50, rng, labelled=("Action",))
-    batch, _ = fit_em(unlearned(truth), old_cases)
+    batch, _ = fit_em(unlearned(truth), old_cases, plain())
     continued = OnlineEM(batch, start_weight=4000).partial_fit(new_cases).model_
     restarted = OnlineEM(batch).partial_fit(new_cases).model_
     # Stepwise EM weighs new cases more than 1/n (it forgets slowly), so 50 cases move the

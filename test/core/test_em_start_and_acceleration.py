@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import plain
 
 from affordance_ros.core import (
     AffordanceLearner,
@@ -15,8 +16,9 @@ from affordance_ros.core import (
     fit_em,
     sample_cases,
 )
+from affordance_ros.core.evidence import latent_variables
 from affordance_ros.core.ground_truth import random_cpts, sample_values
-from affordance_ros.core.parameters import latent_variables, log_likelihood, symmetric_latents
+from affordance_ros.core.parameters import log_likelihood, symmetric_latents
 
 
 def latent_cause_network(seed=0):
@@ -53,7 +55,7 @@ def test_default_start_is_not_a_saddle_and_reaches_the_truths_likelihood():
     truth = latent_cause_network()
     cases = latent_cases(truth)
     truth_ll = log_likelihood(truth, cases)
-    model, result = fit_em(uniform(truth), cases, prior=0.0, tol=1e-4, max_iter=2000)
+    model, result = fit_em(uniform(truth), cases, plain(prior=0.0, tol=1e-4, max_iter=2000))
     assert result.converged and result.saddles == 0
     assert symmetric_latents(truth, [v.cpt for v in model.variables], [0]) == []
     # maximum likelihood is at least the truth's (up to EM's tolerance)
@@ -64,31 +66,32 @@ def test_a_symmetric_start_is_escaped_never_reported_as_converged():
     truth = latent_cause_network()
     cases = latent_cases(truth)
     # the old behaviour: uniform CPTs everywhere are a fixed point; EM used to stop there "converged"
-    stuck, result = fit_em(uniform(truth), cases, prior=0.0, init="model", max_iter=1)
+    flat = [v.cpt for v in uniform(truth).variables]
+    stuck, result = fit_em(uniform(truth), cases, plain(prior=0.0, max_iter=1), initial_cpts=flat)
     assert not result.converged
-    model, result = fit_em(uniform(truth), cases, prior=0.0, init="model", tol=1e-4, max_iter=2000)
+    model, result = fit_em(uniform(truth), cases, plain(prior=0.0, tol=1e-4, max_iter=2000), initial_cpts=flat)
     assert result.saddles >= 1 and result.converged
     assert result.log_likelihood >= log_likelihood(truth, cases) - 0.5
     # max_iter exhausted on the saddle: not converged
-    _, result = fit_em(uniform(truth), cases, prior=0.0, init="model", max_iter=3)
+    _, result = fit_em(uniform(truth), cases, plain(prior=0.0, max_iter=3), initial_cpts=flat)
     assert not result.converged
 
 
 def test_n_init_keeps_the_best_of_seeded_restarts():
     truth = latent_cause_network(seed=3)
     cases = latent_cases(truth, n=600, seed=4)
-    model, result = fit_em(uniform(truth), cases, prior=0.0, n_init=4, seed=7)
+    model, result = fit_em(uniform(truth), cases, plain(prior=0.0, n_init=4, seed=7))
     assert len(result.restarts) == 4
     assert result.log_posteriors[-1] == max(result.restarts)
     np.testing.assert_allclose(log_likelihood(model, cases), result.log_likelihood, rtol=1e-10)
-    again, result2 = fit_em(uniform(truth), cases, prior=0.0, n_init=4, seed=7)
+    again, result2 = fit_em(uniform(truth), cases, plain(prior=0.0, n_init=4, seed=7))
     assert result2.restarts == result.restarts
     for a, b in zip(model.variables, again.variables):
         np.testing.assert_array_equal(a.cpt, b.cpt)
-    single, one = fit_em(uniform(truth), cases, prior=0.0, n_init=1, seed=7)
+    single, one = fit_em(uniform(truth), cases, plain(prior=0.0, n_init=1, seed=7))
     assert one.restarts == result.restarts[:1]
     with pytest.raises(ModelFormatError, match="n_init"):
-        fit_em(uniform(truth), cases, n_init=0)
+        fit_em(uniform(truth), cases, plain(n_init=0))
 
 
 @pytest.mark.parametrize("prior", [0.0, 1.0])
@@ -96,12 +99,13 @@ def test_squarem_objective_never_decreases_and_reaches_the_same_fixed_point(prio
     truth = benchmark_network("montesano", sigma=3.0, seed=11)
     cases, _ = sample_cases(truth, 2000, np.random.default_rng(1), labelled=("Action",))
     structure = benchmark_structure("montesano", 3.0)
-    plain, plain_result = fit_em(structure, cases, prior=prior, tol=1e-8, max_iter=5000)
-    fast, fast_result = fit_em(structure, cases, prior=prior, tol=1e-8, max_iter=5000, acceleration="squarem")
+    slow, plain_result = fit_em(structure, cases, plain(prior=prior, tol=1e-8, max_iter=5000))
+    fast, fast_result = fit_em(structure, cases, LearningOptions(prior=prior, tol=1e-8, max_iter=5000,
+                                                                 em_acceleration="squarem"))
     assert plain_result.converged and fast_result.converged
     trace = np.array(fast_result.log_posteriors)
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:])), np.diff(trace).min()
-    assert max(np.abs(a.cpt - b.cpt).max() for a, b in zip(plain.variables, fast.variables)) < 1e-4
+    assert max(np.abs(a.cpt - b.cpt).max() for a, b in zip(slow.variables, fast.variables)) < 1e-4
     assert fast_result.log_posteriors[-1] >= plain_result.log_posteriors[-1] - 1e-6
     # far fewer E-steps (maximum likelihood, with CPT entries going to 0, is the slower case)
     fewer = 2 if prior == 0 else 3
@@ -111,12 +115,13 @@ def test_squarem_objective_never_decreases_and_reaches_the_same_fixed_point(prio
 def test_squarem_respects_max_iter_and_latent_variables():
     truth = latent_cause_network()
     cases = latent_cases(truth)
-    _, result = fit_em(uniform(truth), cases, prior=0.0, max_iter=5, acceleration="squarem")
+    _, result = fit_em(uniform(truth), cases, LearningOptions(prior=0.0, max_iter=5, em_acceleration="squarem"))
     assert result.iterations <= 5 and not result.converged
-    model, result = fit_em(uniform(truth), cases, prior=0.0, tol=1e-5, max_iter=2000, acceleration="squarem")
+    model, result = fit_em(uniform(truth), cases, LearningOptions(prior=0.0, tol=1e-5, max_iter=2000,
+                                                                 em_acceleration="squarem"))
     assert result.converged and result.log_likelihood >= log_likelihood(truth, cases) - 0.5
     with pytest.raises(ModelFormatError, match="acceleration"):
-        fit_em(uniform(truth), cases, acceleration="fast")
+        fit_em(uniform(truth), cases, LearningOptions(em_acceleration="fast"))
 
 
 def test_learning_options_n_init_and_acceleration_reach_the_learner():

@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers import plain
 
 from affordance_ros.core import (
     AffordanceLearner,
@@ -40,7 +41,7 @@ def all_labels(truth, n, seed):
 def test_em_objective_never_decreases(prior):
     truth = benchmark_network("montesano", sigma=3.0, seed=11)
     cases, _ = sample_cases(truth, 500, np.random.default_rng(1))
-    _, result = fit_em(truth, cases, prior=prior, init="uniform", tol=1e-6, max_iter=60)
+    _, result = fit_em(truth, cases, plain(prior=prior, em_init="uniform", tol=1e-6, max_iter=60))
     trace = np.array(result.log_likelihoods if prior == 0 else result.log_posteriors)
     assert len(trace) == result.iterations + 1
     assert np.all(np.diff(trace) >= -1e-7 * np.abs(trace[1:])), np.diff(trace).min()
@@ -55,7 +56,7 @@ def test_em_beats_discrete_when_sensors_overlap():
         cases, codes = sample_cases(truth, 3000, np.random.default_rng(100 + seed))
         marginals = [np.bincount(codes[:, i], minlength=2) / len(codes) for i in range(len(truth))]
         discrete = fit_discrete(truth, cases, prior=0.0, priors=marginals)
-        em, result = fit_em(truth, cases, prior=0.0)
+        em, result = fit_em(truth, cases, plain(prior=0.0))
         assert result.converged
         em_errors.append(cpt_error(em, truth))
         discrete_errors.append(cpt_error(discrete, truth))
@@ -65,7 +66,7 @@ def test_em_beats_discrete_when_sensors_overlap():
 def test_em_recovers_ground_truth_with_clear_sensors():
     truth = benchmark_network("montesano", sigma=1.0, seed=5)
     cases, _ = sample_cases(truth, 20000, np.random.default_rng(2), labelled=("Action",))
-    model, result = fit_em(truth, cases, prior=0.0)
+    model, result = fit_em(truth, cases, plain(prior=0.0))
     assert result.converged
     assert cpt_error(model, truth) < 0.03
 
@@ -85,7 +86,7 @@ def test_discrete_on_complete_labels_is_counting():
 def test_em_with_labels_only_converges_to_counts_in_one_step():
     truth = benchmark_network("simple", sigma=1.0, seed=3)
     cases = all_labels(truth, 400, 9)
-    em, result = fit_em(truth, cases, prior=0.0)
+    em, result = fit_em(truth, cases, plain(prior=0.0))
     np.testing.assert_allclose(em["C"].cpt, fit_discrete(truth, cases, prior=0.0)["C"].cpt, atol=1e-12)
     assert result.iterations <= 2
 
@@ -166,7 +167,7 @@ def test_learning_from_no_cases_is_a_clear_error():
     with pytest.raises(DataError, match="no cases"):
         AffordanceLearner().fit(without_arcs(truth), empty)
     with pytest.raises(DataError, match="no cases"):
-        fit_em(truth, empty)
+        fit_em(truth, empty, plain())
 
 
 def test_learned_model_round_trips_through_json(tmp_path):

@@ -6,7 +6,7 @@ from helpers import random_network
 from test_inference import brute_force_counts, random_evidence
 
 from affordance_ros.core import CaseSet, benchmark_network, benchmark_structure, sample_cases
-from affordance_ros.core.estep import SeparatorEStep, _CoarseTree
+from affordance_ros.core.estep import SeparatorEStep
 from affordance_ros.core.inference import JunctionTree
 
 
@@ -31,11 +31,11 @@ def test_montesano_cliques_are_merged_and_counts_equal_the_junction_tree():
     truth = benchmark_network("montesano", 3.0, seed=1)
     cases, _ = sample_cases(truth, 500, np.random.default_rng(2), labelled=("Action",))
     tree = JunctionTree(structure)
-    coarse = _CoarseTree(tree)
-    assert len(coarse.cliques) < len(tree.cliques)   # the two large cliques share 54 of their states
+    estep = SeparatorEStep(tree, cases.evidence(structure), chunk_size=128)
+    assert len(estep.tree.cliques) < len(tree.cliques)   # the two large cliques share 54 of their states
     cpts = [v.cpt for v in truth.variables]
     want, want_ll = tree.estep(cases.evidence(structure))(cpts)
-    got, got_ll = SeparatorEStep(tree, cases.evidence(structure), chunk_size=128)(cpts)
+    got, got_ll = estep(cpts)
     assert got_ll == pytest.approx(want_ll, rel=1e-12)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)

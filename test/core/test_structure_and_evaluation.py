@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseSet, Variable
+from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseEvidence, CaseSet, LearningOptions, Variable
 from affordance_ros.core.evaluation import (
     Inputs,
     evaluate,
@@ -48,9 +48,10 @@ def test_structural_em_alone_recovers_the_shape_from_a_structure_without_it(tool
     fixed = config.with_structure({"Effect": ("Action", "Tool")})
     start = AffordanceLearner(structure="fixed").fit(fixed, cases).model_
     assert effect_parents(start) == {"Action", "Tool"}
-    model, result, rounds = structural_em(
-        start, cases.with_network(start), lambda net: fit_em(net, cases.with_network(net), prior=0.01)[0], 3,
-        score="cv", prior=0.01, forbidden_group_arcs=(("effect", "action"), ("effect", "object"), ("object", "action")))
+    options = LearningOptions(score="cv", prior=0.01, structural_em=3, em_acceleration="none",
+                              forbidden_group_arcs=(("effect", "action"), ("effect", "object"), ("object", "action")))
+    observed = CaseEvidence(cases, start)
+    model, result, rounds = structural_em(start, observed, lambda net: fit_em(net, observed, options)[0], options)
     assert effect_parents(model) == EFFECT_PARENTS and rounds >= 1
 
 

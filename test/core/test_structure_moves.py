@@ -5,7 +5,7 @@ import pytest
 
 from affordance_ros.core import benchmark_network, sample_cases
 from affordance_ros.core.parameters import family_counts
-from affordance_ros.core.structure import ArcMoves, FamilyScore, mcmc
+from affordance_ros.core.structure import ArcMoves, CaseCounts, K2Score, mcmc
 
 
 def brute_force_moves(adj: np.ndarray, allowed: np.ndarray, max_parents: int) -> list:
@@ -62,9 +62,9 @@ def test_moves_and_proposal_counts_match_a_recount(seed):
 def test_family_counts_of_the_scorer_equal_the_plain_count():
     truth = benchmark_network("montesano", sigma=1.0, seed=2)
     _, codes = sample_cases(truth, 500, np.random.default_rng(1), labelled=tuple(truth.names))
-    score = FamilyScore(codes, truth.cards)
+    counts = CaseCounts(codes, truth.cards)
     for child, parents in ((4, ()), (4, (0,)), (7, (0, 2, 3)), (6, (1, 2, 3, 5))):
-        assert np.array_equal(score.counts(child, parents), family_counts(codes, truth.cards, child, parents))
+        assert np.array_equal(counts.counts(child, parents), family_counts(codes, truth.cards, child, parents))
 
 
 def reference_mcmc(score, allowed, max_parents, start, steps, burn_in, rng):
@@ -98,9 +98,9 @@ def test_mcmc_takes_the_same_steps_as_the_textbook_chain(seed):
     allowed = ~np.eye(len(truth), dtype=bool)
     start = [(), (0,), (), (1,), (), (), (), ()]
     steps, burn_in = 600, 100
-    want = reference_mcmc(FamilyScore(codes, truth.cards), allowed, 2, start, steps, burn_in,
+    want = reference_mcmc(K2Score(CaseCounts(codes, truth.cards)), allowed, 2, start, steps, burn_in,
                           np.random.default_rng(seed))
-    _, _, freq, acceptance, trace = mcmc(FamilyScore(codes, truth.cards), len(truth), allowed, 2, start,
+    _, _, freq, acceptance, trace = mcmc(K2Score(CaseCounts(codes, truth.cards)), len(truth), allowed, 2, start,
                                          steps - burn_in, burn_in, np.random.default_rng(seed))
     assert acceptance == want[2] and acceptance > 0.02   # small data: the chain moves
     np.testing.assert_allclose(trace, want[0], rtol=0, atol=1e-9)

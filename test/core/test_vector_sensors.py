@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import brute_force_joint
+from helpers import brute_force_joint, plain
 
 from affordance_ros.core import (
     AffordanceLearner,
@@ -120,8 +120,8 @@ def test_em_sensor_step_is_the_posterior_weighted_mean_and_covariance():
     k = 30
     columns = {name: rng.normal(0, 3, k) for name in net.sensor_variable}
     cases = CaseSet.from_columns(net, columns)
-    model, result = fit_em(net.with_cpts({v.name: v.cpt for v in net.variables}), cases, prior=0.0, max_iter=1,
-                           init="model", fit_sensors=True)
+    model, result = fit_em(net, cases, plain(prior=0.0, max_iter=1, fit_sensors=True),
+                           initial_cpts=[v.cpt for v in net.variables])
     assert result.iterations == 1
     cal = net.engine.calibrate([v.cpt for v in net.variables], cases.evidence(net))
     marginals = net.engine.marginals(cal)
@@ -144,7 +144,7 @@ def test_em_log_likelihood_never_decreases_with_vector_sensors_refitted():
     net = vector_network(rng, n_vars=5, d=2)
     columns = readings_with_holes(rng, net, 200)
     cases = CaseSet.from_columns(net, columns)
-    _, result = fit_em(net, cases, prior=0.0, max_iter=15, fit_sensors=True, tol=1e-9)
+    _, result = fit_em(net, cases, plain(prior=0.0, max_iter=15, fit_sensors=True, tol=1e-9))
     assert np.all(np.diff(result.log_likelihoods) > -1e-6)
 
 

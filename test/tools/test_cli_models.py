@@ -5,8 +5,9 @@ import subprocess
 import pytest
 from test_cli import EXE, files, run  # noqa: F401  (the fixture)
 
-from affordance_ros.core import AffordanceNetwork, predict
+from affordance_ros.core import AffordanceNetwork, LearningOptions, predict
 from affordance_ros.share import default_config_path
+from affordance_ros.tools.cli import LEARN_OPTIONS
 
 
 @pytest.mark.parametrize("fmt, name", [("bif", "m.bif"), ("xmlbif", "m.xml"), ("uai", "m.uai")])
@@ -53,6 +54,17 @@ def test_help_describes_every_command_and_option():
                    "--max-parents MAX_PARENTS at most", "--mcmc-samples MCMC_SAMPLES structures"):
         assert option in learn, option
     assert "--model MODEL a model file" in " ".join(run("predict", "--help").stdout.split())
+
+
+def test_learn_options_take_help_choices_and_defaults_from_learning_options():
+    learn = " ".join(run("learn", "--help").stdout.split())
+    for name in LEARN_OPTIONS:
+        option = LearningOptions.describe(name)
+        flag = f"--{name.replace('_', '-')}"
+        choices = f" {{{','.join(option.choices)}}}" if option.choices else ""
+        metavar = "" if option.type is bool else choices or f" {name.upper()}"
+        default = str(option.default).lower() if option.type is bool else option.default
+        assert f"{flag}{metavar} {option.help} (default: the configuration's, else {default})" in learn, name
 
 
 def test_a_closed_pipe_is_not_an_error(files):  # noqa: F811

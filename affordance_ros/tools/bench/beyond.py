@@ -14,7 +14,7 @@ import numpy as np
 from ...core import benchmark_network, fit_em, sample_cases
 from ...core.online import OnlineEM
 from ...core.parameters import rms_difference
-from .common import machine, output_dir
+from .common import PLAIN_EM, machine, output_dir
 
 ONLINE_SETTINGS = [("simple", 1.0, 3000), ("simple", 3.0, 3000), ("montesano", 3.0, 3000), ("montesano", 3.0, 10000)]
 ONLINE_QUICK = [("simple", 3.0, 300), ("montesano", 3.0, 300)]
@@ -35,7 +35,7 @@ def online_vs_batch(name: str, sigma: float, n_cases: int, seed: int) -> dict:
     truth = benchmark_network(name, sigma, seed)
     cases, _ = sample_cases(truth, n_cases, np.random.default_rng(1000 + seed))
     start = time.perf_counter()
-    batch, result = fit_em(unlearned(truth), cases)
+    batch, result = fit_em(unlearned(truth), cases, PLAIN_EM)
     batch_seconds = time.perf_counter() - start
     row = {"batch_em": cpt_error(batch, truth), "batch_seconds": batch_seconds, "batch_iterations": result.iterations}
     for size in (1, 10):
@@ -60,9 +60,9 @@ def sensors_in_em(name: str, sigma: float, n_cases: int, seed: int) -> dict:
     truth = benchmark_network(name, sigma, seed)
     cases, _ = sample_cases(truth, n_cases, np.random.default_rng(2000 + seed))
     rough = perturbed_sensors(truth, np.random.default_rng(3000 + seed))
-    exact, _ = fit_em(unlearned(truth), cases)
-    fixed, _ = fit_em(rough, cases)
-    fitted, result = fit_em(rough, cases, fit_sensors=True, max_iter=200)
+    exact, _ = fit_em(unlearned(truth), cases, PLAIN_EM)
+    fixed, _ = fit_em(rough, cases, PLAIN_EM)
+    fitted, result = fit_em(rough, cases, PLAIN_EM.replace(fit_sensors=True, max_iter=200))
 
     def mean_error(model):
         return float(np.mean(np.concatenate([np.abs(v.sensor.means - truth[v.name].sensor.means)

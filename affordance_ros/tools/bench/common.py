@@ -14,6 +14,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ...core import LearningOptions
+
+# the learning options with plain EM: what the EM benchmarks measure (the learner's default is SQUAREM)
+PLAIN_EM = LearningOptions(em_acceleration="none")
+
 
 def output_dir(path: str | os.PathLike) -> Path:
     out = Path(path)

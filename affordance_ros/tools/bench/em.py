@@ -1,6 +1,6 @@
 """EM: SQUAREM against plain EM, and a latent variable (a start that is not a saddle, restarts).
 
-1. Montesano network (sigma 3), 10,000 cases, ``fit_em``'s defaults (prior 1, tol 0.001): plain
+1. Montesano network (sigma 3), 10,000 cases, the default options (prior 1, tol 0.001): plain
    EM against SQUAREM (``acceleration="squarem"``, the learner's default): time on one core (best
    of 3), E-steps, the objective reached; then both run to a tight tolerance (1e-8), the largest
    difference between the two fixed points, and the E-steps each needed to get there.
@@ -23,6 +23,7 @@ import numpy as np
 from ...core import (
     AffordanceNetwork,
     CaseSet,
+    LearningOptions,
     benchmark_network,
     benchmark_structure,
     fit_em,
@@ -31,7 +32,7 @@ from ...core import (
 )
 from ...core.ground_truth import sample_values
 from ...core.inference import JunctionTree
-from ...core.parameters import EMResult, _plain_em
+from ...core.parameters import EMResult, plain_em
 from ...data.formats.bif import read_bif, write_bif
 from .common import best_time, fmt_seconds, machine_line, markdown_table, output_dir, write_results
 from .inference import network_text
@@ -47,10 +48,11 @@ def acceleration(n_cases: int, seeds: int, repeats: int) -> list:
         cases, _ = sample_cases(truth, n_cases, np.random.default_rng(seed))
         row = {"seed": seed, "cases": n_cases}
         for name in ("none", "squarem"):
-            wall, cpu, (_, result) = best_time(lambda: fit_em(structure, cases, acceleration=name), repeats)
+            options = LearningOptions(em_acceleration=name)
+            wall, cpu, (_, result) = best_time(lambda: fit_em(structure, cases, options), repeats)
             row[name] = {"seconds": wall, "cpu": cpu, "iterations": result.iterations,
                          "objective": result.log_posteriors[-1], "converged": result.converged}
-        tight = {name: fit_em(structure, cases, tol=1e-8, max_iter=20000, acceleration=name)
+        tight = {name: fit_em(structure, cases, LearningOptions(tol=1e-8, max_iter=20000, em_acceleration=name))
                  for name in ("none", "squarem")}
         row["tight_iterations"] = {name: r.iterations for name, (_, r) in tight.items()}
         row["fixed_point_difference"] = max(float(np.max(np.abs(a.cpt - b.cpt))) for a, b in
@@ -81,12 +83,13 @@ def latent(name: str, hidden: str, with_pyagrum: bool) -> dict:
     t0 = time.perf_counter()
     estep = JunctionTree(truth).estep(cases.evidence(truth))
     before = EMResult()
-    cpts = _plain_em(estep, [v.cpt for v in start.variables], [np.asarray(0.0)] * len(truth), 1e-5, 1000, before)
+    cpts = plain_em(estep, [v.cpt for v in start.variables], [np.asarray(0.0)] * len(truth), 1e-5, 1000, before)
     out["uniform_before"] = {"log_likelihood": estep.log_likelihood(cpts), "iterations": before.iterations,
                              "seconds": time.perf_counter() - t0, "converged": before.converged}
-    for label, options in (("default", {}), ("n_init_5", {"n_init": 5})):
+    for label, n_init in (("default", 1), ("n_init_5", 5)):
         t0 = time.perf_counter()
-        _, result = fit_em(start, cases, prior=0.0, tol=1e-5, max_iter=1000, acceleration="squarem", **options)
+        options = LearningOptions(prior=0.0, tol=1e-5, max_iter=1000, em_acceleration="squarem", n_init=n_init)
+        _, result = fit_em(start, cases, options)
         out[label] = {"log_likelihood": result.log_likelihood, "iterations": result.iterations,
                       "seconds": time.perf_counter() - t0, "converged": result.converged, "saddles": result.saddles}
     if with_pyagrum:

@@ -23,7 +23,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core import Evidence, benchmark_structure, fit_discrete, fit_em, log_likelihood, predict_batch, sample_cases
+from ...core import (
+    Evidence,
+    LearningOptions,
+    benchmark_structure,
+    fit_discrete,
+    fit_em,
+    log_likelihood,
+    predict_batch,
+    sample_cases,
+)
 from ...core.ground_truth import random_cpts
 from ...core.parameters import rms_difference
 from .common import machine, machine_line, markdown_table, output_dir, pyplot, write_json
@@ -51,7 +60,7 @@ class Setting:
     cases: int         # what this run uses (paper_cases unless --quick)
     paper_reduction: str
     alpha: float = 1.0            # ground-truth CPT rows ~ Dirichlet(alpha) (networks.yaml: 1)
-    em_init: str = "uniform"      # EM's start: "uniform" (fit_em's default) or "discrete"
+    em_init: str = "uniform"      # EM's start: "uniform" (the default em_init) or "discrete"
     discrete_map: str = "true"    # p(v) in Discrete's MAP: the "true" marginal, "uniform" or "fitted" weights
 
     @property
@@ -178,9 +187,11 @@ def run_repetition(setting: Setting, rep: int) -> dict:
     record("discrete_ml", lambda: (fit_discrete(structure, cases, prior=0.0, priors=marginals), None))
     record("discrete_p1", lambda: (fit_discrete(structure, cases, prior=1.0, priors=marginals), None))
     init = setting.em_init
-    record("em_ml", lambda: fit_em(structure, cases, prior=0.0, tol=TOL, max_iter=MAX_ITER, init=init))
-    record("em_p1", lambda: fit_em(structure, cases, prior=1.0, tol=TOL, max_iter=MAX_ITER, init=init))
-    record("em_ml_truth_start", lambda: fit_em(truth, cases, prior=0.0, tol=TOL, max_iter=MAX_ITER, init="model"))
+    plain = LearningOptions(tol=TOL, max_iter=MAX_ITER, em_init=init, em_acceleration="none")
+    record("em_ml", lambda: fit_em(structure, cases, plain.replace(prior=0.0)))
+    record("em_p1", lambda: fit_em(structure, cases, plain.replace(prior=1.0)))
+    record("em_ml_truth_start", lambda: fit_em(truth, cases, plain.replace(prior=0.0),
+                                               initial_cpts=[v.cpt for v in truth.variables]))
     return out
 
 

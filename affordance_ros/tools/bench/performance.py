@@ -28,7 +28,17 @@ from ...core import (
     sample_cases,
 )
 from ...core.ground_truth import random_cpts
-from .common import best_time, fmt_seconds, machine, machine_line, markdown_table, output_dir, pyplot, write_json
+from .common import (
+    PLAIN_EM,
+    best_time,
+    fmt_seconds,
+    machine,
+    machine_line,
+    markdown_table,
+    output_dir,
+    pyplot,
+    write_json,
+)
 
 SIGMA = 3.0
 CASES_FULL = (300, 1000, 3000, 10000, 30000, 100000)
@@ -45,12 +55,13 @@ TARGET_EM_10K, TARGET_PREDICT, TARGET_BATCH = 0.5, 1e-3, 0.2
 # ------------------------------------------------------------------ EM timings
 def em_timing(structure: AffordanceNetwork, cases, repeats: int) -> dict:
     """Seconds per EM iteration (difference of a 12- and a 2-iteration run, so set-up and the
-    final log-likelihood pass cancel out) and to convergence with fit_em's defaults (prior 1,
-    tol 0.001, at most 100 iterations, its default start); each the best of ``repeats`` runs."""
+    final log-likelihood pass cancel out) and to convergence with the default options but plain EM
+    (``PLAIN_EM``: prior 1, tol 0.001, at most 100 iterations, the uniform start); each the best of
+    ``repeats`` runs."""
     short, long_, extra = 2, 12, 10
-    t_short, _, _ = best_time(lambda: fit_em(structure, cases, tol=1e-300, max_iter=short), repeats)
-    t_long, _, _ = best_time(lambda: fit_em(structure, cases, tol=1e-300, max_iter=long_), repeats)
-    t_conv, cpu_conv, (_, result) = best_time(lambda: fit_em(structure, cases), repeats)
+    t_short, _, _ = best_time(lambda: fit_em(structure, cases, PLAIN_EM.replace(tol=1e-300, max_iter=short)), repeats)
+    t_long, _, _ = best_time(lambda: fit_em(structure, cases, PLAIN_EM.replace(tol=1e-300, max_iter=long_)), repeats)
+    t_conv, cpu_conv, (_, result) = best_time(lambda: fit_em(structure, cases, PLAIN_EM), repeats)
     return {"cases": cases.n_cases, "per_iteration": max(t_long - t_short, 0.0) / extra,
             "to_convergence": t_conv, "to_convergence_cpu": cpu_conv, "iterations": result.iterations,
             "converged": result.converged}
@@ -92,7 +103,7 @@ def em_vs_nodes(sizes, n_cases: int, log=print) -> list[dict]:
         for n_nodes in sizes:
             truth = shaped_network(shape, n_nodes)
             cases, _ = sample_cases(truth, n_cases, np.random.default_rng(n_nodes))
-            # EM starts from fit_em's default start, not from the truth's CPTs.
+            # EM starts from the default start, not from the truth's CPTs.
             row = {"shape": shape, "nodes": n_nodes, **em_timing(truth, cases, repeats=3)}
             rows.append(row)
             log(f"  {shape:>5} of {n_nodes:>2} nodes, {n_cases} cases: {fmt_seconds(row['per_iteration'])} "
@@ -111,7 +122,7 @@ def memory_probe(n_cases: int) -> dict:
     input_bytes = sum(x.nbytes for x in cases.readings.values())
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tracemalloc.start()
-    _, result = fit_em(structure, cases)
+    _, result = fit_em(structure, cases, PLAIN_EM)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux

@@ -137,7 +137,7 @@ def compare(n_cases: int, iterations: int, seed: int = 0) -> dict:
     truth = benchmark_network("montesano", SIGMA, seed=seed)
     cases, _ = sample_cases(truth, n_cases, np.random.default_rng(seed))
     bins, probs = binned_data(truth, cases)
-    start = [v.cpt for v in fit_discrete(benchmark_structure("montesano", SIGMA), cases, prior=1.0).variables]
+    start = [v.cpt for v in fit_discrete(benchmark_structure("montesano", SIGMA), cases, 1.0).variables]
     theirs, pgmpy_seconds, unique_rows = pgmpy_iterations(truth, bins, probs, start, iterations)
     ours, _ = ours_iterations(truth, bins, probs, start, iterations)
     # Our per-iteration time, measured over more iterations (each is far below a millisecond).

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from ...core import AffordanceNetwork, CaseSet
+from ...core import AffordanceNetwork, CaseEvidence, CaseSet, LearningOptions
 from ...core.ground_truth import sample_values
 from ...core.structure import learn_structure
 from ...data.formats.bif import read_bif
@@ -65,14 +65,15 @@ def compare_network(name: str, n_cases: int, mcmc_samples: int, seed: int = 0, r
     rows = []
 
     def ours(method, **extra):
+        options = LearningOptions(structure=method, score="k2", max_parents=4, order=order, forbidden_group_arcs=(),
+                                  **extra)
         seconds, (net, _) = _best(lambda: _timed(lambda: learn_structure(
-            blank, cases, method=method, score="k2", max_parents=4, order=order, forbidden_group_arcs=(), **extra)),
-            repeats)
+            blank, CaseEvidence(cases, blank).map_values(), options)), repeats)
         return seconds, net.arcs
 
     for label, fn in (("affordance_ros K2 (K2 score, true order)", lambda: ours("k2")),
                       (f"affordance_ros MCMC ({mcmc_samples} samples from K2, K2 score)",
-                       lambda: ours("mcmc", n_samples=mcmc_samples, burn_in=mcmc_samples // 5, seed=seed))):
+                       lambda: ours("mcmc", mcmc_samples=mcmc_samples, mcmc_burn_in=mcmc_samples // 5, seed=seed))):
         seconds, arcs = fn()
         rows.append({"network": name, "learner": label, "seconds": seconds, "arcs": len(arcs),
                      **shd(truth.arcs, arcs)})
