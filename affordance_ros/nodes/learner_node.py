@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import time
 
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
@@ -80,7 +79,6 @@ class LearnerNode(LifecycleNode):
         self._problem = ""  # why configure failed
         try:
             self.settings = declare_learner_parameters(self)
-            self.add_on_set_parameters_callback(self._on_set_parameters)
             if not self.settings.autostart:
                 self.get_logger().info("unconfigured (autostart false): waiting for ~/change_state configure")
             elif self.trigger_configure() != SUCCESS or self.trigger_activate() != SUCCESS:
@@ -91,13 +89,6 @@ class LearnerNode(LifecycleNode):
         except BaseException:
             self.destroy_node()
             raise
-
-    def _on_set_parameters(self, params) -> SetParametersResult:
-        for p in params:  # (prior_strength: its descriptor's range is checked by rclpy)
-            if p.name == "structure" and p.value not in STRUCTURES:
-                return SetParametersResult(successful=False,
-                                           reason=f"structure '{p.value}' is not one of {list(STRUCTURES)}")
-        return SetParametersResult(successful=True)
 
     # ---------------------------------------------------------- lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -215,16 +206,8 @@ class LearnerNode(LifecycleNode):
         self.counts.add(name)
 
     def log(self, level: str, message: str) -> None:
-        """Log at ``level`` (info, warning, error), control characters escaped and the length bounded: text
-        from messages cannot forge or flood the log."""
-        message = printable(message)
-        # (one call site per severity: rclpy refuses different severities from one line of code)
-        if level == "info":
-            self.get_logger().info(message)
-        elif level == "error":
-            self.get_logger().error(message)
-        else:
-            self.get_logger().warning(message)
+        """Log at ``level`` (info, warning, error), escaped and bounded (``log_printable``)."""
+        log_printable(self.get_logger(), level, message)
 
     def _log_status(self) -> None:
         counts = self.counts.snapshot()
@@ -261,6 +244,19 @@ class LearnerNode(LifecycleNode):
         self._deactivate()
         self._cleanup()
         super().destroy_node()
+
+
+def log_printable(logger, level: str, message: str) -> None:
+    """Log at ``level`` (info, warning, error), control characters escaped and the length bounded: text
+    from messages cannot forge or flood the log."""
+    message = printable(message)
+    # (one call site per severity: rclpy refuses different severities from one line of code)
+    if level == "info":
+        logger.info(message)
+    elif level == "error":
+        logger.error(message)
+    else:
+        logger.warning(message)
 
 
 def main(args=None) -> int:
