@@ -291,8 +291,8 @@ def _records(cases: list[tuple], readings: list[tuple]) -> list[tuple[int, Trial
     parts = {case_id: {kind: {} for kind in SENSOR_GROUPS} for case_id, *_ in cases}
     for case_id, source, sensor, value in readings:
         parts[case_id][source][sensor] = value
-    return [(case_id, TrialRecord(trial_id, action_variable, action, parts[case_id]["object"],
-                                  parts[case_id]["effect"], stamp, received))
+    return [(case_id, TrialRecord(trial_id, action, parts[case_id]["object"], parts[case_id]["effect"], stamp,
+                                  received, action_variable=action_variable))
             for case_id, trial_id, stamp, action_variable, action, received in cases]
 
 

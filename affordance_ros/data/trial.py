@@ -38,23 +38,15 @@ class Trial:
 
     def to_record(self, action_variable: str) -> TrialRecord:
         """The record the case database stores: the action as the label of ``action_variable``."""
-        return TrialRecord(self.trial_id, action_variable, self.action, dict(self.object_features),
-                           dict(self.effects), self.stamp, self.received)
+        return TrialRecord(self.trial_id, self.action, dict(self.object_features), dict(self.effects), self.stamp,
+                           self.received, action_variable=action_variable)
 
 
 @dataclass(frozen=True)
-class TrialRecord:
-    """One stored case: its trial_id, the action label (a value of ``action_variable``), the readings
-    of the object features and of the effects (sensor name -> reading), the action's header stamp
-    and when the trial was completed (seconds; None if unknown)."""
+class TrialRecord(Trial):
+    """One stored case: a trial, with the variable its action label is a value of (``action_variable``)."""
 
-    trial_id: str
-    action_variable: str
-    action: str
-    object_features: Mapping[str, float] = field(default_factory=dict)
-    effects: Mapping[str, float] = field(default_factory=dict)
-    stamp: float | None = None
-    received: float | None = None
+    action_variable: str = field(kw_only=True)
 
     @classmethod
     def checked(cls, trial_id, action_variable, action, object_features: Mapping, effects: Mapping,
@@ -73,8 +65,8 @@ class TrialRecord:
                 raise ValueError(f"trial '{trial_id}': sensor names must be non-empty strings")
             if not is_finite_number(x):
                 raise ValueError(f"trial '{trial_id}': reading of sensor '{name}' is {x!r}, expected a finite number")
-        return cls(trial_id, action_variable, action, {s: float(x) for s, x in object_features.items()},
-                   {s: float(x) for s, x in effects.items()}, stamp, received)
+        return cls(trial_id, action, {s: float(x) for s, x in object_features.items()},
+                   {s: float(x) for s, x in effects.items()}, stamp, received, action_variable=action_variable)
 
     @property
     def labels(self) -> dict[str, str]:
