@@ -21,10 +21,14 @@ def worker():
     w.close()
 
 
-def test_worker_learns_the_same_model_and_writes_the_file(tmp_path, worker):
+def seed(tmp_path, n):
     with CaseStore(tmp_path / "cases.db") as store:
-        for record in sampled_records(300):
+        for record in sampled_records(n):
             store.add(record)
+
+
+def test_worker_learns_the_same_model_and_writes_the_file(tmp_path, worker):
+    seed(tmp_path, 300)
     here = ModelManager(MONTESANO_CONFIG, tmp_path / "cases.db", tmp_path / "here.json")
     there = ModelManager(MONTESANO_CONFIG, tmp_path / "cases.db", tmp_path / "there.json")
     local = learn(here.learn_job("k2", 0.0))
@@ -43,9 +47,7 @@ def test_worker_learns_the_same_model_and_writes_the_file(tmp_path, worker):
 
 
 def test_a_worker_that_dies_is_replaced(tmp_path, worker):
-    with CaseStore(tmp_path / "cases.db") as store:
-        for record in sampled_records(50):
-            store.add(record)
+    seed(tmp_path, 50)
     manager = ModelManager(MONTESANO_CONFIG, tmp_path / "cases.db", tmp_path / "m.json")
     pid = worker.start().result(timeout=60)
     assert pid != os.getpid()
