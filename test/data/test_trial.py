@@ -2,7 +2,10 @@
 
 import pytest
 
+from affordance_ros.core import AffordanceNetwork, DataError
+from affordance_ros.data.offline import read_csv
 from affordance_ros.data.trial import Trial, TrialRecord
+from affordance_ros.share import default_config_path
 
 VALID = dict(trial_id="x", action_variable="Action", action="tap", object_features={"color": 1.0},
              effects={"obj_vel": 2})
@@ -44,3 +47,13 @@ def test_a_paired_trial_becomes_the_record_of_its_action_variable():
         "readings": {"color": 1.5, "shape": -2.0, "obj_vel": 10.25},
         "sources": {"color": "object", "shape": "object", "obj_vel": "effect"},
         "stamp": 101.0, "received": 201.0}
+
+
+def test_a_csv_case_that_cannot_be_a_record_is_refused_where_it_is_read(tmp_path):
+    path = tmp_path / "cases.csv"
+    path.write_text("trial_id,Action,color,obj_vel\nt1,tap,1.0,2.0\n,grasp,1.5,2.5\n")
+    with pytest.raises(DataError, match="case 2: a trial needs a non-empty string trial_id"):
+        read_csv(path, AffordanceNetwork.load(default_config_path()))
+    path.write_text("trial_id,Action,color,obj_vel\nt1,tap,1.0,2.0\n")
+    (record,) = read_csv(path, AffordanceNetwork.load(default_config_path())).records
+    assert record == TrialRecord.checked("t1", "Action", "tap", {"color": 1.0}, {"obj_vel": 2.0})
