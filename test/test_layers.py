@@ -136,14 +136,16 @@ def private(name: str) -> bool:
 
 
 def private_definitions(tree: ast.AST) -> set[str]:
-    """The private names a module defines: functions, classes, variables, attributes, arguments, import aliases."""
+    """The private names a module defines: functions, classes, variables, its own attributes (``self._x = ...``),
+    arguments, import aliases."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+              and node.value.id in ("self", "cls")):
             names.add(node.attr)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
@@ -201,10 +203,10 @@ def test_no_module_and_no_test_reads_another_modules_private_names():
 
 
 def test_the_private_name_check_sees_each_form():
-    tree = ast.parse("from .dds import _env\nfrom ..core import inference\n"
-                     "inference._triangulate()\nworker._pool.kill()\ngetattr(store, '_conn')\nself._mine = 1\n")
-    assert sorted(name for _, name, _ in private_reads(tree, {"_pool", "_conn", "_triangulate"})) == [
-        "_conn", "_env", "_pool", "_triangulate"]
+    tree = ast.parse("from .dds import _env\nfrom ..core import inference\ninference._triangulate()\n"
+                     "worker._pool.kill()\ngetattr(store, '_conn')\nstore._lock = None\nself._mine = 1\n")
+    assert sorted(name for _, name, _ in private_reads(tree, {"_pool", "_conn", "_lock", "_triangulate"})) == [
+        "_conn", "_env", "_lock", "_pool", "_triangulate"]
 
 
 def node_attributes(tree: ast.AST) -> set[str]:
