@@ -41,7 +41,7 @@ def _count(db: Path) -> int:
 def _ids(db: Path) -> set:
     from ...data.storage import CaseStore
     with CaseStore(db, read_only=True) as store:
-        return {r["trial_id"] for r in store.records()}
+        return {r.trial_id for r in store.records()}
 
 
 def _wait(predicate, timeout: float) -> bool:
