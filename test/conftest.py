@@ -103,7 +103,7 @@ class Ros:
 
     def call_async(self, srv_type, name, **fields):
         """Send a request; returns a concurrent.futures-like waiter with .done() and .result(timeout)."""
-        return _Waiter(self.client(srv_type, name).call_async(srv_type.Request(**fields)))
+        return Waiter(self.client(srv_type, name).call_async(srv_type.Request(**fields)))
 
     def learn(self, timeout=60.0, **fields) -> Learn.Response:
         return self.call(Learn, "/affordance_learner/learn", timeout, **fields)
@@ -122,7 +122,7 @@ class Ros:
         self._thread.join(timeout=10.0)
 
 
-class _Waiter:
+class Waiter:
     def __init__(self, future):
         self.future = future
         self._event = threading.Event()

@@ -130,9 +130,25 @@ class AffordanceLearner:
         return self
 
 
+def learning_config(config: AffordanceNetwork, structure: str, current: AffordanceNetwork | None = None,
+                    prior: AffordanceNetwork | None = None) -> AffordanceNetwork:
+    """The configuration a learn that follows an earlier model starts from.
+
+    With ``structure`` 'fixed' and a ``current`` model, its arcs are kept; with a ``prior`` (the model
+    whose CPTs the learn starts from), its sensor models and value labels are taken, so that the new
+    readings mean what its CPTs are about.
+    """
+    if structure == "fixed" and current is not None:
+        config = config.with_structure({v.name: v.parents for v in current.variables})
+    if prior is not None:
+        config = config.replace_variables({v.name: {"values": v.values, "sensor": v.sensor}
+                                           for v in prior.variables if v.sensor is not None})
+    return config
+
+
 def format_arcs(arcs) -> list[str]:
     """Arcs as 'Parent->Child' strings."""
     return [f"{a}->{b}" for a, b in arcs]
 
 
-__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "format_arcs"]
+__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "format_arcs", "learning_config"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable
 
 from .pairing import (
     DroppedTrial,
@@ -31,6 +31,7 @@ from .pairing import (
 )
 from .storage import CaseStoreError
 from .text import quoted
+from .trial import TrialRecord
 
 # The statuses of msg/TrialStatus (its constants), as the learner reports them.
 STORED, DUPLICATE, REJECTED = "stored", "duplicate", "rejected"
@@ -48,7 +49,7 @@ class Event:
     counter: str
     message: str = ""
     level: str = "warning"
-    case: tuple[int, dict] | None = None
+    case: tuple[int, TrialRecord] | None = None
     status: tuple[str, str, str] | None = None
     also: tuple[str, ...] = ()
 
@@ -56,15 +57,15 @@ class Event:
 class TrialIntake:
     """Checks parts against the configuration, pairs them into trials and commits every trial.
 
-    ``store(record)`` commits a record and returns its case id, or None if its trial_id is stored
-    already; ``stored(trial_id)`` returns the stored record of a trial (a mapping with "labels",
-    "readings", "sources"), or something false if there is none. ``expire_period``: how often the
+    ``store(record)`` commits a ``TrialRecord`` and returns its case id, or None if its trial_id is stored
+    already; ``stored(trial_id)`` returns the stored record of a trial (a ``TrialRecord``, or only something
+    true when the store cannot say more), or something false if there is none. ``expire_period``: how often the
     node calls ``expire`` (a call late by more than two periods is skipped: see ``expire``).
     ``max_stamp_skew``: a part stamped more than this many seconds after ``now`` is rejected (0: no limit;
     not judged while ``now`` is 0, a simulated clock that has not started).
     """
 
-    def __init__(self, parts: PartValidator, assembler: TrialAssembler, store: Callable[[dict], int | None],
+    def __init__(self, parts: PartValidator, assembler: TrialAssembler, store: Callable[[TrialRecord], int | None],
                  stored: Callable[[str], object], expire_period: float, max_stamp_skew: float = 0.0):
         self.parts = parts
         self.assembler = assembler
@@ -139,8 +140,8 @@ class TrialIntake:
         return Event("rejected_parts", f"rejected the {what}: {exc}", also=also,
                      status=(trial_id, REJECTED, str(exc)) if trial_id else None)
 
-    def _commit(self, record: dict) -> Event:
-        trial_id = record["trial_id"]
+    def _commit(self, record: TrialRecord) -> Event:
+        trial_id = record.trial_id
         try:
             case_id = self._store(record)
         except (CaseStoreError, sqlite3.Error) as exc:
@@ -164,12 +165,12 @@ class TrialIntake:
 
 def _same_part(kind: str, fields, record) -> bool:
     """Whether a part (the action label, or (names, values)) is what the stored ``record`` holds."""
-    if not isinstance(record, Mapping):  # only told that it is stored: idempotent by trial_id
+    if not isinstance(record, TrialRecord):  # only told that it is stored: idempotent by trial_id
         return True
     if kind == "action":
-        return list(record["labels"].values()) == [fields]
+        return record.action == fields
     names, values = fields
-    stored = {s: x for s, x in record["readings"].items() if record["sources"].get(s) == kind}
+    stored = record.part(kind)
     if len(names) != len(values) or len(names) != len(stored):
         return False
     return all(stored.get(name) == float(value) for name, value in zip(names, values))

@@ -3,11 +3,11 @@
 A learn is pure Python and numpy work for seconds; in a thread of the node's process it holds
 the interpreter lock often enough to delay every ~/predict by tens of milliseconds. Here it
 runs in a process of its own (the "spawn" context: a fresh interpreter, nothing of the
-node's DDS threads inherited), kept for the next learn. Its inputs are what a fresh process
-can rebuild everything from -- the configuration (as JSON), the case database path (opened
-read-only), the model path and the current model (as JSON); its output is the model file,
-written atomically by the worker, and the ``LearnOutcome`` sent back. The worker runs at a
-lower CPU priority (nice +10): on a busy machine the node's answers come first.
+node's DDS threads inherited), kept for the next learn. What it gets is a ``learn.LearnJob`` as
+plain data (the configuration and the current model as JSON, the paths); it runs ``learn.learn``
+(the case database opened read-only, the model file written atomically) and sends the
+``LearnOutcome`` back. The worker runs at a lower CPU priority (nice +10): on a busy machine the
+node's answers come first.
 
 Progress and cancel cross the process boundary through a queue and an event handed to the
 worker when it starts: the worker puts every ``LearnProgress`` on the queue and stops (raising
@@ -24,8 +24,8 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from ..core import AffordanceError, AffordanceNetwork, LearningCancelled
-from .model_manager import LearnOutcome, LearnProgress, ModelManager, StartupError
+from ..core import AffordanceError, LearningCancelled
+from .learn import LearnJob, LearnOutcome, LearnProgress, learn
 
 NICENESS = 10
 POLL = 0.05  # seconds between looks at the worker's progress queue
@@ -35,30 +35,19 @@ _steps = None
 _cancel = None
 
 
-def learn_job(config: dict, config_path: str, database_path: str, model_path: str, structure: str,
-              prior_strength: float, current: dict | None) -> LearnOutcome:
-    """What the worker process runs: ``ModelManager.learn`` on a read-only view of the store."""
-    try:
-        manager = ModelManager(config_path, database_path, model_path, config=AffordanceNetwork.from_dict(config),
-                               read_only=True)
-    except StartupError as exc:
-        raise AffordanceError(str(exc)) from None
-    current_model = None if current is None else AffordanceNetwork.from_dict(current)
-
+def run_job(job: dict) -> LearnOutcome:
+    """What the worker process runs: ``learn`` of the job (``LearnJob.to_dict``), its progress on the queue."""
     def progress(step: LearnProgress) -> None:
         if _cancel is not None and _cancel.is_set():
             raise LearningCancelled("cancelled")
         if _steps is not None:
             _steps.put(step)
 
-    try:
-        return manager.learn(structure, prior_strength, current_model, progress=progress)
-    finally:
-        manager.store.close()
+    return learn(LearnJob.from_dict(job), progress)
 
 
-def _ready() -> bool:
-    return True
+def _ready() -> int:
+    return os.getpid()
 
 
 def _background(steps=None, cancel=None) -> None:
@@ -83,7 +72,7 @@ class LearnWorker:
 
     def start(self):
         """Start the process now (imports take a second or two) rather than at the first learn; a future
-        that is done once it runs."""
+        that is done once it runs, with the process id."""
         with self._lock:
             if self._pool is None:
                 self._steps, self._cancel = self._context.Queue(), self._context.Event()
@@ -92,19 +81,15 @@ class LearnWorker:
             pool = self._pool
         return pool.submit(_ready)
 
-    def learn(self, manager: ModelManager, structure: str, prior_strength: float,
-              current: AffordanceNetwork | None, progress=None) -> LearnOutcome:
-        """``manager.learn`` in the worker process; blocks the calling thread (not the interpreter).
+    def learn(self, job: LearnJob, progress=None) -> LearnOutcome:
+        """``learn.learn(job)`` in the worker process; blocks the calling thread (not the interpreter).
         ``progress(LearnProgress)`` hears of every step in this thread; it may raise ``LearningCancelled``,
         which stops the worker at its next step (nothing written) and is raised here."""
-        job = (manager.config.to_dict(), str(manager.config_path), str(manager.database_path),
-               str(manager.model_path), structure, float(prior_strength),
-               None if current is None else current.to_dict())
         try:
             self.start()
             self._cancel.clear()
             self._drain(None)  # steps a cancelled learn left behind
-            future = self._pool.submit(learn_job, *job)
+            future = self._pool.submit(run_job, job.to_dict())
             cancelled = None
             while not future.done():
                 try:
@@ -152,4 +137,4 @@ class LearnWorker:
                 process.join(5.0)
 
 
-__all__ = ["LearnWorker", "learn_job"]
+__all__ = ["LearnWorker", "run_job"]

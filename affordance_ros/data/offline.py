@@ -42,7 +42,7 @@ from .pairing import (
 )
 from .storage import CaseStore
 from .text import quoted
-from .trial import Trial
+from .trial import Trial, TrialRecord, case_set
 
 # Stamps given to cases that have none (from a CSV file) when they are written to a bag.
 STAMP_INTERVAL = 0.1
@@ -63,7 +63,7 @@ class Cases:
     """Records (as the case database stores them) read from one source, and what was found on the way."""
 
     source: Path
-    records: list[dict]
+    records: list[TrialRecord]
     report: list[str] = field(default_factory=list)    # what was read and built
     warnings: list[str] = field(default_factory=list)  # what could not be used, and why
 
@@ -192,7 +192,8 @@ def read_csv(path: str | Path, config: AffordanceNetwork) -> Cases:
 
     A record holds only what the node stores: the action label and the readings, each with
     its source ('object' or 'effect', from the configuration). Cases without an action label
-    are left out with a warning; other label columns are an error (they have no place in a record).
+    are left out with a warning; other label columns are an error (they have no place in a record),
+    and so is a case that cannot be a record (DataError naming it, e.g. an empty trial_id).
     """
     validator = _validator(config)
     cases = CaseSet.from_csv(config, path)
@@ -210,9 +211,12 @@ def read_csv(path: str | Path, config: AffordanceNetwork) -> Cases:
             unlabelled.append(trial_id)
             continue
         readings = {s: float(x[k]) for s, x in cases.readings.items() if not math.isnan(x[k])}
-        records.append({"trial_id": trial_id, "labels": {validator.action_variable: validator.actions[codes[k]]},
-                        "readings": readings, "sources": {s: source[s] for s in readings},
-                        "stamp": None, "received": None})
+        parts = {kind: {s: x for s, x in readings.items() if source[s] == kind} for kind in SENSOR_GROUPS}
+        try:
+            records.append(TrialRecord.checked(trial_id, validator.action_variable, validator.actions[codes[k]],
+                                               parts["object"], parts["effect"]))
+        except ValueError as exc:
+            raise DataError(f"'{path}' case {k + 1}: {exc}") from None
     warnings = []
     if unlabelled:
         warnings.append(f"{path}: left out {len(unlabelled)} cases without an action label "
@@ -234,7 +238,7 @@ def _validator(config: AffordanceNetwork) -> PartValidator:
 
 
 # ------------------------------------------------------------------ writing
-def append_to_database(path: str | Path, records: Iterable[dict]) -> tuple[int, int]:
+def append_to_database(path: str | Path, records: Iterable[TrialRecord]) -> tuple[int, int]:
     """Add records to a case database (created if missing), each committed on its own.
     Returns (added, already stored): a trial_id stored already keeps its stored case."""
     if looks_like_bag(path):
@@ -249,15 +253,16 @@ def append_to_database(path: str | Path, records: Iterable[dict]) -> tuple[int, 
     return added, present
 
 
-def write_csv(path: str | Path, records: Sequence[dict], config: AffordanceNetwork) -> None:
+def write_csv(path: str | Path, records: Sequence[TrialRecord], config: AffordanceNetwork) -> None:
     """trial_id, the action label and one column per sensor (stamps and sources are not kept)."""
     path = Path(path)
     if path.exists():
         raise DataError(f"'{path}' exists already; choose a new file name")
-    CaseSet.from_records(config, records).to_csv(path)
+    case_set(config, records).to_csv(path)
 
 
-def write_bag(path: str | Path, records: Sequence[dict], storage: str = "sqlite3", start: float | None = None) -> int:
+def write_bag(path: str | Path, records: Sequence[TrialRecord], storage: str = "sqlite3",
+              start: float | None = None) -> int:
     """Write records as the robot would have published them: per case an Action, the object
     Features and the effect Features, with its trial_id and stamp, logged at its 'received' time.
 
@@ -267,17 +272,11 @@ def write_bag(path: str | Path, records: Sequence[dict], storage: str = "sqlite3
     start = time.time() if start is None else start
     messages = []
     for k, record in enumerate(records):
-        (action,) = record["labels"].values()
-        stamp = record.get("stamp")
-        stamp = start + k * STAMP_INTERVAL if stamp is None else stamp
-        received = record.get("received")
-        log_time = to_nanoseconds(stamp if received is None else received)
-        parts = {kind: {s: x for s, x in record["readings"].items() if record["sources"].get(s) == kind}
-                 for kind in SENSOR_GROUPS}
-        trial_id = record["trial_id"]
-        messages.append((log_time, k, "action", action_message(trial_id, stamp, action)))
+        stamp = start + k * STAMP_INTERVAL if record.stamp is None else record.stamp
+        log_time = to_nanoseconds(stamp if record.received is None else record.received)
+        messages.append((log_time, k, "action", action_message(record.trial_id, stamp, record.action)))
         for kind in SENSOR_GROUPS:
-            messages.append((log_time, k, kind, features_message(trial_id, stamp, parts[kind])))
+            messages.append((log_time, k, kind, features_message(record.trial_id, stamp, record.part(kind))))
     messages.sort(key=lambda m: (m[0], m[1]))
     with BagWriter(path, storage) as writer:
         for log_time, _, kind, msg in messages:

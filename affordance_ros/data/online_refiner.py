@@ -17,10 +17,10 @@ learn that took a while) can catch up on the cases stored after them:
 from __future__ import annotations
 
 import time
-from typing import Mapping
 
-from ..core import AffordanceNetwork, CaseSet
+from ..core import AffordanceNetwork
 from ..core.online import OnlineEM
+from .trial import TrialRecord, case_set
 
 
 def cases_marker(database, count: int, last_id: int, last_trial_id: str | None) -> dict:
@@ -53,15 +53,15 @@ class OnlineRefiner:
         self._stale = False  # updates not yet in self._model
         self.unsaved = False  # updates not yet written to the model file
 
-    def update(self, case_id: int, record: Mapping) -> None:
-        """One stored case (as ``CaseStore.numbered_records`` gives it). Raises AffordanceError (e.g. a
-        sensor the model does not know) and then changes nothing."""
-        self._em.partial_fit(CaseSet.from_records(self._base, [record]))
+    def update(self, case_id: int, record: TrialRecord) -> None:
+        """One stored case. Raises AffordanceError (e.g. a sensor the model does not know) and then changes
+        nothing."""
+        self._em.partial_fit(case_set(self._base, [record]))
         self.num_cases += 1
         self.updates += 1
         self.session_updates += 1
         self.cases.update(count=int(self.cases.get("count", 0)) + 1, last_id=int(case_id),
-                          last_trial_id=record.get("trial_id"))
+                          last_trial_id=record.trial_id)
         self._stale = self.unsaved = True
 
     @property

@@ -25,11 +25,11 @@ The node converts its messages into (kind, trial_id, stamp, payload).
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork
+from ..core.numbers import is_finite_number
 from .text import quoted
 from .trial import Trial
 
@@ -250,17 +250,12 @@ class TrialAssembler:
     def _complete(self, pending: _Pending, now: float) -> Trial:
         action_stamp, action = pending.parts["action"]
         trial_id = pending.trial_id or f"stamp-{action_stamp:.6f}"
-        try:
-            trial = Trial(trial_id=trial_id, action=action, object_features=dict(pending.parts["object"][1]),
-                          effects=dict(pending.parts["effect"][1]), stamp=action_stamp, received=now)
-        except ValueError as exc:
-            self.counts["dropped"] += 1
-            raise PairingError(f"dropped: {exc}") from None
-        finally:
-            if pending.trial_id:
-                del self._by_id[pending.trial_id]
-            else:
-                self._by_stamp.remove(pending)
+        trial = Trial(trial_id=trial_id, action=action, object_features=dict(pending.parts["object"][1]),
+                      effects=dict(pending.parts["effect"][1]), stamp=action_stamp, received=now)
+        if pending.trial_id:
+            del self._by_id[pending.trial_id]
+        else:
+            self._by_stamp.remove(pending)
         if pending.trial_id:
             self._completed_ids[trial_id] = None
             if len(self._completed_ids) > _REMEMBERED_IDS:
@@ -314,7 +309,7 @@ class PartValidator:
                     raise PairingError(f"sensor '{name}' is an {other} sensor; publish it with the {other} part")
                 raise PairingError(f"unknown sensor '{quoted(name)}'; the {kind} sensors are {self.sensors[kind]}")
             readings[name] = float(value)
-            if not math.isfinite(readings[name]):
+            if not is_finite_number(readings[name]):
                 raise PairingError(f"reading of sensor '{name}' is {value}; send finite numbers only "
                                    "(leave a sensor out when it has no reading)")
             low, high = self.ranges[name]

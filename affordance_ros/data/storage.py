@@ -8,11 +8,8 @@ An existing file is checked on a read-only connection before it is opened for wr
 file of another program is refused untouched (not even switched to WAL), and one with damaged
 pages (``PRAGMA quick_check``) is refused with what to do, rather than failing at every read later.
 
-A record is what ``CaseSet.from_records`` learns from, plus where each reading came
-from and when (``Trial.to_record`` makes one)::
-
-    {"trial_id": "t42", "labels": {"Action": "tap"}, "readings": {"color": 5.1, "obj_vel": 9.7},
-     "sources": {"color": "object", "obj_vel": "effect"}, "stamp": 1700000000.25, "received": 1700000001.0}
+A case is a ``TrialRecord`` (``data.trial``), checked where its data entered: the store keeps
+what it is given and gives back what it kept.
 
 Schema (PRAGMA user_version = 1)::
 
@@ -22,17 +19,17 @@ Schema (PRAGMA user_version = 1)::
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator
 
 import numpy as np
 
 from ..core import SENSOR_GROUPS
+from .trial import TrialRecord
 
 SCHEMA_VERSION = 1
 
@@ -67,7 +64,7 @@ class CaseColumns:
 
 
 class CaseStoreError(RuntimeError):
-    """The database file cannot be used (not ours, newer schema, unreadable), or a record is malformed."""
+    """The database file cannot be used (not ours, newer schema, unreadable)."""
 
 
 class CaseStore:
@@ -88,7 +85,7 @@ class CaseStore:
                                              isolation_level=None)
             else:
                 if self.path.is_file() and self.path.stat().st_size > 0:
-                    self._inspect(busy_timeout)  # before any write: refuse what is not ours or is damaged
+                    _inspect(self.path, busy_timeout)  # before any write: refuse what is not ours or is damaged
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(self.path, timeout=busy_timeout, check_same_thread=False,
                                              isolation_level=None)
@@ -103,31 +100,6 @@ class CaseStore:
         except CaseStoreError:
             self._conn.close()
             raise
-
-    def _inspect(self, busy_timeout: float) -> None:
-        """Check an existing file on a read-only connection: ours (or empty), not newer, not damaged."""
-        uri = f"{self.path.resolve().as_uri()}?mode=ro"
-        try:
-            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise CaseStoreError(f"cannot open the case database '{self.path}': {exc}") from None
-        try:
-            try:
-                _check_schema(conn, self.path, read_only=False)
-            except sqlite3.DatabaseError as exc:
-                raise CaseStoreError(f"'{self.path}' is not a usable case database: {exc}") from None
-            try:
-                problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
-            except sqlite3.DatabaseError as exc:
-                problems = [str(exc)]
-        finally:
-            conn.close()
-        if problems != ["ok"]:
-            raise CaseStoreError(
-                f"the case database '{self.path}' is damaged (PRAGMA quick_check: {'; '.join(problems)[:300]}). "
-                f"Stop every program using it and keep a copy; recover what can be read with "
-                f"`sqlite3 '{self.path}' .recover | sqlite3 recovered.db` and start with database_path "
-                f"recovered.db (or move the damaged file away to start an empty database)")
 
     def _prepare(self) -> None:
         conn = self._conn
@@ -149,14 +121,15 @@ class CaseStore:
             raise
 
     # ------------------------------------------------------------------ write
-    def add(self, record: Mapping) -> bool:
+    def add(self, record: TrialRecord) -> bool:
         """Store one record and commit. False (and nothing changed) if its trial_id is already stored."""
         return self.insert(record) is not None
 
-    def insert(self, record: Mapping) -> int | None:
+    def insert(self, record: TrialRecord) -> int | None:
         """Store one record and commit; its case id (ids grow with every case stored), or None (and
         nothing changed) if its trial_id is already stored."""
-        trial_id, action_variable, action, rows = _validated(record)
+        if not isinstance(record, TrialRecord):
+            raise TypeError(f"the case store takes a TrialRecord (data.trial), not {type(record).__name__}")
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
@@ -164,13 +137,14 @@ class CaseStore:
                 cursor = conn.execute(
                     "INSERT INTO cases (trial_id, stamp, action_variable, action, received) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (trial_id) DO NOTHING",
-                    (trial_id, record.get("stamp"), action_variable, action, record.get("received")))
+                    (record.trial_id, record.stamp, record.action_variable, record.action, record.received))
                 if cursor.rowcount == 0:
                     conn.execute("ROLLBACK")
                     return None
                 case_id = cursor.lastrowid
                 conn.executemany("INSERT INTO readings (case_id, source, sensor, value) VALUES (?, ?, ?, ?)",
-                                 [(case_id, *row) for row in rows])
+                                 [(case_id, kind, sensor, value) for kind in SENSOR_GROUPS
+                                  for sensor, value in record.part(kind).items()])
                 conn.execute("COMMIT")
             except BaseException:
                 # (a KeyboardInterrupt may land after COMMIT went through: then there is nothing to roll back,
@@ -189,24 +163,19 @@ class CaseStore:
         with self._lock:
             return self._conn.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
 
-    def record_of(self, trial_id: str) -> dict | None:
-        """The stored record of a trial (as ``records`` gives it), None if it is not stored."""
+    def record_of(self, trial_id: str) -> TrialRecord | None:
+        """The stored record of a trial, None if it is not stored."""
         with self._lock:
             self._conn.execute("BEGIN")
             try:
-                case = self._conn.execute("SELECT id, stamp, action_variable, action, received FROM cases "
+                case = self._conn.execute("SELECT id, trial_id, stamp, action_variable, action, received FROM cases "
                                           "WHERE trial_id = ?", (trial_id,)).fetchone()
                 readings = [] if case is None else self._conn.execute(
-                    "SELECT source, sensor, value FROM readings WHERE case_id = ? ORDER BY rowid",
+                    "SELECT case_id, source, sensor, value FROM readings WHERE case_id = ? ORDER BY rowid",
                     (case[0],)).fetchall()
             finally:
                 self._conn.execute("COMMIT")
-        if case is None:
-            return None
-        _, stamp, action_variable, action, received = case
-        return {"trial_id": trial_id, "labels": {action_variable: action},
-                "readings": {sensor: value for _, sensor, value in readings},
-                "sources": {sensor: source for source, sensor, _ in readings}, "stamp": stamp, "received": received}
+        return None if case is None else _records([case], readings)[0][1]
 
     def trial_id_of(self, case_id: int) -> str | None:
         """The trial_id of the case with this id, None if there is none."""
@@ -214,11 +183,11 @@ class CaseStore:
             row = self._conn.execute("SELECT trial_id FROM cases WHERE id = ?", (case_id,)).fetchone()
         return row[0] if row else None
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[TrialRecord]:
         """Every stored record, oldest first."""
         return [record for _, record in self.numbered_records()]
 
-    def numbered_records(self, after: int = 0) -> list[tuple[int, dict]]:
+    def numbered_records(self, after: int = 0) -> list[tuple[int, TrialRecord]]:
         """(case id, record) of the stored cases with an id above ``after``, oldest first."""
         with self._lock:
             # One read transaction: a case added meanwhile is seen whole or not at all.
@@ -232,14 +201,7 @@ class CaseStore:
                     (after,)).fetchall()
             finally:
                 self._conn.execute("COMMIT")
-        out = {}
-        for case_id, trial_id, stamp, action_variable, action, received in cases:
-            out[case_id] = {"trial_id": trial_id, "labels": {action_variable: action}, "readings": {},
-                            "sources": {}, "stamp": stamp, "received": received}
-        for case_id, source, sensor, value in readings:
-            out[case_id]["readings"][sensor] = value
-            out[case_id]["sources"][sensor] = source
-        return list(out.items())
+        return _records(cases, readings)
 
     def column_chunks(self, after: int = 0, chunk_size: int = 100_000) -> Iterator[CaseColumns]:
         """The stored cases with an id above ``after``, oldest first, as columns in chunks of at most
@@ -262,22 +224,8 @@ class CaseStore:
                         (last, cases[-1][0])).fetchall()
                 finally:
                     self._conn.execute("COMMIT")
-            ids, trial_ids, action_variables, actions = zip(*cases)
-            ids = np.fromiter(ids, dtype=np.int64, count=len(cases))
-            columns = {}
-            if readings:
-                case_ids, sensors, values = zip(*readings)
-                rows = np.searchsorted(ids, np.fromiter(case_ids, dtype=np.int64, count=len(readings)))
-                sensors = np.array(sensors, dtype=object)
-                values = np.fromiter(values, dtype=float, count=len(readings))
-                for sensor in set(sensors.tolist()):
-                    column = np.full(len(cases), np.nan)
-                    mask = sensors == sensor
-                    column[rows[mask]] = values[mask]
-                    columns[sensor] = column
-            yield CaseColumns(ids, list(trial_ids), np.array(action_variables, dtype=object),
-                              np.array(actions, dtype=object), columns)
-            last = int(ids[-1])
+            yield _columns(cases, readings)
+            last = cases[-1][0]
 
     # -------------------------------------------------------------- lifetime
     def close(self) -> None:
@@ -289,6 +237,33 @@ class CaseStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _inspect(path: Path, busy_timeout: float) -> None:
+    """Check an existing file on a read-only connection: ours (or empty), not newer, not damaged."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise CaseStoreError(f"cannot open the case database '{path}': {exc}") from None
+    try:
+        try:
+            _check_schema(conn, path, read_only=False)
+        except sqlite3.DatabaseError as exc:
+            raise CaseStoreError(f"'{path}' is not a usable case database: {exc}") from None
+        try:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            problems = [str(exc)]
+    finally:
+        conn.close()
+    if problems != ["ok"]:
+        raise CaseStoreError(
+            f"the case database '{path}' is damaged (PRAGMA quick_check: {'; '.join(problems)[:300]}). "
+            f"Stop every program using it and keep a copy; recover what can be read with "
+            f"`sqlite3 '{path}' .recover | sqlite3 recovered.db` and start with database_path "
+            f"recovered.db (or move the damaged file away to start an empty database)")
+
 
 
 def _check_schema(conn: sqlite3.Connection, path: Path, read_only: bool) -> int:
@@ -310,25 +285,32 @@ def _check_schema(conn: sqlite3.Connection, path: Path, read_only: bool) -> int:
     return version
 
 
-def _validated(record: Mapping):
-    trial_id = record.get("trial_id")
-    if not isinstance(trial_id, str) or not trial_id:
-        raise CaseStoreError(f"a record needs a non-empty string 'trial_id', got {trial_id!r}")
-    labels = record.get("labels") or {}
-    if len(labels) != 1:
-        raise CaseStoreError(f"record '{trial_id}': 'labels' must hold exactly the action label, got {labels}")
-    (action_variable, action), = labels.items()
-    if not isinstance(action, str) or not action:
-        raise CaseStoreError(f"record '{trial_id}': the action label must be a non-empty string")
-    sources = record.get("sources") or {}
-    rows = []
-    for sensor, value in (record.get("readings") or {}).items():
-        source = sources.get(sensor)
-        if source not in SENSOR_GROUPS:
-            raise CaseStoreError(f"record '{trial_id}': the source of sensor '{sensor}' must be one of "
-                                 f"{list(SENSOR_GROUPS)}, got {source!r}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise CaseStoreError(f"record '{trial_id}': reading of sensor '{sensor}' is {value!r}, "
-                                 "expected a finite number")
-        rows.append((source, sensor, float(value)))
-    return trial_id, action_variable, action, rows
+def _records(cases: list[tuple], readings: list[tuple]) -> list[tuple[int, TrialRecord]]:
+    """(case id, record) from rows of ``cases`` (id, trial_id, stamp, action_variable, action, received) and
+    of ``readings`` (case_id, source, sensor, value), in the order of the rows."""
+    parts = {case_id: {kind: {} for kind in SENSOR_GROUPS} for case_id, *_ in cases}
+    for case_id, source, sensor, value in readings:
+        parts[case_id][source][sensor] = value
+    return [(case_id, TrialRecord(trial_id, action, parts[case_id]["object"], parts[case_id]["effect"], stamp,
+                                  received, action_variable=action_variable))
+            for case_id, trial_id, stamp, action_variable, action, received in cases]
+
+
+def _columns(cases: list[tuple], readings: list[tuple]) -> CaseColumns:
+    """A chunk as columns, from rows of ``cases`` (id, trial_id, action_variable, action) and of ``readings``
+    (case_id, sensor, value)."""
+    ids, trial_ids, action_variables, actions = zip(*cases)
+    ids = np.fromiter(ids, dtype=np.int64, count=len(cases))
+    columns = {}
+    if readings:
+        case_ids, sensors, values = zip(*readings)
+        rows = np.searchsorted(ids, np.fromiter(case_ids, dtype=np.int64, count=len(readings)))
+        sensors = np.array(sensors, dtype=object)
+        values = np.fromiter(values, dtype=float, count=len(readings))
+        for sensor in set(sensors.tolist()):
+            column = np.full(len(cases), np.nan)
+            mask = sensors == sensor
+            column[rows[mask]] = values[mask]
+            columns[sensor] = column
+    return CaseColumns(ids, list(trial_ids), np.array(action_variables, dtype=object), np.array(actions, dtype=object),
+                       columns)

@@ -1,21 +1,28 @@
-"""One trial as the robot reports it: the action done, object features before, effects after.
+"""One trial as the robot reports it, and the record the case database stores of it.
 
-This is what the node pairs from its three topics. ``to_record`` turns it into the
-record the case database stores and ``CaseSet.from_records`` learns from.
+``Trial`` is what the node pairs from its three topics: the action done, the object features
+before, the effects after. ``TrialRecord`` is a stored case: the trial with the variable its
+action label is a value of; ``CaseSet`` (what the core learns from) is made of records by
+``case_set``.
+
+A record is checked once, where its data enters: each part by ``PartValidator`` as it arrives
+(the node's intake, a bag's import), a record from anywhere else by ``TrialRecord.checked``
+(a CSV file). Storage and learning trust a ``TrialRecord``: the case database stores what it is
+given and gives back what it stored.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
-from ..core import SENSOR_GROUPS
+from ..core import SENSOR_GROUPS, AffordanceNetwork, CaseSet
+from ..core.numbers import is_finite_number
 
 
 @dataclass(frozen=True)
 class Trial:
-    """The three parts of one trial.
+    """The three parts of one trial, paired (each part checked by ``PartValidator`` as it arrived).
 
     ``stamp``: the action's header stamp in seconds (None if unknown);
     ``object_features``/``effects``: sensor name -> reading;
@@ -29,35 +36,72 @@ class Trial:
     stamp: float | None = None
     received: float | None = None
 
-    def __post_init__(self):
-        if not isinstance(self.trial_id, str) or not self.trial_id:
-            raise ValueError("a trial needs a non-empty trial_id")
-        if not isinstance(self.action, str) or not self.action:
-            raise ValueError(f"trial '{self.trial_id}': the action label is empty")
-        overlap = set(self.object_features) & set(self.effects)
+    def to_record(self, action_variable: str) -> TrialRecord:
+        """The record the case database stores: the action as the label of ``action_variable``."""
+        return TrialRecord(self.trial_id, self.action, dict(self.object_features), dict(self.effects), self.stamp,
+                           self.received, action_variable=action_variable)
+
+
+@dataclass(frozen=True)
+class TrialRecord(Trial):
+    """One stored case: a trial, with the variable its action label is a value of (``action_variable``)."""
+
+    action_variable: str = field(kw_only=True)
+
+    @classmethod
+    def checked(cls, trial_id, action_variable, action, object_features: Mapping, effects: Mapping,
+                stamp: float | None = None, received: float | None = None) -> TrialRecord:
+        """A record of data no ``PartValidator`` has seen; ValueError saying what is wrong with it."""
+        if not isinstance(trial_id, str) or not trial_id:
+            raise ValueError(f"a trial needs a non-empty string trial_id, got {trial_id!r}")
+        for name, value in (("action variable", action_variable), ("action label", action)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"trial '{trial_id}': the {name} must be a non-empty string, got {value!r}")
+        overlap = set(object_features) & set(effects)
         if overlap:
-            raise ValueError(f"trial '{self.trial_id}': sensors {sorted(overlap)} are both object features and effects")
-        for name, x in {**self.object_features, **self.effects}.items():
+            raise ValueError(f"trial '{trial_id}': sensors {sorted(overlap)} are both object features and effects")
+        for name, x in {**object_features, **effects}.items():
             if not isinstance(name, str) or not name:
-                raise ValueError(f"trial '{self.trial_id}': sensor names must be non-empty strings")
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-                raise ValueError(f"trial '{self.trial_id}': reading of sensor '{name}' is {x!r}, "
-                                 "expected a finite number")
+                raise ValueError(f"trial '{trial_id}': sensor names must be non-empty strings")
+            if not is_finite_number(x):
+                raise ValueError(f"trial '{trial_id}': reading of sensor '{name}' is {x!r}, expected a finite number")
+        return cls(trial_id, action, {s: float(x) for s, x in object_features.items()},
+                   {s: float(x) for s, x in effects.items()}, stamp, received, action_variable=action_variable)
 
-    def readings(self, source: str) -> Mapping[str, float]:
-        if source == "object":
-            return self.object_features
-        if source == "effect":
-            return self.effects
-        raise ValueError(f"unknown source '{source}'; expected one of {list(SENSOR_GROUPS)}")
+    @property
+    def labels(self) -> dict[str, str]:
+        """{action variable: action label}."""
+        return {self.action_variable: self.action}
 
-    def to_record(self, action_variable: str) -> dict:
-        """The record the case database stores and the core learns from (``CaseSet.from_records``):
-        the action as the label of ``action_variable``, every reading with its source."""
-        return {"trial_id": self.trial_id, "labels": {action_variable: self.action},
-                "readings": {**self.object_features, **self.effects},
-                "sources": {**{s: "object" for s in self.object_features}, **{s: "effect" for s in self.effects}},
+    @property
+    def readings(self) -> dict[str, float]:
+        """Every reading, object features first."""
+        return {**self.object_features, **self.effects}
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Sensor name -> 'object' or 'effect'."""
+        return {**dict.fromkeys(self.object_features, "object"), **dict.fromkeys(self.effects, "effect")}
+
+    def part(self, kind: str) -> Mapping[str, float]:
+        """The readings of the 'object' or the 'effect' part."""
+        if kind not in SENSOR_GROUPS:
+            raise ValueError(f"unknown part '{kind}'; expected one of {list(SENSOR_GROUPS)}")
+        return self.object_features if kind == "object" else self.effects
+
+    def to_dict(self) -> dict:
+        """The record as JSON-like data, the form ``CaseSet.from_records`` reads::
+
+            {"trial_id": "t42", "labels": {"Action": "tap"}, "readings": {"color": 5.1, "obj_vel": 9.7},
+             "sources": {"color": "object", "obj_vel": "effect"}, "stamp": 1700000000.25, "received": 1700000001.0}
+        """
+        return {"trial_id": self.trial_id, "labels": self.labels, "readings": self.readings, "sources": self.sources,
                 "stamp": self.stamp, "received": self.received}
+
+
+def case_set(network: AffordanceNetwork, records: Iterable[TrialRecord]) -> CaseSet:
+    """The records as the cases the core learns from (labels and readings of ``network``'s variables)."""
+    return CaseSet.from_records(network, [record.to_dict() for record in records])
 
 
 def stamp_seconds(stamp) -> float:

@@ -10,15 +10,15 @@ duplicate, rejected) and ``~/model`` (the model JSON, transient local: published
 activation, after every learn and every online save);
 deactivate, cleanup and shutdown undo them. With ``autostart`` (default) the node configures
 and activates itself at start. The work below ROS is done by ``data.intake.TrialIntake``
-(check, pair, store every trial) and ``ModelManager``; this class wires them to topics,
-services, timers and the log.
+(check, pair, store every trial), ``ModelManager`` (the state) and ``data.learn`` (a learn);
+this class declares the parameters, holds that state and hands each endpoint what it uses.
 
 Threads: the executor thread takes the messages, pairs and stores trials and answers
 predict and select_action; learning runs in a worker process (``data.learn_worker``: a
 learn in a thread of this interpreter delayed every ~/predict by tens of milliseconds),
 waited for by a thread of ``learning.LearnEndpoints`` while the ~/learn callback (a coroutine
 in a reentrant callback group) awaits it, so the executor goes on with everything else and a
-second learn request is answered "busy" at once. rclpy 9's
+second learn request is refused at once. rclpy 9's
 MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
 subscription callbacks by seconds (trials then time out); the single-threaded executor
 delivers the same stream in milliseconds.
@@ -26,46 +26,59 @@ delivers the same stream in milliseconds.
 
 from __future__ import annotations
 
-import json
 import time
 
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from std_msgs.msg import String
 
 from ..core import STRUCTURES
-from ..data.health import Counters, Health, HealthMonitor, LastLearn, status_line
+from ..data.health import Counters, Health, HealthMonitor, status_line
 from ..data.intake import TrialIntake
+from ..data.learn import LearnJob
 from ..data.learn_worker import LearnWorker
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
 from ..data.text import printable
 from . import shutdown
+from .current_model import CurrentModel
 from .diagnostics import DiagnosticsPublisher
-from .learner_parameters import ParameterError, declare_learner_parameters
+from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters
 from .learning import LearnEndpoints
 from .qos import describe_qos
 from .query_services import QueryServices
 from .trial_topics import TrialTopics
 
 NODE_NAME = "affordance_learner"
-MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
 class LearnerNode(LifecycleNode):
+    """The affordance learner, a lifecycle node: see the module's docstring.
+
+    ``settings`` are its parameters; configured, it owns the ``manager`` (configuration, case store,
+    current model), the ``intake`` (every trial part), the ``learn_worker`` (the learning process), the
+    ``model`` (``CurrentModel``: online updates, saves, ~/model) and ``diagnostics``; active, its endpoints
+    (``TrialTopics``, ``QueryServices``, ``learn``: ``LearnEndpoints``) and timers. ``count`` and ``log``
+    are what every part reports to.
+    """
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
-        self.manager = self.learn = self.diagnostics = self.learn_worker = None
-        self._active, self._periodic, self._problem, self.last_learn = [], [], "", None
-        self.lifecycle_state = "unconfigured"
+        self.settings: LearnerSettings | None = None
+        self.manager: ModelManager | None = None
+        self.intake: TrialIntake | None = None
+        self.learn_worker: LearnWorker | None = None
+        self.model: CurrentModel | None = None
+        self.diagnostics: DiagnosticsPublisher | None = None
+        self.learn: LearnEndpoints | None = None
         self.counts = Counters()
+        self.health_monitor = HealthMonitor()
+        self.lifecycle_state = "unconfigured"
+        self._active, self._periodic = [], []  # the endpoints (but learn) and timers while active
+        self._logged_counts = None  # the counts of the last status line logged
+        self._problem = ""  # why configure failed
         try:
             self.settings = declare_learner_parameters(self)
-            self.add_on_set_parameters_callback(self._on_set_parameters)
             if not self.settings.autostart:
                 self.get_logger().info("unconfigured (autostart false): waiting for ~/change_state configure")
             elif self.trigger_configure() != SUCCESS or self.trigger_activate() != SUCCESS:
@@ -77,13 +90,6 @@ class LearnerNode(LifecycleNode):
             self.destroy_node()
             raise
 
-    def _on_set_parameters(self, params) -> SetParametersResult:
-        for p in params:  # (prior_strength: its descriptor's range is checked by rclpy)
-            if p.name == "structure" and p.value not in STRUCTURES:
-                return SetParametersResult(successful=False,
-                                           reason=f"structure '{p.value}' is not one of {list(STRUCTURES)}")
-        return SetParametersResult(successful=True)
-
     # ---------------------------------------------------------- lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         settings = self.settings
@@ -91,27 +97,27 @@ class LearnerNode(LifecycleNode):
             if self.get_parameter("structure").value not in STRUCTURES:
                 raise StartupError(f"structure '{self.get_parameter('structure').value}' is not one of "
                                    f"{list(STRUCTURES)}")
-            self.manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
-                                        settings.online_learning, settings.limits)
+            self.manager = manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
+                                                  settings.online_learning, settings.limits)
         except StartupError as exc:
             self._problem = str(exc)
             self.get_logger().error(f"configure failed: {exc}")
             return FAILURE
-        self.intake = TrialIntake(self.manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
-                                  self.manager.store_record, self.manager.store.record_of,
+        self.intake = TrialIntake(manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
+                                  manager.store.insert, manager.store.record_of,
                                   expire_period=min(1.0, settings.trial_timeout / 4),
                                   max_stamp_skew=settings.max_stamp_skew)
         self._logged_counts, self.health_monitor = None, HealthMonitor()
         self.learn_worker = LearnWorker()
-        problem = self.manager.load()
+        self.model = CurrentModel(self, manager, settings.online_save_period, lambda: self.learning, self.count,
+                                  self.log)
+        problem = manager.load()
         if problem:
             self.log("error", problem)
-        elif self.manager.model is not None:
-            self.installed(self.manager.model)
-        self.model_publisher = self.create_lifecycle_publisher(String, "~/model", MODEL_QOS)
+        elif manager.model is not None:
+            self.model.install(manager.model)
         if settings.diagnostics_period > 0:
             self.diagnostics = DiagnosticsPublisher(self, self.health, settings.diagnostics_period)
-        manager = self.manager
         self.get_logger().info(
             f"config {manager.config_path} ({len(manager.config)} variables, action variable "
             f"'{manager.parts.action_variable}'); {manager.store.count()} cases in {manager.database_path}; "
@@ -122,17 +128,20 @@ class LearnerNode(LifecycleNode):
         return SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        settings, ingest = self.settings, MutuallyExclusiveCallbackGroup()
-        self._active = [TrialTopics(self, settings.qos_depth, ingest),
-                        QueryServices(self, MutuallyExclusiveCallbackGroup())]
+        settings, manager, ingest = self.settings, self.manager, MutuallyExclusiveCallbackGroup()
+        self._active = [
+            TrialTopics(self, self.intake, settings.qos_depth, ingest, self.count, self.log, self.model.stored),
+            QueryServices(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.store.count,
+                          settings.limits, self.count, self.log)]
         timers = [(settings.status_period, self._log_status)] if settings.status_period > 0 else []
         if settings.online_learning and settings.online_save_period > 0:
-            timers.append((settings.online_save_period, self.save_online))
+            timers.append((settings.online_save_period, self.model.save))
         self._periodic = [self.create_timer(period, callback, callback_group=ingest) for period, callback in timers]
-        self.learn = LearnEndpoints(self)
+        self.learn = LearnEndpoints(self, self.learn_worker, self._learn_job, self.model.learned, self.count,
+                                    self.log)
         result = super().on_activate(state)  # activates ~/model
         self.lifecycle_state = "active"
-        self._publish_model()
+        self.model.publish()
         self.get_logger().info("active: taking trials and answering ~/learn, ~/predict, ~/select_action")
         return result
 
@@ -167,58 +176,29 @@ class LearnerNode(LifecycleNode):
         if self.manager is None:
             return
         if self.manager.online is not None:
-            self.save_online(stopping=True)
+            self.model.save(stopping=True)
         self.get_logger().info(f"stopping; {self.status_line()}")
         if self.diagnostics is not None:
             self.diagnostics.close()
             self.diagnostics = None
-        self.destroy_lifecycle_publisher(self.model_publisher)
+        self.model.close()
+        self.model = None
         if self.learn_worker is not None:
             self.learn_worker.close()
             self.learn_worker = None
         self.manager.close()
-        self.manager = None
+        self.manager = self.intake = None
 
-    # ------------------------------------------------------- model, online
+    # --------------------------------------------------------------- learning
     @property
     def learning(self) -> bool:
         """True while a learn request (service or action) is being worked on."""
         return self.learn is not None and self.learn.busy
 
-    def installed(self, model, learned=None) -> None:
-        """``model`` takes over (loaded at configure, or just ``learned``); it goes out on ~/model."""
-        updates, message = self.manager.install(model)
-        self.report_online(updates)
-        if message:
-            self.get_logger().info(message)
-        if learned is not None:
-            self.last_learn = LastLearn(float(learned.result.duration), float(learned.result.log_likelihood))
-            self._publish_model()
-
-    def _publish_model(self) -> None:
-        model = self.manager.current_model()
-        if model is not None and self.model_publisher.is_activated:
-            self.model_publisher.publish(String(data=json.dumps(model.to_dict())))
-
-    def report_online(self, updates) -> None:
-        """Count and log what online updates did."""
-        for update in updates:
-            self.count("online_updates" if update.ok else "online_skipped")
-            if update.message:
-                self.log("info" if update.ok else "warning", update.message)
-
-    def save_online(self, stopping: bool = False) -> None:
-        """Write the online-updated model; not while a learn runs (it writes its own), unless stopping."""
-        if (self.learning and not stopping) or not self.manager.unsaved:
-            return
-        try:
-            self.manager.save_online()
-        except OSError as exc:
-            self.count("online_save_errors")
-            self.get_logger().error(f"could not write the online-updated model to {self.manager.model_path}: {exc}")
-            return
-        if not stopping:
-            self._publish_model()
+    def _learn_job(self, structure: str) -> LearnJob:
+        """A learn of ``structure`` ('' for the 'structure' parameter), with the 'prior_strength' parameter."""
+        return self.manager.learn_job(structure or self.get_parameter("structure").value,
+                                      float(self.get_parameter("prior_strength").value))
 
     # ------------------------------------------------ counters, log, health
     def count(self, name: str) -> None:
@@ -226,16 +206,8 @@ class LearnerNode(LifecycleNode):
         self.counts.add(name)
 
     def log(self, level: str, message: str) -> None:
-        """Log at ``level`` (info, warning, error), control characters escaped and the length bounded: text
-        from messages cannot forge or flood the log."""
-        message = printable(message)
-        # (one call site per severity: rclpy refuses different severities from one line of code)
-        if level == "info":
-            self.get_logger().info(message)
-        elif level == "error":
-            self.get_logger().error(message)
-        else:
-            self.get_logger().warning(message)
+        """Log at ``level`` (info, warning, error), escaped and bounded (``log_printable``)."""
+        log_printable(self.get_logger(), level, message)
 
     def _log_status(self) -> None:
         counts = self.counts.snapshot()
@@ -254,7 +226,7 @@ class LearnerNode(LifecycleNode):
         return self.health_monitor.assess(
             self.counts.snapshot(), time.time(), state=self.lifecycle_state,
             database=self.manager.database_path, stored_total=self.manager.store.count(),
-            model_metadata=None if model is None else model.metadata, last_learn=self.last_learn,
+            model_metadata=None if model is None else model.metadata, last_learn=self.model.last_learn,
             online=self.settings.online_learning)
 
     @property
@@ -272,6 +244,19 @@ class LearnerNode(LifecycleNode):
         self._deactivate()
         self._cleanup()
         super().destroy_node()
+
+
+def log_printable(logger, level: str, message: str) -> None:
+    """Log at ``level`` (info, warning, error), control characters escaped and the length bounded: text
+    from messages cannot forge or flood the log."""
+    message = printable(message)
+    # (one call site per severity: rclpy refuses different severities from one line of code)
+    if level == "info":
+        logger.info(message)
+    elif level == "error":
+        logger.error(message)
+    else:
+        logger.warning(message)
 
 
 def main(args=None) -> int:

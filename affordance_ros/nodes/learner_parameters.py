@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rcl_interfaces.msg import IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 
 from ..core import STRUCTURES, LearningOptions
 from ..data.pairing import (
@@ -139,6 +139,7 @@ def declare_learner_parameters(node) -> LearnerSettings:
     """Declare every parameter on ``node`` with its descriptor; the values it starts with.
 
     Double parameters take integers too (``slop:=1``); ParameterError for a value of the wrong type.
+    'structure' set at run time must be one of ``STRUCTURES``.
     """
     defaults = {name: str(default()) if callable(default) else default
                 for name, (default, *_) in PARAMETERS.items()}
@@ -150,6 +151,7 @@ def declare_learner_parameters(node) -> LearnerSettings:
             descriptor = ParameterDescriptor(description=text, read_only=read_only, **extra)
         node.declare_parameter(name, defaults[name], descriptor)
     accept_integers(node, numbers)
+    node.add_on_set_parameters_callback(_check_structure)
     value = {name: node.get_parameter(name).value for name in PARAMETERS}
     try:
         for name, descriptor in numbers.items():
@@ -159,3 +161,11 @@ def declare_learner_parameters(node) -> LearnerSettings:
     for name in ("config_path", "database_path", "model_path"):
         value[name] = Path(value[name] or defaults[name])
     return LearnerSettings(**value)
+
+
+def _check_structure(params) -> SetParametersResult:
+    for p in params:  # (prior_strength: its descriptor's range is checked by rclpy)
+        if p.name == "structure" and p.value not in STRUCTURES:
+            return SetParametersResult(successful=False,
+                                       reason=f"structure '{p.value}' is not one of {list(STRUCTURES)}")
+    return SetParametersResult(successful=True)

@@ -1,33 +1,38 @@
 """``~/learn`` as a service (Learn.srv) and as an action (Learn.action): one learn at a time, in a worker process.
 
-Both run ``ModelManager.learn`` in the node's learning process (``data.learn_worker``), waited for
-by a thread of its own, while their callback (a coroutine in a
-reentrant callback group) awaits it, so the executor goes on storing trials and answering
-predictions; a second learn, by either, is answered "already running" at once. The action
-also sends feedback (phase, iteration, log-likelihood, cases, elapsed; at most every
-``FEEDBACK_PERIOD`` seconds and at every change of phase) and can be cancelled: learning
-stops at its next step and the current model stays. Deactivating the node cancels a learn
-that is running, whichever started it. Service and action live side by side at ``~/learn``
-(an action's services and topics are under ``~/learn/_action/``).
+Both run a ``data.learn.LearnJob`` in the node's learning process (``data.learn_worker``),
+waited for by a thread of its own, while their callback (a coroutine in a reentrant callback
+group) awaits it, so the executor goes on storing trials and answering predictions. A second
+learn, by either, is refused at once: the service answers "already running"; the action
+rejects the goal in its goal callback (a goal response carries no reason, so the reason is
+logged, where ``affordance-ros call learn`` reads it: /rosout). The action also sends feedback
+(phase, iteration, log-likelihood, cases, elapsed; at most every ``FEEDBACK_PERIOD`` seconds and
+at every change of phase) and can be cancelled: learning stops at its next step and the
+current model stays. Deactivating the node cancels a learn that is running, whichever started
+it. Service and action live side by side at ``~/learn`` (an action's services and topics are
+under ``~/learn/_action/``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
-from rclpy.action import ActionServer, CancelResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.exceptions import InvalidHandle
 from rclpy.task import Future
 
 from ..action import Learn as LearnAction
 from ..core import AffordanceError, LearningCancelled
-from ..data.model_manager import LearnOutcome, LearnProgress
+from ..data.learn import LearnJob, LearnOutcome, LearnProgress
+from ..data.learn_worker import LearnWorker
 from ..data.text import printable
 from ..srv import Learn
 
 FEEDBACK_PERIOD = 0.1  # seconds between feedback messages of one phase
+REFUSED = "learn refused: "  # how the log line giving the reason for a refused learn starts
 
 
 def fill(out, outcome: LearnOutcome) -> None:
@@ -40,18 +45,26 @@ def fill(out, outcome: LearnOutcome) -> None:
 
 
 class LearnEndpoints:
-    """The Learn service and action of ``node`` (a LearnerNode: ``manager``, ``count``, ``log``, ``installed``)."""
+    """The Learn service and action on ``node``.
 
-    def __init__(self, node):
-        self.node = node
+    ``job(structure)`` describes a learn ('' for the node's default structure), in the executor thread;
+    ``worker`` runs it; ``installed(outcome)`` makes its model current; ``count(name)`` and
+    ``log(level, message)`` report what happened.
+    """
+
+    def __init__(self, node, worker: LearnWorker, job: Callable[[str], LearnJob],
+                 installed: Callable[[LearnOutcome], None], count: Callable[[str], None],
+                 log: Callable[[str, str], None]):
+        self.node, self.worker, self.job, self.installed = node, worker, job, installed
+        self.count, self.log = count, log
         self._lock = threading.Lock()
         self._started = 0.0
         self._stop = threading.Event()
-        self._worker: threading.Thread | None = None
+        self._waiting: threading.Thread | None = None
         group = ReentrantCallbackGroup()  # a second request is taken (and refused) while the first awaits
         self.service = node.create_service(Learn, "~/learn", self._on_service, callback_group=group)
         self.action = ActionServer(node, LearnAction, "~/learn", self._execute, callback_group=group,
-                                   cancel_callback=lambda _: CancelResponse.ACCEPT)
+                                   goal_callback=self._on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT)
 
     @property
     def busy(self) -> bool:
@@ -61,15 +74,24 @@ class LearnEndpoints:
     def close(self, timeout: float = 60.0) -> None:
         """Cancel a learn that is running, wait for its thread, remove the service and the action server."""
         self._stop.set()
-        if self.node.learn_worker is not None:
-            self.node.learn_worker.cancel()
-        if self._worker is not None:
-            self._worker.join(timeout)
+        self.worker.cancel()
+        if self._waiting is not None:
+            self._waiting.join(timeout)
         self.node.destroy_service(self.service)
         self.action.destroy()
 
     async def _on_service(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
+        if not self._claim():
+            response.message = self._refuse()
+            return response
         return await self._learn(request.structure, response, None)
+
+    def _on_goal(self, goal: LearnAction.Goal) -> GoalResponse:
+        """Accept a goal only when no learn runs (the learn is then this goal's, until it ends)."""
+        if self._claim():
+            return GoalResponse.ACCEPT
+        self._refuse()
+        return GoalResponse.REJECT
 
     async def _execute(self, goal_handle) -> LearnAction.Result:
         result = await self._learn(goal_handle.request.structure, LearnAction.Result(), goal_handle)
@@ -81,24 +103,30 @@ class LearnEndpoints:
             goal_handle.abort()
         return result
 
-    async def _learn(self, structure: str, out, goal_handle):
-        node = self.node
-        out.success = False
+    def _claim(self) -> bool:
+        """Take the one learn there is, if it is free."""
         if not self._lock.acquire(blocking=False):
-            node.count("learn_refused")
-            out.message = (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
-                           "call ~/learn again when it has finished")
-            return out
+            return False
         self._started = time.monotonic()
         self._stop.clear()
-        manager = node.manager
-        work = (structure or node.get_parameter("structure").value,
-                float(node.get_parameter("prior_strength").value), manager.current_model())
+        return True
+
+    def _refuse(self) -> str:
+        """Count and log a learn refused while one runs; the reason."""
+        self.count("learn_refused")
+        reason = (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
+                  "call ~/learn again when it has finished")
+        self.log("warning", REFUSED + reason)
+        return reason
+
+    async def _learn(self, structure: str, out, goal_handle):
+        """The claimed learn: run it, install its model, fill ``out``; the learn is free again after."""
         progress = self._progress(goal_handle)
         outcome = "failed"
         try:
-            learned = await self._in_worker(lambda: node.learn_worker.learn(manager, *work, progress=progress))
-            node.installed(learned.model, learned)
+            job = self.job(structure)
+            learned = await self._in_thread(lambda: self.worker.learn(job, progress))
+            self.installed(learned)
             fill(out, learned)
             outcome = "ok"
         except LearningCancelled:
@@ -106,12 +134,12 @@ class LearnEndpoints:
         except AffordanceError as exc:
             out.message = str(exc)
         except Exception as exc:  # a bug: answer and keep running rather than take the node down
-            node.log("error", f"learn failed unexpectedly: {exc!r}")
+            self.log("error", f"learn failed unexpectedly: {exc!r}")
             out.message = printable(f"internal error while learning: {exc!r}")
         finally:
             self._lock.release()  # only now: until the new model is in use, online saves wait
-        node.count(f"learn_{outcome}")
-        node.log("info" if outcome == "ok" else "warning", f"learn: {out.message}")
+        self.count(f"learn_{outcome}")
+        self.log("info" if outcome == "ok" else "warning", f"learn: {out.message}")
         return out
 
     def _progress(self, goal_handle):
@@ -131,13 +159,13 @@ class LearnEndpoints:
                     cases=step.cases, elapsed=step.elapsed))
         return progress
 
-    def _in_worker(self, job) -> Future:
-        """Run ``job`` in a thread of its own; the future is done (and the executor woken) when it ends."""
+    def _in_thread(self, work) -> Future:
+        """Run ``work`` in a thread of its own; the future is done (and the executor woken) when it ends."""
         finished, executor = Future(), self.node.executor
 
-        def work():
+        def run():
             try:
-                finished.set_result(job())
+                finished.set_result(work())
             except BaseException as exc:  # raised in the awaiting callback
                 finished.set_exception(exc)
             finally:
@@ -146,6 +174,6 @@ class LearnEndpoints:
                 except InvalidHandle:  # the executor was shut down meanwhile
                     pass
 
-        self._worker = threading.Thread(target=work, name="affordance_learn", daemon=True)
-        self._worker.start()
+        self._waiting = threading.Thread(target=run, name="affordance_learn", daemon=True)
+        self._waiting.start()
         return finished

@@ -10,10 +10,10 @@ checks them (its range check then applies as usual).
 
 from __future__ import annotations
 
-import math
-
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.parameter import Parameter
+
+from ..core.numbers import is_finite_number
 
 
 def number_descriptor(text: str, low: float, high: float, read_only: bool = True) -> ParameterDescriptor:
@@ -25,7 +25,7 @@ def number_descriptor(text: str, low: float, high: float, read_only: bool = True
 
 def number_value(name: str, value, descriptor: ParameterDescriptor) -> float:
     """``value`` as a float if it is a number in the descriptor's range; ValueError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise ValueError(f"parameter '{name}' must be a number, got {value!r}")
     span = descriptor.floating_point_range[0]
     if not span.from_value <= value <= span.to_value:

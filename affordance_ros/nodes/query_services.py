@@ -7,15 +7,24 @@ and log what they could not.
 
 from __future__ import annotations
 
+from typing import Callable
+
+from ..core import AffordanceNetwork
+from ..data.pairing import SizeLimits
 from ..srv import Predict, SelectAction
 from .answers import answer, checked, predict_into, select_action_into
 
 
 class QueryServices:
-    """``~/predict`` and ``~/select_action`` of a LearnerNode, in one callback group."""
+    """``~/predict`` and ``~/select_action`` on ``node``, in one callback group: answered from ``model()``
+    (None before the first learn: the answer then says how many cases ``stored_count()`` found), requests
+    within ``limits``; ``count(name)`` and ``log(level, message)`` report what was answered."""
 
-    def __init__(self, node, callback_group):
-        self.node = node
+    def __init__(self, node, callback_group, model: Callable[[], AffordanceNetwork | None],
+                 stored_count: Callable[[], int], limits: SizeLimits, count: Callable[[str], None],
+                 log: Callable[[str, str], None]):
+        self.node, self.model, self.stored_count, self.limits = node, model, stored_count, limits
+        self.count, self.log = count, log
         self.services = [
             node.create_service(Predict, "~/predict", self._on_predict, callback_group=callback_group),
             node.create_service(SelectAction, "~/select_action", self._on_select_action,
@@ -27,19 +36,17 @@ class QueryServices:
             self.node.destroy_service(service)
 
     def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
-        return self._answer("predict", "predict", checked(self.node.settings.limits, request, predict_into(request)),
-                            response)
+        return self._answer("predict", "predict", checked(self.limits, request, predict_into(request)), response)
 
     def _on_select_action(self, request: SelectAction.Request,
                           response: SelectAction.Response) -> SelectAction.Response:
-        return self._answer("select_action", "select",
-                            checked(self.node.settings.limits, request, select_action_into(request)), response)
+        return self._answer("select_action", "select", checked(self.limits, request, select_action_into(request)),
+                            response)
 
     def _answer(self, service: str, counter: str, fill, response):
-        node, manager = self.node, self.node.manager
-        problem = answer(manager.current_model(), response, fill,
-                         f"no model yet: call ~/learn first ({manager.store.count()} cases stored)")
+        problem = answer(self.model(), response, fill,
+                         f"no model yet: call ~/learn first ({self.stored_count()} cases stored)")
         if problem:
-            node.log("error" if problem.startswith("internal error") else "warning", f"{service}: {problem}")
-        node.count(f"{counter}_{'failed' if problem else 'ok'}")
+            self.log("error" if problem.startswith("internal error") else "warning", f"{service}: {problem}")
+        self.count(f"{counter}_{'failed' if problem else 'ok'}")
         return response

@@ -48,12 +48,51 @@ def trial_networks() -> list[str]:
     return sorted(name for name, spec in NETWORKS.items() if any(g == "action" for _, g, _ in spec["variables"]))
 
 
+class TrialSampler:
+    """The robot's trials, without ROS: sampled from the ground truth ``truth`` (readings ~ Normal(sensor
+    mean of the value, its stddev)), or from a ``scenario`` of ``core.scenarios``; ``seed`` picks them."""
+
+    def __init__(self, truth: AffordanceNetwork, scenario: str, seed: int):
+        self.truth, self.scenario = truth, scenario
+        # The trials come from another random stream than the ground truth's CPTs.
+        self._rng = np.random.default_rng([seed, 1])
+        self._action = truth.index(truth.group("action")[0])
+        self._sensors = {kind: [truth.index(name) for name in truth.group(kind)] for kind in SENSOR_GROUPS}
+        self._batch = np.empty((0, len(truth)), dtype=np.int64)
+        self._scenario_trials = []
+
+    def next_trial(self) -> tuple[str, dict]:
+        """(action label, {kind: {reading name: value}}) of the next trial."""
+        if self.scenario != "network":
+            if not self._scenario_trials:
+                columns = simulate(self.scenario, 1, int(self._rng.integers(2**31)))
+                self._scenario_trials = [
+                    (str(columns["Action"][k]), {kind: {n: float(columns[n][k]) for n in FEATURES[self.scenario][kind]}
+                                                 for kind in SENSOR_GROUPS})
+                    for k in range(len(columns["trial_id"]))]
+            return self._scenario_trials.pop(0)
+        if not len(self._batch):
+            self._batch = sample_values(self.truth, _BATCH, self._rng)
+        codes, self._batch = self._batch[0], self._batch[1:]
+        readings = {}
+        for kind in SENSOR_GROUPS:
+            readings[kind] = {}
+            for i in self._sensors[kind]:
+                sensor = self.truth.variables[i].sensor
+                readings[kind][sensor.name] = float(sensor.means[codes[i]]
+                                                    + sensor.stddevs[codes[i]] * self._rng.standard_normal())
+        return self.truth.variables[self._action].values[codes[self._action]], readings
+
+
 class SimulatedRobot(Node):
+    """The simulated robot: see the module's docstring. ``truth`` is its world, ``published`` the trials sent,
+    ``trials`` the ``TrialPublisher`` keeping them until confirmed (None without confirmations), ``done`` a
+    future completed with the number published once the last is confirmed or acknowledged."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         try:
-            param = self._declare_parameters()
+            param = declare_robot_parameters(self)
             network = param["network"]
             if network not in trial_networks():
                 raise ValueError(f"network '{network}' is not one of {trial_networks()}")
@@ -70,18 +109,14 @@ class SimulatedRobot(Node):
         self.wait_for = [name.strip() for name in param["wait_for"].split(",") if name.strip()]
         self.use_trial_ids = param["use_trial_ids"]
         self.trial_id_prefix = param["trial_id_prefix"] or f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
-        # The trials come from another random stream than the ground truth's CPTs.
-        self._rng = np.random.default_rng([self.seed, 1])
-        self._action = self.truth.index(self.truth.group("action")[0])
-        self._sensors = {kind: [self.truth.index(name) for name in self.truth.group(kind)]
-                         for kind in SENSOR_GROUPS}
-        self._batch = np.empty((0, len(self.truth)), dtype=np.int64)
         self.scenario = param["scenario"]
-        self._scenario_trials = []
+        self.sampler = TrialSampler(self.truth, self.scenario, self.seed)
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
         self._waiting_logged = []  # what the last 'waiting' line named; None once publishing
+        self._finish_started = None  # when the last trial was sent (waiting for confirmations from then)
+        self._confirmations = None  # the timer checking them
 
         self.trials = None  # the TrialPublisher when trials are confirmed
         if param["confirm"] and self.use_trial_ids:
@@ -103,58 +138,6 @@ class SimulatedRobot(Node):
             + f"; {self.count or 'endless'} trials at {param['rate']:g} Hz, "
             + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp")
             + (f", each kept until the learner confirms it on {param['status_topic']}" if self.trials else ""))
-
-    def _declare_parameters(self) -> dict:
-        def describe(text, **ranges):
-            return ParameterDescriptor(description=text, read_only=True, **ranges)
-
-        self.declare_parameter("network", "montesano", describe(
-            f"Ground-truth network, one of {trial_networks()}.", additional_constraints=f"one of {trial_networks()}"))
-        self.declare_parameter("scenario", "network", describe(
-            f"Where trials come from: 'network' (the ground-truth 'network') or a realistic scenario, one of "
-            f"{list(SCENARIOS)} (learn it with config/<scenario>.json).",
-            additional_constraints=f"one of {['network', *SCENARIOS]}"))
-        self.declare_parameter("sigma", 1.0, number_descriptor(
-            "Standard deviation of the sensor noise; readings ~ Normal(5 * value index, sigma).", *_NUMBERS["sigma"]))
-        self.declare_parameter("seed", -1, describe(
-            "Seed of the trials (and of the ground truth when truth_seed is -1); -1: a random seed, logged.",
-            integer_range=[IntegerRange(from_value=-1, to_value=2**31 - 1)]))
-        self.declare_parameter("truth_seed", -1, describe(
-            "Seed of the ground truth's CPTs (Dirichlet(1)); -1: seed if it is given, else 0 (the same world "
-            "every run).", integer_range=[IntegerRange(from_value=-1, to_value=2**31 - 1)]))
-        self.declare_parameter("rate", 20.0, number_descriptor("Trials per second.", *_NUMBERS["rate"]))
-        self.declare_parameter("count", 300, describe(
-            "Trials to publish before exiting; 0: publish until stopped.",
-            integer_range=[IntegerRange(from_value=0, to_value=2**31 - 1)]))
-        self.declare_parameter("use_trial_ids", True, describe(
-            "Give the three messages of a trial the same trial_id; false: leave it empty (pairing by stamp)."))
-        self.declare_parameter("trial_id_prefix", "", describe(
-            "Trial ids are '<prefix>-<number>'; empty: 'sim-', the start time and a random tag, so that runs "
-            "do not collide."))
-        self.declare_parameter("min_subscribers", 1, describe(
-            "Publish only once each topic has this many subscribers (so that no trial is lost).",
-            integer_range=[IntegerRange(from_value=0, to_value=1000)]))
-        self.declare_parameter("wait_for", "affordance_learner", describe(
-            "Publish only once these nodes (comma-separated names, or /namespace/name) subscribe to every "
-            "topic; empty: wait for min_subscribers only."))
-        self.declare_parameter("confirm", True, describe(
-            "With trial ids: keep every trial until the learner confirms it on status_topic, send it again "
-            "after resend_timeout, and exit only once all are confirmed. false: exit once DDS acknowledged "
-            "them (a learner that crashes meanwhile loses those it had not stored)."))
-        self.declare_parameter("resend_timeout", DEFAULT_RESEND_TIMEOUT, number_descriptor(
-            "Seconds a trial waits for its confirmation before it is sent again (see TrialPublisher).",
-            *_NUMBERS["resend_timeout"]))
-        self.declare_parameter("status_topic", STATUS_TOPIC, describe(
-            "Where the learner confirms trials (its ~/stored)."))
-        self.declare_parameter("qos_depth", KEEP_ALL, describe(
-            "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
-            "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",
-            integer_range=[IntegerRange(from_value=0, to_value=100000)]))
-        accept_integers(self, _NUMBERS)
-        values = {name: self.get_parameter(name).value for name in self.list_parameters([], 0).names}
-        for name in _NUMBERS:
-            values[name] = number_value(name, values[name], self.describe_parameter(name))
-        return values
 
     def _subscribers_ready(self) -> bool:
         return all(p.get_subscription_count() >= self.min_subscribers for p in self._outputs.values())
@@ -189,7 +172,7 @@ class SimulatedRobot(Node):
                 self._waiting_logged = None
         elif not self._subscribers_ready():  # a subscriber left: pause
             return
-        label, readings = self._next_trial()
+        label, readings = self.sampler.next_trial()
         stamp = self.get_clock().now().to_msg()
         trial_id = f"{self.trial_id_prefix}-{self.published:06d}" if self.use_trial_ids else ""
 
@@ -209,28 +192,6 @@ class SimulatedRobot(Node):
         if self.count and self.published == self.count:
             self._timer.cancel()
             self._finish()
-
-    def _next_trial(self) -> tuple[str, dict]:
-        """(action label, {kind: {reading name: value}}) of the next trial."""
-        if self.scenario != "network":
-            if not self._scenario_trials:
-                columns = simulate(self.scenario, 1, int(self._rng.integers(2**31)))
-                self._scenario_trials = [
-                    (str(columns["Action"][k]), {kind: {n: float(columns[n][k]) for n in FEATURES[self.scenario][kind]}
-                                                 for kind in SENSOR_GROUPS})
-                    for k in range(len(columns["trial_id"]))]
-            return self._scenario_trials.pop(0)
-        if not len(self._batch):
-            self._batch = sample_values(self.truth, _BATCH, self._rng)
-        codes, self._batch = self._batch[0], self._batch[1:]
-        readings = {}
-        for kind in SENSOR_GROUPS:
-            readings[kind] = {}
-            for i in self._sensors[kind]:
-                sensor = self.truth.variables[i].sensor
-                readings[kind][sensor.name] = float(sensor.means[codes[i]]
-                                                    + sensor.stddevs[codes[i]] * self._rng.standard_normal())
-        return self.truth.variables[self._action].values[codes[self._action]], readings
 
     def _publish(self, kind: str, msg) -> None:
         """Publish; while a subscriber is behind (keep-all history full) wait: trials are delayed, never lost."""
@@ -275,6 +236,60 @@ class SimulatedRobot(Node):
             return all(p.wait_for_all_acked(Duration(seconds=1.0)) for p in self._outputs.values())
         except _rclpy.RCLError:  # the context was shut down meanwhile
             return not self.context.ok()
+
+
+def declare_robot_parameters(node: Node) -> dict:
+    """Declare the robot's parameters on ``node``; their values (the double ones checked: ValueError)."""
+    def describe(text, **ranges):
+        return ParameterDescriptor(description=text, read_only=True, **ranges)
+
+    node.declare_parameter("network", "montesano", describe(
+        f"Ground-truth network, one of {trial_networks()}.", additional_constraints=f"one of {trial_networks()}"))
+    node.declare_parameter("scenario", "network", describe(
+        f"Where trials come from: 'network' (the ground-truth 'network') or a realistic scenario, one of "
+        f"{list(SCENARIOS)} (learn it with config/<scenario>.json).",
+        additional_constraints=f"one of {['network', *SCENARIOS]}"))
+    node.declare_parameter("sigma", 1.0, number_descriptor(
+        "Standard deviation of the sensor noise; readings ~ Normal(5 * value index, sigma).", *_NUMBERS["sigma"]))
+    node.declare_parameter("seed", -1, describe(
+        "Seed of the trials (and of the ground truth when truth_seed is -1); -1: a random seed, logged.",
+        integer_range=[IntegerRange(from_value=-1, to_value=2**31 - 1)]))
+    node.declare_parameter("truth_seed", -1, describe(
+        "Seed of the ground truth's CPTs (Dirichlet(1)); -1: seed if it is given, else 0 (the same world "
+        "every run).", integer_range=[IntegerRange(from_value=-1, to_value=2**31 - 1)]))
+    node.declare_parameter("rate", 20.0, number_descriptor("Trials per second.", *_NUMBERS["rate"]))
+    node.declare_parameter("count", 300, describe(
+        "Trials to publish before exiting; 0: publish until stopped.",
+        integer_range=[IntegerRange(from_value=0, to_value=2**31 - 1)]))
+    node.declare_parameter("use_trial_ids", True, describe(
+        "Give the three messages of a trial the same trial_id; false: leave it empty (pairing by stamp)."))
+    node.declare_parameter("trial_id_prefix", "", describe(
+        "Trial ids are '<prefix>-<number>'; empty: 'sim-', the start time and a random tag, so that runs "
+        "do not collide."))
+    node.declare_parameter("min_subscribers", 1, describe(
+        "Publish only once each topic has this many subscribers (so that no trial is lost).",
+        integer_range=[IntegerRange(from_value=0, to_value=1000)]))
+    node.declare_parameter("wait_for", "affordance_learner", describe(
+        "Publish only once these nodes (comma-separated names, or /namespace/name) subscribe to every "
+        "topic; empty: wait for min_subscribers only."))
+    node.declare_parameter("confirm", True, describe(
+        "With trial ids: keep every trial until the learner confirms it on status_topic, send it again "
+        "after resend_timeout, and exit only once all are confirmed. false: exit once DDS acknowledged "
+        "them (a learner that crashes meanwhile loses those it had not stored)."))
+    node.declare_parameter("resend_timeout", DEFAULT_RESEND_TIMEOUT, number_descriptor(
+        "Seconds a trial waits for its confirmation before it is sent again (see TrialPublisher).",
+        *_NUMBERS["resend_timeout"]))
+    node.declare_parameter("status_topic", STATUS_TOPIC, describe(
+        "Where the learner confirms trials (its ~/stored)."))
+    node.declare_parameter("qos_depth", KEEP_ALL, describe(
+        "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
+        "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",
+        integer_range=[IntegerRange(from_value=0, to_value=100000)]))
+    accept_integers(node, _NUMBERS)
+    values = {name: node.get_parameter(name).value for name in node.list_parameters([], 0).names}
+    for name in _NUMBERS:
+        values[name] = number_value(name, values[name], node.describe_parameter(name))
+    return values
 
 
 def main(args=None) -> int:

@@ -6,8 +6,10 @@
 
 The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout.
 ``learn`` uses the node's Learn action (``--progress``: its feedback on stderr; Ctrl-C cancels
-the learn and the node keeps its current model). Waits ``--timeout`` seconds for the node's
-service or action to appear. Failures (no node, ``success: false``) are one line on stderr
+the learn and the node keeps its current model). A goal the node rejects (a learn is running
+already) is reported with the node's reason: an action's goal response carries none, so it is
+read from the node's log line on /rosout. Waits ``--timeout`` seconds for the node's service or
+action to appear. Failures (no node, ``success: false``, a rejected goal) are one line on stderr
 and exit status 2.
 """
 
@@ -18,11 +20,13 @@ import functools
 import json
 import signal
 import sys
+import time
 from typing import Sequence
 
 from .ros_args import name_value_pairs, sensor_readings
 
 DEFAULT_NODE = "/affordance_learner"
+REASON_WAIT = 2.0  # seconds to wait for the log line saying why a goal was rejected
 
 
 class CallError(Exception):
@@ -155,10 +159,15 @@ def _learn(node, wait, args) -> dict:
         print(f"learn: {f.phase} {f.iteration} (log-likelihood {f.log_likelihood:.3f}, {f.cases} cases, "
               f"{f.elapsed:.1f} s)", file=sys.stderr, flush=True)
 
+    reason = _refusal_reason(node, args.node)
     handle = wait(client.send_goal_async(Learn.Goal(structure=args.structure),
                                           feedback_callback=feedback if args.progress else None), args.timeout, name)
     if not handle.accepted:
-        raise CallError(f"{name} refused the goal")
+        try:
+            why = wait(reason, REASON_WAIT, "/rosout")
+        except CallError:
+            why = "the node did not log why (see its log)"
+        raise CallError(f"{name} refused the goal: {why}")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         try:
@@ -174,6 +183,26 @@ def _learn(node, wait, args) -> dict:
         raise CallError(result.message)
     return {"success": True, "message": result.message, "num_cases": result.num_cases, "arcs": list(result.arcs),
             "log_likelihood": result.log_likelihood, "iterations": result.iterations, "duration": result.duration}
+
+
+def _refusal_reason(node, learner: str):
+    """A future done with the reason the learner ``learner`` logs (on /rosout) when it refuses a learn from
+    now on: a rejected goal's response says nothing more."""
+    from rcl_interfaces.msg import Log
+    from rclpy.qos import qos_profile_rosout_default
+    from rclpy.task import Future
+
+    from ..nodes.learning import REFUSED
+
+    reason, logger, since = Future(), learner.strip("/").replace("/", "."), time.time() - 1.0
+
+    def heard(line: Log) -> None:
+        if (not reason.done() and line.name == logger and line.msg.startswith(REFUSED)
+                and line.stamp.sec + line.stamp.nanosec * 1e-9 >= since):
+            reason.set_result(line.msg[len(REFUSED):])
+
+    node.create_subscription(Log, "/rosout", heard, qos_profile_rosout_default)
+    return reason
 
 
 def _interrupt(signum, frame):

@@ -33,6 +33,7 @@ from ..data.bag import BagError
 from ..data.formats import FORMATS, export_model, format_of, import_model
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
 from ..data.storage import CaseStoreError
+from ..data.trial import case_set
 from ..share import default_config_path
 from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
@@ -59,7 +60,7 @@ def load_cases(config: AffordanceNetwork, source: str, options=None, progress: b
         return CaseSet.from_csv(config, path, extra=ignore)
     cases = read_cases(path, config, options or offline.PairingOptions(), progress)
     _tell(cases, "learn")
-    return CaseSet.from_records(config, cases.records)
+    return case_set(config, cases.records)
 
 
 def read_cases(source, config: AffordanceNetwork, options, progress: bool | None):

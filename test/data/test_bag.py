@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,8 +113,8 @@ def test_known_trials_give_exactly_their_cases(tmp_path, storage):
 def test_a_longer_trial_timeout_keeps_the_late_trial(tmp_path):
     parts, expected = known_trials()
     cases = read_bag(write_parts(tmp_path / "bag", parts), CONFIG, PairingOptions(trial_timeout=10.0))
-    late = [r for r in cases.records if r["trial_id"] == "late"]
-    assert len(late) == 1 and late[0]["received"] == pytest.approx(T0 + 27)
+    late = [r for r in cases.records if r.trial_id == "late"]
+    assert len(late) == 1 and late[0].received == pytest.approx(T0 + 27)
     assert len(cases.records) == len(expected) + 1
 
 
@@ -163,12 +164,12 @@ def test_import_appends_without_duplicates_and_export_round_trips(tmp_path):
     assert run("export", db, "--out", tmp_path / "copy", "--storage", "sqlite3").returncode == 0
     assert run("import", tmp_path / "copy", "--db", tmp_path / "copy.db").returncode == 0
     with CaseStore(tmp_path / "copy.db", read_only=True) as store:  # in the bag's order: by log time
-        assert store.records() == sorted([own, *records], key=lambda r: r["received"])
+        assert store.records() == sorted([own, *records], key=lambda r: r.received)
     out = run("export", db, "--out", tmp_path / "cases.csv")
     assert out.returncode == 0 and "wrote 41 cases" in out.stdout, out.stderr
     assert run("import", tmp_path / "cases.csv", "--db", tmp_path / "from_csv.db").returncode == 0
     with CaseStore(tmp_path / "from_csv.db", read_only=True) as store:
-        strip = lambda r: {**r, "stamp": None, "received": None}  # noqa: E731
+        strip = lambda r: replace(r, stamp=None, received=None)  # noqa: E731
         assert store.records() == [strip(r) for r in [*records[:10], own, *records[10:]]]
     # a CSV file made into a bag gets stamps, and comes back the same
     assert run("export", tmp_path / "cases.csv", "--out", tmp_path / "csv_bag", "--storage", "mcap").returncode == 0
@@ -321,11 +322,9 @@ def test_truncated_bags_keep_the_cases_before_the_damage(tmp_path, database, sto
     records = sampled_records(400)
     parts = []
     for r in records:
-        obj = {s: x for s, x in r["readings"].items() if r["sources"][s] == "object"}
-        eff = {s: x for s, x in r["readings"].items() if r["sources"][s] == "effect"}
-        parts += [part(r["received"], "action", r["trial_id"], r["stamp"], r["labels"]["Action"]),
-                  part(r["received"], "object", r["trial_id"], r["stamp"], obj),
-                  part(r["received"], "effect", r["trial_id"], r["stamp"], eff)]
+        parts += [part(r.received, "action", r.trial_id, r.stamp, r.action),
+                  part(r.received, "object", r.trial_id, r.stamp, r.object_features),
+                  part(r.received, "effect", r.trial_id, r.stamp, r.effects)]
     # flushed every 100 messages, as the recorder flushes every second
     bag = write_parts(tmp_path / "bag", parts, storage, flush_every=100)
     data = (bag / f"bag.{suffix}").read_bytes()
@@ -350,10 +349,9 @@ def test_a_recording_killed_while_writing_keeps_what_it_flushed(tmp_path, storag
     writer = BagWriter(tmp_path / "bag", storage)
     for k, r in enumerate(records):
         for kind in ("action", "object", "effect"):
-            payload = (r["labels"]["Action"] if kind == "action" else
-                       {s: x for s, x in r["readings"].items() if r["sources"][s] == kind})
-            writer.write(kind, to_nanoseconds(r["received"]),
-                         (action_message if kind == "action" else features_message)(r["trial_id"], r["stamp"], payload))
+            payload = r.action if kind == "action" else r.part(kind)
+            writer.write(kind, to_nanoseconds(r.received),
+                         (action_message if kind == "action" else features_message)(r.trial_id, r.stamp, payload))
         if k == 29:
             writer.flush()  # as the recorder does every second
     killed = tmp_path / "killed"  # the files as a SIGKILL leaves them: no metadata.yaml, an open transaction

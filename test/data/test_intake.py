@@ -70,7 +70,7 @@ def test_a_resent_trial_is_confirmed_and_a_conflicting_one_is_a_duplicate(store)
     assert [s[1] for s in statuses(other)] == [STORED, STORED, DUPLICATE]
     then = send(intake, "a")  # once a conflict is seen, every part of that id is a duplicate
     assert [s[1] for s in statuses(then)] == [DUPLICATE] * 3
-    assert store.count() == 1 and store.record_of("a")["readings"]["obj_vel"] == 10.0
+    assert store.count() == 1 and store.record_of("a").effects["obj_vel"] == 10.0
 
 
 def test_a_trial_that_could_not_be_stored_can_be_sent_again(store):
@@ -78,7 +78,7 @@ def test_a_trial_that_could_not_be_stored_can_be_sent_again(store):
 
     def flaky(record):
         if not failures:
-            failures.append(record["trial_id"])
+            failures.append(record.trial_id)
             raise sqlite3.OperationalError("disk I/O error")
         return store.insert(record)
     intake = TrialIntake(PartValidator(AffordanceNetwork.load(CONFIG)), TrialAssembler(), flaky, store.record_of,

@@ -1,15 +1,18 @@
-"""ModelManager and TrialIntake, the learner node's work below ROS, tested without DDS."""
+"""ModelManager, a learn, the cases it uses and TrialIntake: the learner node's work below ROS, without DDS."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import MONTESANO_CONFIG, sampled_records
 
 from affordance_ros.core import AffordanceError, AffordanceNetwork, benchmark_network, benchmark_structure
 from affordance_ros.data.intake import TrialIntake
+from affordance_ros.data.learn import learn
 from affordance_ros.data.model_manager import ModelManager, StartupError
 from affordance_ros.data.pairing import TrialAssembler
 from affordance_ros.data.storage import CaseStore
+from affordance_ros.data.training_cases import seen_until, stored_cases
 from affordance_ros.tools.bench.paper import parent_weights, weighted_rms
 
 
@@ -34,11 +37,11 @@ def test_learns_from_the_stored_cases_writes_the_model_and_records_what_it_saw(t
     seed(tmp_path, sampled_records(3000))
     models = manager(tmp_path)
     assert models.load() is None and models.current_model() is None  # no model file yet
-    outcome = models.learn("fixed", 0.0, None)
+    outcome = learn(models.learn_job("fixed", 0.0))
     assert outcome.result.num_cases == 3000 and "learned from 3000 cases" in outcome.message
     on_disk = AffordanceNetwork.load(tmp_path / "model.json")
     assert on_disk.metadata["cases"]["count"] == 3000 and on_disk.metadata["cases"]["last_trial_id"] == "r02999"
-    assert models.seen_until(on_disk) == 3000
+    assert seen_until(models.store, on_disk) == 3000
     # the configured arcs were kept, and the CPTs are near the truth's
     truth = benchmark_network("montesano", 1.0, 0)
     assert on_disk.arcs == truth.arcs
@@ -62,29 +65,29 @@ def test_a_model_file_that_does_not_fit_is_not_used_and_says_why(tmp_path):
 def test_learning_with_a_prior_uses_only_the_new_cases_and_refuses_when_there_are_none(tmp_path):
     seed(tmp_path, sampled_records(300))
     models = manager(tmp_path)
-    first = models.learn("fixed", 0.0, None).model
+    models.install(learn(models.learn_job("fixed", 0.0)).model)
     with pytest.raises(AffordanceError, match="no new cases since the current model"):
-        models.learn("fixed", 50.0, first)
+        learn(models.learn_job("fixed", 50.0))
     seed(tmp_path, sampled_records(40, seed=3, prefix="n"))
-    second = models.learn("fixed", 50.0, first)
+    second = learn(models.learn_job("fixed", 50.0))
     assert second.result.num_cases == 40 and "with it as a prior worth 50 cases" in second.message
     assert second.model.metadata["cases"]["count"] == 340
 
 
 def test_cases_that_do_not_fit_the_configuration_are_skipped_and_counted(tmp_path):
-    strange = dict(sampled_records(1, prefix="old")[0])
-    strange["readings"] = {**strange["readings"], "weight": 3.0}
-    strange["sources"] = {**strange["sources"], "weight": "object"}
+    strange = sampled_records(1, prefix="old")[0]
+    strange = replace(strange, object_features={**strange.object_features, "weight": 3.0})
     seed(tmp_path, [*sampled_records(100), strange])
-    cases, skipped, marker = manager(tmp_path).stored_cases()
+    models = manager(tmp_path)
+    cases, skipped, marker = stored_cases(models.store, models.config)
     assert cases.n_cases == 100 and len(skipped) == 1 and marker["last_trial_id"] == "old00000"
     assert "1 with sensor ['weight'] not in the configuration (e.g. 'old00000')" in skipped.describe()
-    assert "skipped 1 stored cases" in manager(tmp_path).learn("fixed", 0.0, None).message
+    assert "skipped 1 stored cases" in learn(models.learn_job("fixed", 0.0)).message
 
 
 def test_online_learning_catches_up_on_the_cases_stored_after_the_model(tmp_path):
     seed(tmp_path, sampled_records(200))
-    learned = manager(tmp_path).learn("fixed", 0.0, None).model
+    learned = learn(manager(tmp_path).learn_job("fixed", 0.0)).model
     seed(tmp_path, sampled_records(15, seed=5, prefix="later"))
     models = manager(tmp_path, online=True)
     assert models.load() is None
@@ -104,19 +107,19 @@ def test_a_bad_configuration_or_structure_says_what_to_fix(tmp_path):
     with pytest.raises(StartupError, match="exactly one variable in the group 'action'"):
         manager(tmp_path, config=broken)
     with pytest.raises(AffordanceError, match="structure 'greedy' is not one of"):
-        manager(tmp_path).learn("greedy", 0.0, None)
+        learn(manager(tmp_path).learn_job("greedy", 0.0))
 
 
 def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_every_mistake(tmp_path):
     models = manager(tmp_path)
-    intake = TrialIntake(models.parts, TrialAssembler(), models.store_record, models.store.record_of, 1.0)
+    intake = TrialIntake(models.parts, TrialAssembler(), models.store.insert, models.store.record_of, 1.0)
     obj = (["color", "shape", "size"], [5.0, 0.0, 10.0])
     eff = (["obj_vel", "obj_hand_vel", "hand_vel", "contact"], [10.0, 5.0, 0.0, 5.0])
     assert [e.counter for e in intake.take("action", "t1", 10.0, "tap", 1.0)] == ["received_action"]
     intake.take("object", "t1", 10.0, obj, 1.0)
     events = intake.take("effect", "t1", 10.0, eff, 1.0)
     assert [e.counter for e in events] == ["received_effect", "stored"] and events[1].case[0] == 1
-    assert models.store.records()[0]["readings"]["obj_vel"] == 10.0
+    assert models.store.records()[0].effects["obj_vel"] == 10.0
     # the same part again (a robot re-sending what it was not told was stored): confirmed, not an error
     assert [e.counter for e in intake.take("action", "t1", 11.0, "tap", 2.0)] == ["received_action", "resent_parts"]
     mistakes = {

@@ -1,12 +1,14 @@
 """OnlineRefiner: online learning on top of core.online.OnlineEM (no ROS)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from affordance_ros.core import AffordanceError, AffordanceLearner, CaseSet, benchmark_network
+from affordance_ros.core import AffordanceError, AffordanceLearner, benchmark_network
 from affordance_ros.core.ground_truth import benchmark_structure, sample_values
 from affordance_ros.data.online_refiner import OnlineRefiner, cases_marker, model_weight
-from affordance_ros.data.trial import Trial
+from affordance_ros.data.trial import Trial, case_set
 
 TRUTH = benchmark_network("montesano", 1.0, 0)
 
@@ -28,7 +30,7 @@ def records(n, seed, prefix):
 @pytest.fixture(scope="module")
 def learned():
     config = benchmark_structure("montesano", 1.0)
-    model = AffordanceLearner(structure="k2").fit(config, CaseSet.from_records(config, records(200, 1, "a"))).model_
+    model = AffordanceLearner(structure="k2").fit(config, case_set(config, records(200, 1, "a"))).model_
     model.metadata["cases"] = cases_marker("cases.db", 200, 200, "a199")
     return model
 
@@ -57,8 +59,8 @@ def test_a_case_the_model_cannot_use_changes_nothing(learned):
     online = OnlineRefiner(learned)
     online.update(201, records(1, 3, "c")[0])
     model = online.model
-    bad = dict(records(1, 4, "d")[0])
-    bad["readings"] = {**bad["readings"], "weight": 2.0}
+    bad = records(1, 4, "d")[0]
+    bad = replace(bad, object_features={**bad.object_features, "weight": 2.0})
     with pytest.raises(AffordanceError, match="weight"):
         online.update(202, bad)
     assert online.model is model and online.num_cases == 201 and online.cases["last_trial_id"] == "c0"

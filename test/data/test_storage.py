@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from affordance_ros.data.storage import SCHEMA_VERSION, CaseStore, CaseStoreError
-from affordance_ros.data.trial import Trial
+from affordance_ros.data.trial import Trial, case_set
 
 
 def trial(k, action="tap"):
@@ -38,7 +38,7 @@ def test_cases_survive_reopening_and_creates_folders(tmp_path):
         for k in range(5):
             store.add(trial(k))
     with CaseStore(path) as store:
-        assert [r["trial_id"] for r in store.records()] == [f"t{k}" for k in range(5)]
+        assert [r.trial_id for r in store.records()] == [f"t{k}" for k in range(5)]
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -88,7 +88,7 @@ def test_concurrent_writers_and_readers(tmp_path):
         def read():
             for _ in range(20):
                 records = store.records()
-                assert all(len(r["readings"]) == 3 and len(r["sources"]) == 3 for r in records)
+                assert all(len(r.readings) == 3 and len(r.sources) == 3 for r in records)
 
         threads = [threading.Thread(target=write, args=(o,)) for o in (0, 1000)] + [threading.Thread(target=read)]
         for t in threads:
@@ -113,43 +113,14 @@ def test_read_only(tmp_path):
 
 
 def test_records_learn_in_the_core(tmp_path):
-    from affordance_ros.core import CaseSet
     from affordance_ros.core.ground_truth import benchmark_structure
     with CaseStore(tmp_path / "cases.db") as store:
         store.add(trial(1))
         store.add(trial(2, "grasp"))
-        cases = CaseSet.from_records(benchmark_structure("montesano", 1.0), store.records())
+        cases = case_set(benchmark_structure("montesano", 1.0), store.records())
     assert cases.n_cases == 2 and list(cases.trial_ids) == ["t1", "t2"]
     assert list(cases.labels["Action"]) == [1, 0]
     assert list(cases.readings["color"]) == [1.5, 3.0]
-
-
-@pytest.mark.parametrize("record, message", [
-    ({"labels": {"Action": "tap"}}, "trial_id"),
-    ({"trial_id": "x", "labels": {}}, "exactly the action label"),
-    ({"trial_id": "x", "labels": {"Action": "tap"}, "readings": {"color": 1.0}}, "source of sensor 'color'"),
-    ({"trial_id": "x", "labels": {"Action": "tap"}, "readings": {"color": float("nan")},
-      "sources": {"color": "object"}}, "finite"),
-])
-def test_malformed_records_are_refused(tmp_path, record, message):
-    with CaseStore(tmp_path / "cases.db") as store:
-        with pytest.raises(CaseStoreError, match=message):
-            store.add(record)
-        assert store.count() == 0
-
-
-def test_trial_validation():
-    with pytest.raises(ValueError, match="finite"):
-        Trial(trial_id="x", action="tap", object_features={"color": float("nan")})
-    with pytest.raises(ValueError, match="both object features and effects"):
-        Trial(trial_id="x", action="tap", object_features={"color": 1.0}, effects={"color": 2.0})
-    with pytest.raises(ValueError, match="trial_id"):
-        Trial(trial_id="", action="tap")
-    assert trial(1) == {
-        "trial_id": "t1", "labels": {"Action": "tap"},
-        "readings": {"color": 1.5, "shape": -2.0, "obj_vel": 10.25},
-        "sources": {"color": "object", "shape": "object", "obj_vel": "effect"},
-        "stamp": 101.0, "received": 201.0}
 
 
 def test_a_foreign_database_is_refused_before_any_write(tmp_path):
@@ -182,9 +153,21 @@ def test_a_database_with_damaged_pages_is_refused_at_start_up_saying_what_to_do(
         CaseStore(path)
 
 
-def test_a_keyboard_interrupt_right_after_the_commit_leaves_the_case_stored_and_no_rollback_error(tmp_path):
+def test_the_store_takes_only_records_and_keeps_them_as_given(tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        with pytest.raises(TypeError, match="takes a TrialRecord"):
+            store.add({"trial_id": "x", "labels": {"Action": "tap"}, "readings": {}, "sources": {}})
+        assert store.count() == 0
+        store.add(trial(1))
+        assert store.record_of("t1") == trial(1)
+
+
+def test_a_keyboard_interrupt_right_after_the_commit_leaves_the_case_stored_and_no_rollback_error(tmp_path,
+                                                                                                  monkeypatch):
     class InterruptedAfterCommit:
-        """The connection, with a Ctrl-C arriving just after COMMIT went through."""
+        """A connection, with a Ctrl-C arriving just after a COMMIT went through once ``armed``."""
+
+        armed = False
 
         def __init__(self, conn):
             self.conn = conn
@@ -194,15 +177,16 @@ def test_a_keyboard_interrupt_right_after_the_commit_leaves_the_case_stored_and_
 
         def execute(self, sql, *args):
             result = self.conn.execute(sql, *args)
-            if sql == "COMMIT":
+            if sql == "COMMIT" and InterruptedAfterCommit.armed:
+                InterruptedAfterCommit.armed = False
                 raise KeyboardInterrupt
             return result
 
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: InterruptedAfterCommit(connect(*a, **kw)))
     with CaseStore(tmp_path / "cases.db") as store:
-        real = store._conn
-        store._conn = InterruptedAfterCommit(real)
+        InterruptedAfterCommit.armed = True
         with pytest.raises(KeyboardInterrupt):  # not sqlite3.OperationalError "cannot rollback"
             store.add(trial(1))
-        store._conn = real
-        assert store.count() == 1 and store.record_of("t1")["trial_id"] == "t1"
+        assert store.count() == 1 and store.record_of("t1").trial_id == "t1"
         assert store.record_of("t2") is None

@@ -89,7 +89,7 @@ def test_bad_messages_are_rejected_and_stored_cases_kept(setup):
     robot.send_features("object", "twice", *OBJECT)
     robot.send_features("effect", "twice", *EFFECT)
     wait_for(lambda: learner.manager.store.contains("twice"), what="the trial 'twice'")
-    assert learner.manager.store.records()[-1]["labels"] == {"Action": "tap"}
+    assert learner.manager.store.records()[-1].labels == {"Action": "tap"}
 
     # an incomplete trial is dropped after trial_timeout (0.5 s)
     before = learner.counts["dropped_incomplete"]
@@ -99,9 +99,9 @@ def test_bad_messages_are_rejected_and_stored_cases_kept(setup):
     # nothing crashed, nothing was lost: a good trial still goes in, the first version of good-1 stays
     robot.send_trial("good-2")
     wait_for(lambda: learner.counts["stored"] == 3, what="a last good trial")
-    records = {r["trial_id"]: r for r in learner.manager.store.records()}
+    records = {r.trial_id: r for r in learner.manager.store.records()}
     assert sorted(records) == ["good-1", "good-2", "r00000", "r00001", "r00002", "r00003", "r00004", "twice"]
-    assert records["good-1"]["labels"] == {"Action": "tap"}
+    assert records["good-1"].labels == {"Action": "tap"}
     assert learner.counts["store_errors"] == 0
 
 

@@ -73,8 +73,8 @@ def test_trials_without_ids_are_paired_by_stamp(ros):
     assert collect(ros, learner, 50, use_trial_ids=False, rate=100.0) == 50
     records = learner.manager.store.records()
     assert len(records) == 50
-    assert all(r["trial_id"].startswith("stamp-") for r in records)
-    assert all(len(r["readings"]) == 7 for r in records)
+    assert all(r.trial_id.startswith("stamp-") for r in records)
+    assert all(len(r.readings) == 7 for r in records)
     assert learner.counts["dropped_incomplete"] == 0
     assert ros.learn().success
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import replace
 
 import pytest
 from conftest import MONTESANO_CONFIG, sampled_records, wait_for
@@ -30,7 +31,7 @@ def stored_ids(db):
     if not db.exists():
         return set()
     with CaseStore(db, read_only=True) as store:
-        return {r["trial_id"] for r in store.records()}
+        return {r.trial_id for r in store.records()}
 
 
 def stored_count(db):
@@ -167,10 +168,10 @@ def test_malformed_messages_are_refused_with_bounded_memory_and_log(ros, tmp_pat
                 future.header.stamp.sec = int(time.time()) + 1_000_000                         # far future
                 action.publish(future)
             trial_id = f"good{round_}"  # and a good trial still goes in
-            action.publish(Action(trial_id=trial_id, action=good["labels"]["Action"]))
+            action.publish(Action(trial_id=trial_id, action=good.action))
             for kind, pub in (("object", obj), ("effect", effects)):
-                names = [s for s, src in good["sources"].items() if src == kind]
-                pub.publish(Features(trial_id=trial_id, names=names, values=[good["readings"][s] for s in names]))
+                names = list(good.part(kind))
+                pub.publish(Features(trial_id=trial_id, names=names, values=[good.part(kind)[s] for s in names]))
             wait_for(lambda: trial_id in stored_ids(db), timeout=60, what=f"the good trial of round {round_}")
             return _rss_kb(learner.pid) / 1024
 
@@ -240,7 +241,7 @@ def test_learning_with_a_renamed_sensor_says_the_cases_were_skipped_and_why(ros,
 
 def test_an_absurd_stored_reading_is_skipped_by_learning_and_named(ros, tmp_path):
     records = sampled_records(40)
-    records[7]["readings"]["color"] = 2e154
+    records[7] = replace(records[7], object_features={**records[7].object_features, "color": 2e154})
     with CaseStore(tmp_path / "cases.db") as store:
         for record in records:
             store.add(record)

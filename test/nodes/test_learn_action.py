@@ -1,15 +1,21 @@
-"""~/learn as an action (feedback, result, cancel) beside the Learn service at the same name."""
+"""~/learn as an action (feedback, result, cancel, a second goal rejected) beside the Learn service at the same name."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 from action_msgs.msg import GoalStatus
-from conftest import _Waiter, sampled_records, wait_for, write_config
+from conftest import Waiter, sampled_records, wait_for, write_config
 from rclpy.action import ActionClient
 
 from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.storage import CaseStore
 
 ACTION = "/affordance_learner/learn"
+EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
 
 
 def seed_database(tmp_path, n=150):
@@ -23,7 +29,7 @@ def send(ros, structure=""):
     client = ActionClient(ros.client_node, LearnAction, ACTION)
     assert client.wait_for_server(timeout_sec=20.0), "the Learn action server did not appear"
     feedback = []
-    handle = _Waiter(client.send_goal_async(LearnAction.Goal(structure=structure),
+    handle = Waiter(client.send_goal_async(LearnAction.Goal(structure=structure),
                                             feedback_callback=lambda msg: feedback.append(msg.feedback))).result(20.0)
     assert handle.accepted
     return handle, feedback
@@ -34,7 +40,7 @@ def test_the_action_learns_with_feedback_and_the_service_still_works(ros, tmp_pa
     learner = ros.learner()
     # (the service and the action's services live side by side at ~/learn: both are called below)
     handle, feedback = send(ros, "k2")
-    answer = _Waiter(handle.get_result_async()).result(60.0)
+    answer = Waiter(handle.get_result_async()).result(60.0)
     assert answer.status == GoalStatus.STATUS_SUCCEEDED
     result = answer.result
     assert result.success and result.num_cases == 150 and result.iterations > 0, result.message
@@ -67,9 +73,9 @@ def test_cancel_stops_learning_and_keeps_the_current_model(ros, tmp_path):
              what="MCMC feedback")
     busy = ros.learn()  # meanwhile the service refuses a second learn
     assert not busy.success and "already running" in busy.message
-    cancel = _Waiter(handle.cancel_goal_async()).result(20.0)
+    cancel = Waiter(handle.cancel_goal_async()).result(20.0)
     assert len(cancel.goals_canceling) == 1
-    answer = _Waiter(handle.get_result_async()).result(30.0)
+    answer = Waiter(handle.get_result_async()).result(30.0)
     assert answer.status == GoalStatus.STATUS_CANCELED
     assert not answer.result.success and "cancelled" in answer.result.message
     assert (tmp_path / "model.json").read_text() == model_file  # the current model stays, in use and on disk
@@ -78,3 +84,30 @@ def test_cancel_stops_learning_and_keeps_the_current_model(ros, tmp_path):
     after = ros.learn(structure="k2")  # and the next learn runs
     assert after.success, after.message
     assert json.loads((tmp_path / "model.json").read_text())["metadata"]["learned"]["structure"] == "k2"
+
+
+def test_a_second_goal_is_rejected_with_its_reason_and_call_learn_prints_it(ros, tmp_path):
+    seed_database(tmp_path)
+    config = write_config(tmp_path / "config.json", mcmc_samples=5_000_000, mcmc_burn_in=0)
+    learner = ros.learner(config_path=str(config))
+    handle, feedback = send(ros, "mcmc")  # minutes of MCMC
+    wait_for(lambda: learner.learning, what="the first learn to run")
+
+    # a second goal is rejected in the goal callback (not accepted, then aborted)
+    client = ActionClient(ros.client_node, LearnAction, ACTION)
+    second = Waiter(client.send_goal_async(LearnAction.Goal(structure="k2"))).result(20.0)
+    assert not second.accepted
+    assert learner.counts["learn_refused"] == 1
+
+    # the goal response carries no reason: `affordance-ros call learn` reads it from the node's log
+    called = subprocess.run([EXE, "call", "learn", "--structure", "k2"], capture_output=True, text=True, timeout=120)
+    assert called.returncode == 2 and called.stdout == ""
+    assert called.stderr.startswith(f"affordance-ros call learn: error: {ACTION} refused the goal: a learn is already "
+                                    "running (for "), called.stderr
+    assert "s); call ~/learn again when it has finished" in called.stderr
+    assert learner.counts["learn_refused"] == 2
+
+    cancel = Waiter(handle.cancel_goal_async()).result(20.0)
+    assert len(cancel.goals_canceling) == 1
+    assert Waiter(handle.get_result_async()).result(30.0).status == GoalStatus.STATUS_CANCELED
+    assert not learner.learning

@@ -1,6 +1,6 @@
 """The learner as a managed node: configure / activate / deactivate / cleanup / shutdown over ~/change_state."""
 
-from conftest import _Waiter, sampled_records, wait_for
+from conftest import Waiter, sampled_records, wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.parameter import Parameter
@@ -69,7 +69,7 @@ def test_a_lifecycle_manager_drives_the_learner(ros, tmp_path):
     # configure again: the model learned before is loaded from its file
     assert change(ros, Transition.TRANSITION_CONFIGURE) and change(ros, Transition.TRANSITION_ACTIVATE)
     client = ros.client(Predict, f"{NODE}/predict")
-    answer = _Waiter(client.call_async(Predict.Request(query=["action"], sensor_names=["obj_vel"],
+    answer = Waiter(client.call_async(Predict.Request(query=["action"], sensor_names=["obj_vel"],
                                                        sensor_values=[9.0]))).result(20.0)
     assert answer.success, answer.message
 

@@ -1,6 +1,7 @@
 """online_learning: every newly stored case refines the model at once (stepwise EM), predictions
 use it, it is written to model_path; a batch learn replaces it; a restart catches up."""
 
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -52,7 +53,7 @@ def test_new_cases_refine_the_model_and_its_predictions(ros, tmp_path):
     # the model changed, and says so
     assert after.metadata["online"]["num_cases"] == 360
     assert after.metadata["cases"]["count"] == 360
-    assert after.metadata["cases"]["last_trial_id"] == learner.manager.store.records()[-1]["trial_id"]
+    assert after.metadata["cases"]["last_trial_id"] == learner.manager.store.records()[-1].trial_id
     assert after.metadata["learned"] == before.metadata["learned"]
     assert after.arcs == before.arcs
     assert max_cpt_change(after, before) > 1e-3
@@ -95,9 +96,8 @@ def test_a_restart_catches_up_skips_unknown_sensors_and_saves_at_shutdown(ros, t
     learned = AffordanceNetwork.load(tmp_path / "model.json")
 
     # cases stored while the node was down (e.g. imported); one from an older configuration
-    strange = dict(sampled_records(1, prefix="old")[0])
-    strange["readings"] = {**strange["readings"], "weight": 3.0}
-    strange["sources"] = {**strange["sources"], "weight": "object"}
+    strange = sampled_records(1, prefix="old")[0]
+    strange = replace(strange, object_features={**strange.object_features, "weight": 3.0})
     with CaseStore(tmp_path / "cases.db") as store:
         for record in sampled_records(20, seed=4, prefix="down"):
             store.add(record)

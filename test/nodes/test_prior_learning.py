@@ -7,9 +7,10 @@ import numpy as np
 from conftest import MONTESANO_CONFIG, sampled_records
 from rclpy.parameter import Parameter
 
-from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseSet
+from affordance_ros.core import AffordanceLearner, AffordanceNetwork
 from affordance_ros.core.ground_truth import benchmark_network
 from affordance_ros.data.storage import CaseStore
+from affordance_ros.data.trial import case_set
 
 TRUTH = benchmark_network("montesano", 1.0, 0)  # what sampled_records draws from
 
@@ -53,13 +54,13 @@ def test_learning_with_the_current_model_as_prior(ros, tmp_path):
     # exactly the core's learner on the new cases with the current model as prior
     config = AffordanceNetwork.load(MONTESANO_CONFIG).with_structure({v.name: v.parents for v in current.variables})
     expected = AffordanceLearner(structure="fixed", prior_strength=400.0).fit(
-        config, CaseSet.from_records(config, later), prior_model=current).model_
+        config, case_set(config, later), prior_model=current).model_
     assert cpt_rms(model, expected) < 1e-12
     # knowledge accumulates: nearer the ground truth than the 100 new cases alone
-    alone = AffordanceLearner(structure="fixed").fit(config, CaseSet.from_records(config, later)).model_
+    alone = AffordanceLearner(structure="fixed").fit(config, case_set(config, later)).model_
     assert model.arcs == current.arcs and sorted(current.arcs) == sorted(TRUTH.arcs)  # K2 found the true arcs
     assert cpt_rms(model, TRUTH) < 0.8 * cpt_rms(alone, TRUTH)  # measured 0.21 against 0.29
-    batch = AffordanceLearner(structure="fixed").fit(config, CaseSet.from_records(config, first + later)).model_
+    batch = AffordanceLearner(structure="fixed").fit(config, case_set(config, first + later)).model_
     assert cpt_rms(model, batch) < 0.5 * cpt_rms(alone, batch)  # measured 0.03 against 0.18: near learning on all 500
 
     # nothing new again

@@ -22,7 +22,7 @@ def counters(events):
 def test_the_fallback_drops_after_a_silence_but_not_right_after_the_caller_was_held_up():
     stored = {}
     intake = TrialIntake(PartValidator(AffordanceNetwork.load(MONTESANO_CONFIG)), TrialAssembler(trial_timeout=0.5),
-                         store=lambda record: stored.setdefault(record["trial_id"], len(stored) + 1),
+                         store=lambda record: stored.setdefault(record.trial_id, len(stored) + 1),
                          stored=stored.__contains__, expire_period=0.125)
     assert counters(intake.take("action", "held", 1000.0, "tap", now=100.0)) == ["received_action"]
     assert intake.expire(100.0) == []

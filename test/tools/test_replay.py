@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from conftest import MONTESANO_CONFIG, wait_for
@@ -23,7 +24,7 @@ EFFECT = {"obj_vel": 10.3, "obj_hand_vel": 4.9, "hand_vel": 0.1, "contact": 5.2}
 
 
 def without_received(records):
-    return sorted(({k: v for k, v in r.items() if k != "received"} for r in records), key=lambda r: r["trial_id"])
+    return sorted((replace(r, received=None) for r in records), key=lambda r: r.trial_id)
 
 
 def write_parts(path, parts):
@@ -89,7 +90,7 @@ def test_replayed_ten_times_faster_without_clock_trials_time_out_as_offline_impo
     # judges the timeout on the header stamps, which have moved on by 8 s: it drops 'late' as import does
     bag, messages = late_trial_bag(tmp_path / "bag")
     offline = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
-    assert sorted(r["trial_id"] for r in offline.records) == [f"t{k}" for k in range(10)]
+    assert sorted(r.trial_id for r in offline.records) == [f"t{k}" for k in range(10)]
     assert "1 with no 'effect' part while the header stamps moved on" in "\n".join(offline.report)
 
     learner = ros.learner()
@@ -102,7 +103,7 @@ def test_replayed_ten_times_faster_without_clock_trials_time_out_as_offline_impo
     stored = learner.manager.store.records()
     assert without_received(stored) == without_received(offline.records)
     # on the node clock the whole bag took less than trial_timeout: judged on it, 'late' would have been kept
-    received = [r["received"] for r in stored]
+    received = [r.received for r in stored]
     assert max(received) - min(received) < 0.5 * learner.intake.assembler.trial_timeout
     assert learner.counts["dropped_incomplete"] == 1 and learner.intake.pending == 1  # the lone late effect
     wait_for(lambda: learner.intake.pending == 0, timeout=10, what="the fallback on the node clock")
@@ -113,7 +114,7 @@ def test_with_the_bags_clock_a_sim_time_node_times_trials_out_as_offline_import(
     # at rate 2.5 with /clock: the node's clock is the bag's
     bag, messages = late_trial_bag(tmp_path / "bag")
     offline = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
-    assert sorted(r["trial_id"] for r in offline.records) == [f"t{k}" for k in range(10)]
+    assert sorted(r.trial_id for r in offline.records) == [f"t{k}" for k in range(10)]
 
     learner = ros.learner(use_sim_time=True)
     player = subprocess.run([CLI, "replay", str(bag), "--rate", "2.5", "--clock"],
@@ -159,4 +160,4 @@ def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial
     # the 24 trials with ids stored, 'kick' rejected (unknown action); 'cut' is not whole in the bag
     assert "24 trials confirmed stored, 1 rejected, 0 duplicate, 0 unconfirmed" in player.stdout, player.stdout
     assert "rejected trial 'kick': unknown action 'kick'" in player.stderr
-    assert {f"id{k}" for k in range(24)} <= {r["trial_id"] for r in learner.manager.store.records()}
+    assert {f"id{k}" for k in range(24)} <= {r.trial_id for r in learner.manager.store.records()}

@@ -24,7 +24,6 @@ import numpy as np
 from ...core import AffordanceNetwork, ModelFormatError, Variable
 
 _TOKEN = re.compile(r"""\s*(?:(//[^\n]*|/\*.*?\*/)|([{}()\[\];,|])|("[^"]*"|[^\s{}()\[\];,|]+))""", re.S)
-_BLOCK = re.compile(r"\b(network|variable|probability)\b")
 
 
 def read_bif(source: str | os.PathLike, groups: Mapping[str, str] | None = None,

@@ -39,7 +39,9 @@ ROBOT_RATE = 10000.0   # the simulated robot's largest allowed rate: "full speed
 LEARNER = "/affordance_learner"
 
 
-def _env(tmp: Path) -> dict:
+def bench_env(tmp: Path) -> dict:
+    """The environment of the nodes a benchmark starts: ROS_HOME in ``tmp``, discovery on this host, a domain
+    of its own (unless set)."""
     env = dict(os.environ, ROS_HOME=str(tmp / "ros_home"), PYTHONUNBUFFERED="1")
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 101 + 1))
@@ -51,7 +53,8 @@ def _launcher(name: str) -> Path:
     return share_directory().parents[1] / "lib" / "affordance_ros" / name
 
 
-def _start(name: str, params: dict, tmp: Path, env: dict) -> subprocess.Popen:
+def launch(name: str, params: dict, tmp: Path, env: dict) -> subprocess.Popen:
+    """Start the installed launcher ``name`` with ``params`` (-p name:=value), its output in ``tmp/<name>.log``."""
     args = [str(_launcher(name)), "--ros-args"]
     for key, value in params.items():
         args += ["-p", f"{key}:={value}"]
@@ -59,7 +62,8 @@ def _start(name: str, params: dict, tmp: Path, env: dict) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def _stop(process: subprocess.Popen, timeout: float = 15.0) -> int:
+def stop_process(process: subprocess.Popen, timeout: float = 15.0) -> int:
+    """Stop ``process`` as Ctrl-C does (SIGINT; SIGKILL after ``timeout`` seconds); its exit status."""
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
     try:
@@ -73,7 +77,7 @@ def store_throughput(db: Path, n_trials: int, tmp: Path, env: dict, timeout: flo
     """Start the robot at full speed; watch the learner's database until all trials are stored,
     or until the robot has exited and nothing more arrived for ``settle`` seconds."""
     from ...data.storage import CaseStore
-    robot = _start("simulated_robot", {"count": n_trials, "rate": ROBOT_RATE, "seed": 1, "sigma": 1.0}, tmp, env)
+    robot = launch("simulated_robot", {"count": n_trials, "rate": ROBOT_RATE, "seed": 1, "sigma": 1.0}, tmp, env)
     first = None            # (time, count) when the first cases were seen
     changed = None          # (time, count) of the latest change
     stored = 0
@@ -90,7 +94,7 @@ def store_throughput(db: Path, n_trials: int, tmp: Path, env: dict, timeout: flo
                 time.sleep(0.002)
         robot_status = robot.wait(30)
     finally:
-        _stop(robot)
+        stop_process(robot)
     seconds = changed[0] - first[0] if first else float("nan")
     return {"trials_published": n_trials, "cases_stored": stored, "lost": n_trials - stored,
             "seconds_first_to_last": seconds,
@@ -98,7 +102,7 @@ def store_throughput(db: Path, n_trials: int, tmp: Path, env: dict, timeout: flo
             "robot_exit": robot_status}
 
 
-class _Client:
+class ServiceClient:
     """A service client node in this process, spinning only while it waits for an answer."""
 
     def __init__(self):
@@ -136,7 +140,7 @@ def predict_request(Predict):
                            variable_values=["box", "small"])
 
 
-def _predict_times(client: _Client, predict, request, calls: int) -> np.ndarray:
+def _predict_times(client: ServiceClient, predict, request, calls: int) -> np.ndarray:
     times = np.empty(calls)
     for k in range(calls):
         t0 = time.perf_counter()
@@ -147,12 +151,12 @@ def _predict_times(client: _Client, predict, request, calls: int) -> np.ndarray:
     return times
 
 
-def predict_while_learning(client: _Client, calls: int) -> dict:
+def predict_while_learning(client: ServiceClient, calls: int) -> dict:
     """~/predict round trips while a second client (its own context, in a thread) calls ~/learn back to back."""
     import threading
 
     from ...srv import Learn, Predict
-    learner_client = _Client()
+    learner_client = ServiceClient()
     stop, learns, durations = threading.Event(), [], []
     learn = learner_client.client(Learn, f"{LEARNER}/learn")
 
@@ -188,7 +192,7 @@ def predict_while_learning(client: _Client, calls: int) -> dict:
             float(np.median(durations)) if durations else float("nan")}
 
 
-def service_figures(client: _Client, calls: int) -> dict:
+def service_figures(client: ServiceClient, calls: int) -> dict:
     """~/learn once, then ``calls`` ~/predict round trips one after the other."""
     from ...srv import Learn, Predict
     learn = client.client(Learn, f"{LEARNER}/learn")
@@ -213,12 +217,12 @@ def service_figures(client: _Client, calls: int) -> dict:
 LEARNER_SETTINGS = (("learner defaults (keep all)", {}), ("learner qos_depth 100 (keep last 100)", {"qos_depth": 100}))
 
 
-def run_learner(tmp: Path, env: dict, client: _Client, extra: dict, n_trials: int, calls: int) -> tuple:
+def run_learner(tmp: Path, env: dict, client: ServiceClient, extra: dict, n_trials: int, calls: int) -> tuple:
     """One learner process (a fresh database): the robot's burst, then, if ``calls``, the services."""
     from ...srv import Learn
     tmp.mkdir()
     db = tmp / "cases.db"
-    learner = _start("learner_node", {"database_path": db, "model_path": tmp / "model.json",
+    learner = launch("learner_node", {"database_path": db, "model_path": tmp / "model.json",
                                       "status_period": 0.0, **extra}, tmp, env)
     try:
         # The learner's services appear once its database is open: then start the robot.
@@ -226,7 +230,7 @@ def run_learner(tmp: Path, env: dict, client: _Client, extra: dict, n_trials: in
         throughput = store_throughput(db, n_trials, tmp, env, timeout=60 + n_trials / 50)
         services = {**service_figures(client, calls), **predict_while_learning(client, calls)} if calls else {}
     finally:
-        status = _stop(learner)
+        status = stop_process(learner)
     log = (tmp / "learner_node.log").read_text().splitlines()
     stopping = next((line for line in reversed(log) if "stopping;" in line), "")
     if status != 0:
@@ -246,9 +250,9 @@ def run(args) -> int:
     print(f"machine: {machine_line()}")
     bursts, services = [], {}
     with tempfile.TemporaryDirectory(prefix="affordance-bench-dds-") as tmpdir:
-        env = _env(Path(tmpdir))
+        env = bench_env(Path(tmpdir))
         os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
-        client = _Client()
+        client = ServiceClient()
         try:
             for k, (label, extra) in enumerate(LEARNER_SETTINGS):
                 burst, found = run_learner(Path(tmpdir) / f"run{k}", env, client, extra, n_trials,

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from .common import machine_line, markdown_table, output_dir, ros_node_importable, write_results
-from .dds import _env, _start, _stop
+from .dds import bench_env, launch, stop_process
 
 ROBOT_RATE = 10000.0
 
@@ -41,7 +41,7 @@ def _count(db: Path) -> int:
 def _ids(db: Path) -> set:
     from ...data.storage import CaseStore
     with CaseStore(db, read_only=True) as store:
-        return {r["trial_id"] for r in store.records()}
+        return {r.trial_id for r in store.records()}
 
 
 def _wait(predicate, timeout: float) -> bool:
@@ -57,10 +57,10 @@ def kill_run(tmp: Path, env: dict, n: int, confirm: bool, seed: int) -> dict:
     tmp.mkdir()
     db = tmp / "cases.db"
     params = {"database_path": db, "model_path": tmp / "model.json", "status_period": 0.0}
-    learner = _start("learner_node", params, tmp, env)
+    learner = launch("learner_node", params, tmp, env)
     robot = None
     try:
-        robot = _start("simulated_robot", {"count": n, "rate": ROBOT_RATE, "seed": seed, "trial_id_prefix": "b",
+        robot = launch("simulated_robot", {"count": n, "rate": ROBOT_RATE, "seed": seed, "trial_id_prefix": "b",
                                            "confirm": str(confirm).lower(), "resend_timeout": 1.0}, tmp, env)
         started = time.monotonic()
         _wait(lambda: _count(db) >= n // 3, 120)
@@ -69,14 +69,14 @@ def kill_run(tmp: Path, env: dict, n: int, confirm: bool, seed: int) -> dict:
         at_kill = _count(db)
         time.sleep(0.5)
         (tmp / "learner_node.log").rename(tmp / "learner_node.1.log")
-        learner = _start("learner_node", params, tmp, env)
+        learner = launch("learner_node", params, tmp, env)
         robot_exit = robot.wait(300)
         robot_seconds = time.monotonic() - started
         _wait(lambda: _count(db) >= n, 5.0)  # (without confirmations: what was delivered still goes in)
     finally:
         if robot is not None and robot.poll() is None:
             robot.kill()
-        learner_exit = _stop(learner)
+        learner_exit = stop_process(learner)
     stored = _ids(db) & {f"b-{k:06d}" for k in range(n)}
     log = (tmp / "simulated_robot.log").read_text()
     resent = next((int(line.split("sent again ")[1].split(" ")[0]) for line in log.splitlines()
@@ -91,9 +91,9 @@ def stop_runs(tmp: Path, env: dict, stops: int) -> dict:
     statuses, rollback, mismatched, context_invalid = [], 0, 0, 0
     for k in range(stops):
         sig = (signal.SIGINT, signal.SIGTERM)[k % 2]
-        learner = _start("learner_node", {"database_path": db, "model_path": tmp / "model.json",
+        learner = launch("learner_node", {"database_path": db, "model_path": tmp / "model.json",
                                           "status_period": 0.0}, tmp, env)
-        robot = _start("simulated_robot", {"count": 400, "rate": ROBOT_RATE, "seed": k, "trial_id_prefix": f"s{k}",
+        robot = launch("simulated_robot", {"count": 400, "rate": ROBOT_RATE, "seed": k, "trial_id_prefix": f"s{k}",
                                            "confirm": "false"}, tmp, env)
         before = _count(db)
         _wait(lambda: _count(db) > before + 20, 60)
@@ -125,7 +125,7 @@ def flood(tmp: Path, env: dict, rounds: int) -> dict:
     from ...msg import Action, Features
     tmp.mkdir()
     db = tmp / "cases.db"
-    learner = _start("learner_node", {"database_path": db, "model_path": tmp / "model.json", "status_period": 0.0},
+    learner = launch("learner_node", {"database_path": db, "model_path": tmp / "model.json", "status_period": 0.0},
                      tmp, env)
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -159,7 +159,7 @@ def flood(tmp: Path, env: dict, rounds: int) -> dict:
     finally:
         node.destroy_node()
         rclpy.try_shutdown(context=context)
-        exit_status = _stop(learner)
+        exit_status = stop_process(learner)
     stored = _ids(db)
     return {"rounds": rounds, "bytes_of_long_strings_per_round": 60_000_000 // 2, "rss_mb": rss,
             "good_stored": len(stored), "bad_stored": len(stored - {f"good{r}" for r in range(rounds)}),
@@ -185,7 +185,7 @@ def run(args) -> int:
     print(f"machine: {machine_line()}")
     kills = []
     with tempfile.TemporaryDirectory(prefix="affordance-bench-faults-") as tmpdir:
-        env = _env(Path(tmpdir))
+        env = bench_env(Path(tmpdir))
         os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
         for r in range(runs):
             for confirm in (True, False):

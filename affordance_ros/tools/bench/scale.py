@@ -22,7 +22,7 @@ from ...core import benchmark_network
 from ...core.ground_truth import sample_values
 from ...data.storage import CaseStore
 from .common import fmt_seconds, machine_line, markdown_table, output_dir, write_results
-from .dds import LEARNER, _Client, _env, _start, _stop
+from .dds import LEARNER, ServiceClient, bench_env, launch, stop_process
 
 SIZES_FULL = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 SIZES_QUICK = (2_000,)
@@ -76,13 +76,13 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def learn_once(n_cases: int, tmp: Path, env: dict, client: _Client) -> dict:
+def learn_once(n_cases: int, tmp: Path, env: dict, client: ServiceClient) -> dict:
     from ...srv import Learn
     db = tmp / f"cases_{n_cases}.db"
     t0 = time.perf_counter()
     write_database(db, n_cases)
     write_seconds = time.perf_counter() - t0
-    learner = _start("learner_node", {"database_path": db, "model_path": tmp / f"model_{n_cases}.json",
+    learner = launch("learner_node", {"database_path": db, "model_path": tmp / f"model_{n_cases}.json",
                                       "status_period": 0.0}, tmp, env)
     try:
         learn = client.client(Learn, f"{LEARNER}/learn", timeout=120.0)
@@ -94,7 +94,7 @@ def learn_once(n_cases: int, tmp: Path, env: dict, client: _Client) -> dict:
         node_kb = _peak_kb(learner.pid)
         worker_kb = max([_peak_kb(c) for c in _children(learner.pid)] or [0])
     finally:
-        _stop(learner)
+        stop_process(learner)
         db.unlink(missing_ok=True)
     return {"cases": n_cases, "learned_cases": answer.num_cases, "round_trip": round_trip,
             "learn_duration": answer.duration, "iterations": answer.iterations, "arcs": len(answer.arcs),
@@ -114,9 +114,9 @@ def run(args) -> int:
     print(f"machine: {machine_line()}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="affordance-bench-scale-") as tmpdir:
-        env = _env(Path(tmpdir))
+        env = bench_env(Path(tmpdir))
         os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
-        client = _Client()
+        client = ServiceClient()
         try:
             for n in sizes:
                 row = learn_once(n, Path(tmpdir), env, client)
