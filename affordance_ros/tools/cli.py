@@ -102,7 +102,7 @@ def configuration_path(given: str) -> Path:
     if given in shipped:
         return shipped[given]
     names = ", ".join(shipped) or "none"
-    raise UserError(f"configuration '{given}' does not exist; the shipped configurations are {names} "
+    raise UserError(f"cannot read configuration '{given}': no such file; the shipped configurations are {names} "
                     f"(in {default_config_path().parent}): name one (--config {next(iter(shipped), 'tools')}) "
                     f"or give the path of a configuration file")
 
@@ -357,7 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write the discrete network of a model (variables, labels in order, arcs, CPTs) in another "
                     "tool's format; the sensor models stay in the model file.")
     exm.add_argument("model", help="a model file (model JSON with CPTs)")
-    exm.add_argument("--format", choices=list(FORMATS), help=f"default: from --out's extension: {formats}")
+    exm.add_argument("--format", choices=list(FORMATS),
+                     help=f"default: from --out's extension: {formats} (pyAgrum opens XMLBIF only as "
+                          f"{PYAGRUM_XMLBIF_SUFFIX}, pgmpy any)")
     exm.add_argument("--out", required=True, help="the file to write")
     exm.set_defaults(run=cmd_export_model)
     imm = sub.add_parser(
