@@ -3,7 +3,8 @@
 #   ./demo.sh [demo arguments]
 # Runs in the caller's directory: relative paths (--workdir, --picture) are the caller's.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# (readlink -f: a link to demo.sh runs the repository's)
+ROOT="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
 
 "$ROOT/tools/setup_env.sh"
 
