@@ -209,6 +209,7 @@ def declared(node_class) -> dict:
         try:
             params = node.get_parameters_by_prefix("")
             names = [n for n in params if n not in ("use_sim_time", "start_type_description_service")]
+            assert all(node.describe_parameter(n).description for n in names), "a parameter without a description"
             return {n: (params[n].type_.name.lower(), params[n].value) for n in names}
         finally:
             node.destroy_node()

@@ -41,6 +41,9 @@ def test_call_learn_predict_and_select_action(ros, tmp_path):
     assert sorted(r["action"] for r in ranking) == ["grasp", "tap", "touch"]
     assert probabilities == sorted(probabilities, reverse=True)
 
+    top = json.loads(call("predict", "--query", "action", "--top", "2").stdout)  # the 2 most probable actions
+    assert len(top["marginals"]["Action"]) == 2 and top["omitted"]["Action"]["labels"] == 1
+
     wrong = call("predict", "--query", "Nope")  # success false: one line, exit 2
     assert wrong.returncode == 2 and "unknown variable 'Nope'" in wrong.stderr
     assert len(wrong.stderr.splitlines()) == 1 and wrong.stdout == ""
