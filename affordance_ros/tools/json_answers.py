@@ -13,22 +13,13 @@ import argparse
 
 import numpy as np
 
+from .ros_args import count_or_all
+
 DEFAULT_TOP = 10
 
 
-def top_count(text: str) -> int:
-    """``--top K``: a count of labels, 0 for all."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (all labels) or more, got {value}")
-    return value
-
-
 def add_top_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--top", type=top_count, default=DEFAULT_TOP, metavar="K",
+    parser.add_argument("--top", type=count_or_all("every label"), default=DEFAULT_TOP, metavar="K",
                         help=f"of a variable with more than K labels, show the K most probable (most probable "
                              f"first; the rest summed up under 'omitted'); 0: every label (default {DEFAULT_TOP})")
 

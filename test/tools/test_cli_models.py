@@ -122,4 +122,4 @@ def test_predict_top_k_shows_the_most_probable_labels_of_a_long_marginal(tmp_pat
             assert list(answer["marginals"]["Action"]) == list(model["Action"].values)
             assert set(answer["omitted"]) == {"Effect"}
     bad = run(*ask, "--top", "-1")
-    assert bad.returncode == 2 and "must be 0 (all labels) or more" in bad.stderr
+    assert bad.returncode == 2 and "must be >= 0 (0: every label), got -1" in bad.stderr
