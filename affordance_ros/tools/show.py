@@ -141,9 +141,8 @@ def layout(model: AffordanceNetwork, min_probability: float = 0.3) -> Layout:
     middle = MARGIN + channel + max(stack) / 2
     out = Layout(0.0, height, texts=texts)
     x = MARGIN
-    left, right = [], []
+    right = []
     for k, names in enumerate(columns):
-        left.append(x)
         right.append(x + widths[k])
         top = middle + stack[k] / 2
         for name in names:
@@ -154,7 +153,7 @@ def layout(model: AffordanceNetwork, min_probability: float = 0.3) -> Layout:
         out.titles.append((x + widths[k] / 2, height - TITLE_SPACE + 0.2, COLUMN_TITLES[GROUPS[k]]))
         x += widths[k] + gap_width[k]
     out.width = (x if lanes_in_gap[len(columns) - 1] else right[-1]) + MARGIN  # (arcs within the last column)
-    router = _Router(out.boxes, columns, column_of, left, right, gap_width, channel, _ports(out.boxes, arcs, column_of))
+    router = _Router(out.boxes, columns, column_of, right, gap_width, channel, _ports(out.boxes, arcs, column_of))
     for parent, child, in_model in arcs:
         out.arcs.append(Arc(parent, child, in_model, probabilities.get((parent, child)),
                             router.route(parent, child)))
@@ -194,9 +193,9 @@ class _Router:
     """Routes arcs: ports spread along the boxes' sides, a lane of its own for every arc in every gap and
     channel, so that no two arcs run on top of each other and none crosses a box."""
 
-    def __init__(self, boxes, columns, column_of, left, right, gap_width, channel, ports):
+    def __init__(self, boxes, columns, column_of, right, gap_width, channel, ports):
         self.boxes, self.columns, self.column_of = boxes, columns, column_of
-        self.left, self.right, self.gap_width, self.channel, self.ports = left, right, gap_width, channel, ports
+        self.right, self.gap_width, self.channel, self.ports = right, gap_width, channel, ports
         self._next_lane = {}
         self._taken = {}
 
@@ -236,6 +235,8 @@ class _Router:
         above or below them) nearest the way from ``y_from`` to ``y_to``; of its free lanes the one nearest its
         middle that no arc leaves or enters a box at (so that no two arcs run side by side into a gap)."""
         spans = sorted((self.boxes[n][1], self.boxes[n][3]) for n in self.columns[column])
+        if not spans:  # (a group without variables: nothing to go around)
+            return y_to
         channels = [(spans[-1][1], spans[-1][1] + self.channel), (spans[0][0] - self.channel, spans[0][0])]
         channels += [(low[1], high[0]) for low, high in zip(spans, spans[1:])]
         free = {c: [y for y in self._lanes_across(c) if all(abs(y - taken) >= LANE * 0.99 for taken

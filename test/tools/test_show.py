@@ -39,7 +39,17 @@ def arcs_every_way():
     return AffordanceNetwork.from_dict(doc)
 
 
-MODELS = {"montesano": montesano_with_mcmc_arcs, "tools": tools_with_arcs, "every way": arcs_every_way}
+def no_object_features():
+    """Arcs from the action to the effects across an empty column."""
+    doc = benchmark_structure("montesano", sigma=1.0).to_dict()
+    doc["variables"] = [v for v in doc["variables"] if v["group"] != "object"]
+    for v in doc["variables"]:
+        v["parents"] = [p for p in v["parents"] if p in {w["name"] for w in doc["variables"]}]
+    return AffordanceNetwork.from_dict(doc)
+
+
+MODELS = {"montesano": montesano_with_mcmc_arcs, "tools": tools_with_arcs, "every way": arcs_every_way,
+          "no object features": no_object_features}
 
 
 def along(points, spacing=0.01):
