@@ -5,7 +5,11 @@ held-out case's targets are then predicted from everything else the case has. A 
 variable: a *label target* when the cases carry its labels (scored by accuracy and log-loss),
 else a *reading target* when they carry its sensor's readings (scored by the RMSE of the
 predicted readings and the mean log-density of the true readings under the predictive
-distribution). Baselines, each given the same inputs:
+distribution). Of the RMSE there are three: ``euclidean_rmse``, the root mean square of the
+Euclidean distance between a case's predicted and true readings (all of the target's readings
+together, e.g. the displacement (dx, dy)); ``rmse``, per coordinate, the root mean square over
+every single reading (``euclidean_rmse / sqrt(d)`` for d readings); ``rmse_<name>``, that of one
+reading. Baselines, each given the same inputs:
 
 - ``majority``: the most frequent training label / the mean training reading;
 - ``cell_mean``: the same within the held-out case's *cell* (its values of the other
@@ -375,6 +379,7 @@ def _metrics(r: TargetResult, method: str) -> dict:
     for j, name in enumerate(r.target.names):
         out[f"rmse_{name}"] = float(np.sqrt(np.nanmean(err[:, j])))
     complete = np.all(np.isfinite(y), axis=1)
+    out["euclidean_rmse"] = float(np.sqrt(np.mean(np.sum(err[complete], axis=1))))
     out["log_density"] = float(np.mean(r.log_density[method][complete]))
     out["cases"] = int(complete.sum())
     return out

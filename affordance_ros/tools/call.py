@@ -6,11 +6,11 @@
 
 The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout.
 ``learn`` uses the node's Learn action (``--progress``: its feedback on stderr; Ctrl-C cancels
-the learn and the node keeps its current model). A goal the node rejects (a learn is running
-already) is reported with the node's reason: an action's goal response carries none, so it is
-read from the node's log line on /rosout. Waits ``--timeout`` seconds for the node's service or
-action to appear. Failures (no node, ``success: false``, a rejected goal) are one line on stderr
-and exit status 2.
+the learn, the node keeps its current model, and the command exits with status 130). A goal the
+node rejects (a learn is running already) is reported with the node's reason: an action's goal
+response carries none, so it is read from the node's log line on /rosout. Waits ``--timeout``
+seconds for the node's service or action to appear. Failures (no node, ``success: false``, a
+rejected goal) are one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Sequence
 
+from .json_answers import add_top_argument, shortened
+from .progress import LearnProgress
 from .ros_args import name_value_pairs, sensor_readings
 
 DEFAULT_NODE = "/affordance_learner"
@@ -48,13 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     learn = which.add_parser("learn", parents=[common], help="learn a new model from the stored cases (Learn action)",
                              description="Learn a new model from the node's stored cases, with the Learn action.")
     learn.add_argument("--structure", default="", help="k2, mcmc or fixed (default: the node's 'structure' parameter)")
-    learn.add_argument("--progress", action="store_true", help="print the action's feedback on stderr")
+    learn.add_argument("--progress", action="store_true",
+                       help="show the action's feedback on stderr (phase, step, score; in a log a line a second "
+                            "and at every change of phase)")
     learn.add_argument("--learn-timeout", type=float, default=0.0,
                        help="seconds to wait for the result; then the learn is cancelled (default 0: no limit)")
     predict = which.add_parser("predict", parents=[common, evidence], help="posterior of query variables (~/predict)",
                                description="The posterior of the query variables given the evidence (~/predict).")
     predict.add_argument("--query", action="append", required=True,
                          help="a variable name or a group (action, object, effect); repeatable")
+    add_top_argument(predict)
     select = which.add_parser("select-action", parents=[common, evidence],
                               help="rank the actions by how likely they produce an effect (~/select_action)",
                               description="Every action ranked by p(desired effects | action, object evidence).")
@@ -128,9 +133,9 @@ def _predict(node, wait, args, sensors, values) -> dict:
     answer = _service(node, wait, Predict, f"{args.node}/predict", Predict.Request(
         query=args.query, sensor_names=list(sensors), sensor_values=list(sensors.values()),
         variable_names=list(values), variable_values=list(values.values())), args.timeout)
-    return {"marginals": {d.variable: dict(zip(d.values, d.probabilities)) for d in answer.marginals},
-            "most_probable": dict(zip([d.variable for d in answer.marginals], answer.most_probable)),
-            "joint_probability": answer.joint_probability}
+    return shortened({"marginals": {d.variable: dict(zip(d.values, d.probabilities)) for d in answer.marginals},
+                      "most_probable": dict(zip([d.variable for d in answer.marginals], answer.most_probable)),
+                      "joint_probability": answer.joint_probability}, args.top)
 
 
 def _select_action(node, wait, args, sensors, values, effects) -> dict:
@@ -154,10 +159,11 @@ def _learn(node, wait, args) -> dict:
     if not client.wait_for_server(timeout_sec=args.timeout):
         raise CallError(f"no action {name} within {args.timeout:g} s: is the learner node running (and active)?")
 
+    progress = LearnProgress(enabled=args.progress)
+
     def feedback(msg):
         f = msg.feedback
-        print(f"learn: {f.phase} {f.iteration} (log-likelihood {f.log_likelihood:.3f}, {f.cases} cases, "
-              f"{f.elapsed:.1f} s)", file=sys.stderr, flush=True)
+        progress(f.phase, f.iteration, f.log_likelihood, f.elapsed, f.cases)
 
     reason = _refusal_reason(node, args.node)
     handle = wait(client.send_goal_async(Learn.Goal(structure=args.structure),
@@ -170,14 +176,18 @@ def _learn(node, wait, args) -> dict:
         raise CallError(f"{name} refused the goal: {why}")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        try:
-            answer = wait(handle.get_result_async(), args.learn_timeout or None, name)
-        except (KeyboardInterrupt, CallError):
-            print("learn: cancelling (the node keeps its current model)", file=sys.stderr, flush=True)
-            wait(handle.cancel_goal_async(), 10.0, name)
-            answer = wait(handle.get_result_async(), 30.0, name)
+        answer = wait(handle.get_result_async(), args.learn_timeout or None, name)
+    except (KeyboardInterrupt, CallError) as stop:
+        progress.close()
+        answer = _cancel(handle, wait, name)
+        if not answer.result.success:  # (else it ended before the cancel came)
+            if isinstance(stop, KeyboardInterrupt):
+                raise KeyboardInterrupt("the learn was cancelled; the node keeps its current model") from None
+            raise CallError(f"no result within --learn-timeout {args.learn_timeout:g} s: the learn was cancelled; "
+                            "the node keeps its current model") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+    progress.close()
     result = answer.result
     if not result.success:
         raise CallError(result.message)
@@ -203,6 +213,12 @@ def _refusal_reason(node, learner: str):
 
     node.create_subscription(Log, "/rosout", heard, qos_profile_rosout_default)
     return reason
+
+
+def _cancel(handle, wait, name: str):
+    """Cancel the learn; its answer, once the node has stopped it."""
+    wait(handle.cancel_goal_async(), 10.0, name)
+    return wait(handle.get_result_async(), 30.0, name)
 
 
 def _interrupt(signum, frame):

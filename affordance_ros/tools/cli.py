@@ -37,12 +37,17 @@ from ..data.trial import case_set
 from ..share import default_config_path
 from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
-from .progress import ProgressBar
+from .json_answers import add_top_argument, shortened
+from .progress import LearnProgress, ProgressBar
 from .ros_args import name_value_pairs, sensor_readings, split_ros_args
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
 LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
                  "fit_sensors", "n_init", "em_acceleration", "prior_strength")
+# pyAgrum opens XMLBIF files by this extension only (it refuses .xml and .xmlbif); pgmpy reads any name
+PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
+# the exit status of a command stopped by Ctrl-C (SIGINT), as the shell reports a process killed by it
+INTERRUPTED = 130
 
 
 class UserError(Exception):
@@ -86,6 +91,25 @@ def _config(args) -> AffordanceNetwork:
     return AffordanceNetwork.load(args.config or default_config_path(), what="configuration")
 
 
+def shipped_configurations() -> dict[str, Path]:
+    """The configurations installed with the package, by name: {"hands": .../hands.json, ...}."""
+    return {path.stem: path for path in sorted(default_config_path().parent.glob("*.json"))}
+
+
+def configuration_path(given: str) -> Path:
+    """``--config``: a configuration file, or the name of a shipped one (``--config tools``)."""
+    path = Path(given)
+    if path.exists():
+        return path
+    shipped = shipped_configurations()
+    if given in shipped:
+        return shipped[given]
+    names = ", ".join(shipped) or "none"
+    raise UserError(f"cannot read configuration '{given}': no such file; the shipped configurations are {names} "
+                    f"(in {default_config_path().parent}): name one (--config {next(iter(shipped), 'tools')}) "
+                    f"or give the path of a configuration file")
+
+
 def _pairs(items, what: str) -> dict:
     return name_value_pairs(items, what, UserError)
 
@@ -103,7 +127,8 @@ def cmd_learn(args) -> int:
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
     learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
     prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
-    learner.fit(config, cases, prior_model=prior_model)
+    with LearnProgress(enabled=args.progress) as progress:
+        learner.fit(config, cases, prior_model=prior_model, progress=progress)
     learner.model_.save(args.out)
     result = learner.result_
     print(f"learned from {result.num_cases} cases in {result.duration:.2f} s "
@@ -119,7 +144,8 @@ def cmd_predict(args) -> int:
     model = AffordanceNetwork.load(args.model)
     sensors = sensor_readings(args.sensor, UserError)
     answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
-    json.dump(answer.to_dict(readings=args.readings), sys.stdout, indent=2 if args.pretty else None)
+    json.dump(shortened(answer.to_dict(readings=args.readings), args.top), sys.stdout,
+              indent=2 if args.pretty else None)
     print()
     return 0
 
@@ -162,6 +188,10 @@ def cmd_export_model(args) -> int:
     export_model(model, fmt, args.out)
     print(f"wrote the discrete network of {args.model} ({len(model)} variables, {len(model.arcs)} arcs) "
           f"to {args.out} ({fmt}; the sensor models stay in {args.model})")
+    if fmt == "xmlbif" and not args.out.lower().endswith(PYAGRUM_XMLBIF_SUFFIX):
+        print(f"affordance-ros export-model: note: pyAgrum opens XMLBIF files only when they are named "
+              f"*{PYAGRUM_XMLBIF_SUFFIX} (pgmpy reads any name): "
+              f"--out {Path(args.out).with_suffix(PYAGRUM_XMLBIF_SUFFIX)}", file=sys.stderr)
     return 0
 
 
@@ -188,6 +218,8 @@ def cmd_show(args) -> int:
 
 def cmd_call(args) -> int:
     return call.run(args, args.ros_args)
+
+
 def cmd_evaluate(args) -> int:
     return evaluate.run_evaluate(args, UserError)
 
@@ -204,7 +236,8 @@ def cmd_record(args) -> int:
     return record.run(args, args.ros_args)
 
 
-def _add_pairing_options(parser: argparse.ArgumentParser) -> None:
+def _add_pairing_options(parser: argparse.ArgumentParser,
+                         progress_help: str = "show a progress bar on stderr (default: only on a terminal)") -> None:
     group = parser.add_argument_group("reading bags (paired as the learner node pairs them)")
     group.add_argument("--namespace", default="/",
                        help="the topics are NAMESPACE/action, NAMESPACE/object_features, NAMESPACE/effects (default /)")
@@ -214,8 +247,12 @@ def _add_pairing_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT,
                        help=f"seconds of log time after which an incomplete trial is dropped "
                             f"(the node's 'trial_timeout', default {DEFAULT_TRIAL_TIMEOUT:g})")
-    group.add_argument("--progress", action="store_true", default=None,
-                       help="show a progress bar on stderr (default: only on a terminal)")
+    group.add_argument("--progress", action="store_true", default=None, help=progress_help)
+
+
+def _config_help() -> str:
+    return ("a configuration (the model schema without CPTs): a file, or the name of a shipped one ("
+            + ", ".join(shipped_configurations()) + ")")
 
 
 def _add_learning_options(parser: argparse.ArgumentParser) -> None:
@@ -230,6 +267,7 @@ def _add_learning_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    config_help = _config_help()
     parser = argparse.ArgumentParser(prog="affordance-ros", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -241,14 +279,14 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--cases", required=True,
                        help="CSV (trial_id, labels, readings), the node's .db, or a rosbag2 bag "
                             "(directory, .db3, .mcap)")
-    learn.add_argument("--config", required=True,
-                       help="configuration in the model schema, without CPTs (e.g. config/montesano.json)")
+    learn.add_argument("--config", required=True, help=config_help)
     learn.add_argument("--out", required=True, help="where to write the model JSON")
     _add_learning_options(learn)
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
     learn.add_argument("--ignore-columns", nargs="+", metavar="COLUMN",
                        help="CSV columns that are not variables, to skip (e.g. object_id)")
-    _add_pairing_options(learn)
+    _add_pairing_options(learn, "show on stderr a progress bar while a bag is read and the steps of learning "
+                                "(phase, step, score; default: only on a terminal)")
     learn.set_defaults(run=cmd_learn)
 
     pred = sub.add_parser(
@@ -264,13 +302,14 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--readings", action="store_true",
                       help="add what the queried variables' sensors should read: 'readings' (mean and stddev per "
                            "reading name) and 'mixtures' (the predictive mixture per variable)")
+    add_top_argument(pred)
     pred.set_defaults(run=cmd_predict)
 
-    config_help = "configuration in the model schema; default: the learner node's default (montesano.json)"
+    default_config_help = config_help + "; default: the learner node's default (montesano)"
     imp = sub.add_parser("import", help="add the cases of bags, CSV files or case databases to a case database")
     imp.add_argument("sources", nargs="+", metavar="SOURCE", help="bag (directory, .db3, .mcap), .csv or .db")
     imp.add_argument("--db", required=True, help="the case database to add to (created if missing)")
-    imp.add_argument("--config", help=config_help)
+    imp.add_argument("--config", help=default_config_help)
     _add_pairing_options(imp)
     imp.set_defaults(run=cmd_import)
 
@@ -280,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--out", required=True, help="a new .csv file, else a new bag directory")
     exp.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
                      help="storage format of a bag written (default sqlite3)")
-    exp.add_argument("--config", help=config_help)
+    exp.add_argument("--config", help=default_config_help)
     _add_pairing_options(exp)
     exp.set_defaults(run=cmd_export)
 
@@ -301,13 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_arguments(calls)
     calls.set_defaults(run=cmd_call)
 
-    formats = ", ".join(f"{fmt} ({'/'.join(suffixes)})" for fmt, suffixes in FORMATS.items())
+    formats = ", ".join(f"{fmt} ({'/'.join(sorted(suffixes, key=lambda s: s != PYAGRUM_XMLBIF_SUFFIX))})"
+                        for fmt, suffixes in FORMATS.items())
     exm = sub.add_parser(
         "export-model", help="write a model's discrete network as BIF, XMLBIF or UAI (pyAgrum, pgmpy, GeNIe, bnlearn)",
         description="Write the discrete network of a model (variables, labels in order, arcs, CPTs) in another "
                     "tool's format; the sensor models stay in the model file.")
     exm.add_argument("model", help="a model file (model JSON with CPTs)")
-    exm.add_argument("--format", choices=list(FORMATS), help=f"default: from --out's extension: {formats}")
+    exm.add_argument("--format", choices=list(FORMATS),
+                     help=f"default: from --out's extension: {formats} (pyAgrum opens XMLBIF only as "
+                          f"{PYAGRUM_XMLBIF_SUFFIX}, pgmpy any)")
     exm.add_argument("--out", required=True, help="the file to write")
     exm.set_defaults(run=cmd_export_model)
     imm = sub.add_parser(
@@ -316,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "learning options of a configuration: a model to predict with, or to be the prior of the next.")
     imm.add_argument("file", help=f"the network: {formats}")
     imm.add_argument("--config", required=True,
-                     help="configuration with the same variables and labels (UAI: in the file's order), with sensors")
+                     help=config_help + " with the same variables and labels (UAI: in the file's order), with sensors")
     imm.add_argument("--format", choices=list(FORMATS), help="default: from the file's extension")
     imm.add_argument("--out", required=True, help="where to write the model JSON")
     imm.set_defaults(run=cmd_import_model)
@@ -335,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="cross-validate learning on cases against baselines (accuracy, log-loss, "
                                          "RMSE, log-density), on the same folds")
     sim = sub.add_parser("simulate", help="write the trials of a realistic scenario (tools, hands) to a CSV file")
-    evaluate.add_arguments(ev, sim)
+    evaluate.add_arguments(ev, sim, config_help)
     ev.set_defaults(run=cmd_evaluate)
     sim.set_defaults(run=cmd_simulate)
 
@@ -352,9 +394,14 @@ def main(argv=None) -> int:
     args.ros_args = ros_args
     command = args.command + (f" {args.service}" if args.command == "call" else "")
     try:
+        if getattr(args, "config", None):
+            args.config = configuration_path(args.config)
         status = args.run(args)
         sys.stdout.flush()  # (here, so that a closed pipe is caught below)
         return status
+    except KeyboardInterrupt as exc:
+        print(f"affordance-ros {command}: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:
         return _stdout_closed()
     except (AffordanceError, UserError, BagError, CaseStoreError, call.CallError) as exc:

@@ -27,6 +27,7 @@ from ..share import default_config_path
 from .show import draw_model
 
 HELD_OUT_TRIALS = 500
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (as the shell reports one killed by SIGINT)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -55,13 +56,16 @@ class Demo:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.parameter import Parameter
+        from rclpy.signals import SignalHandlerOptions
 
         from ..nodes.learner_node import LearnerNode
         from ..nodes.simulated_robot import SimulatedRobot
         from ..srv import Learn, Predict
 
         self.rclpy, self.Learn, self.Predict = rclpy, Learn, Predict
-        rclpy.init(args=None if args.verbose else ["--ros-args", "--log-level", "warn"])
+        # Without rclpy's signal handlers: Ctrl-C is a KeyboardInterrupt here, and the nodes are closed in order.
+        rclpy.init(args=None if args.verbose else ["--ros-args", "--log-level", "warn"],
+                   signal_handler_options=SignalHandlerOptions.NO)
         self.learner = LearnerNode(parameter_overrides=[
             Parameter("config_path", value=str(write_config(workdir / "config.json", args.sigma))),
             Parameter("database_path", value=str(workdir / "cases.db")),
@@ -251,9 +255,12 @@ def main(argv=None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         return run(args, workdir)
-    except (RuntimeError, KeyboardInterrupt) as exc:
-        print(f"demo stopped: {exc or 'interrupted'}", file=sys.stderr)
+    except RuntimeError as exc:
+        print(f"demo stopped: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("demo: interrupted", file=sys.stderr)
+        return INTERRUPTED
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -19,16 +19,34 @@ import numpy as np
 
 from ..core import AffordanceLearner, AffordanceNetwork, CaseSet
 from ..core.evaluation import METHODS, confusion_matrix, evaluate, group_indices, kfold_indices
+from ..core.ground_truth import benchmark_network, sample_values
 from ..core.scenarios import SCENARIOS, simulate
 from .progress import ProgressBar
 
+# `simulate --scenario montesano`: the simulated robot's trials (its default ground truth and sensor noise)
+ROBOT_SCENARIO = "montesano"
+ROBOT_SIGMA = 1.0
 _LABEL_METRICS = (("accuracy", "accuracy", "{:.1%}"), ("log_loss", "log-loss", "{:.3f}"))
+METRICS_HELP = (
+    "Metrics. Label targets: accuracy (the most probable label is the true one) and log-loss (mean -ln p(true "
+    "label)). Reading targets: 'RMSE Euclidean' is the root mean square of the Euclidean distance between a "
+    "case's predicted and true readings, all of the target's readings together (for an effect (dx, dy): how far "
+    "the predicted displacement is from the true one); 'RMSE per coord.' is the root mean square over every "
+    "single reading, 'RMSE Euclidean' / sqrt(d) for d readings (the two are equal for one reading); 'RMSE NAME' "
+    "is that of reading NAME alone; log-density is the mean log-density of the true readings under the "
+    "predicted distribution (higher is better). In evaluation.json: accuracy, log_loss, euclidean_rmse, rmse "
+    "(per coordinate), rmse_NAME, log_density. '*' marks the best method of a row.")
 
 
-def add_arguments(evaluate_parser, simulate_parser) -> None:
+def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a configuration") -> None:
     p = evaluate_parser
+    p.description = ("Cross-validate learning on recorded cases: learn on the training cases of every fold as "
+                     "`learn` does, predict each held-out case's targets from everything else it has, and score "
+                     "ours and four baselines (majority, cell_mean, nearest_centroid, knn) on the same folds.")
+    p.epilog = METRICS_HELP
     p.add_argument("--cases", required=True, help="CSV (trial_id, labels, readings, and e.g. an object_id column)")
-    p.add_argument("--config", required=True, help="configuration in the model schema (its 'learning' block is used)")
+    p.add_argument("--config", required=True,
+                   help=f"{config_help} (its 'learning' block is used)")
     scheme = p.add_mutually_exclusive_group()
     scheme.add_argument("--folds", type=int, help="k-fold cross-validation (default 10)")
     scheme.add_argument("--leave-out", metavar="COLUMN",
@@ -46,15 +64,22 @@ def add_arguments(evaluate_parser, simulate_parser) -> None:
     p.add_argument("--progress", action="store_true", default=None,
                    help="show a progress bar on stderr (default: only on a terminal)")
     s = simulate_parser
-    s.add_argument("--scenario", choices=SCENARIOS, required=True,
-                   help="tools: 3 tools x 11 objects x 4 actions; hands: 3 hand postures x 2 objects x 4 actions")
+    s.add_argument("--scenario", choices=(ROBOT_SCENARIO, *SCENARIOS), required=True,
+                   help="montesano: the simulated robot's trials (the ground truth of Montesano et al., sensor "
+                        f"noise {ROBOT_SIGMA:g}, the action as a label; learn them with --config montesano); tools: "
+                        "3 tools x 11 objects x 4 actions; hands: 3 hand postures x 2 objects x 4 actions")
     s.add_argument("--out", required=True, help="the CSV file to write")
-    s.add_argument("--repeats", type=int, default=10, help="trials of every combination (default 10)")
+    s.add_argument("--repeats", type=int, default=10,
+                   help="tools, hands: trials of every combination (default 10)")
+    s.add_argument("--trials", type=int, default=1000, help="montesano: how many trials (default 1000)")
     s.add_argument("--seed", type=int, default=0)
 
 
 def run_simulate(args) -> int:
-    columns = simulate(args.scenario, args.repeats, args.seed)
+    if args.scenario == ROBOT_SCENARIO:
+        columns = robot_trials(args.trials, args.seed)
+    else:
+        columns = simulate(args.scenario, args.repeats, args.seed)
     names = list(columns)
     n = len(columns["trial_id"])
     out = Path(args.out)
@@ -68,12 +93,28 @@ def run_simulate(args) -> int:
     return 0
 
 
+def robot_trials(n: int, seed: int) -> dict:
+    """``n`` trials as the simulated robot does them (the ground truth of its defaults, truth_seed 0): trial_id,
+    the action label and every reading, as columns."""
+    truth = benchmark_network(ROBOT_SCENARIO, ROBOT_SIGMA, 0)
+    rng = np.random.default_rng(seed)
+    codes = sample_values(truth, n, rng)
+    columns = {"trial_id": [f"sim-{k:06d}" for k in range(n)]}
+    for i, v in enumerate(truth.variables):
+        if v.group == "action":
+            columns[v.name] = np.asarray(v.values, dtype=object)[codes[:, i]]
+        else:
+            noise = v.sensor.stddevs[codes[:, i]] * rng.standard_normal(n)
+            columns[v.sensor.name] = v.sensor.means[codes[:, i]] + noise
+    return columns
+
+
 def _cell(x) -> str:
     return repr(float(x)) if isinstance(x, (float, np.floating)) else str(x)
 
 
 def run_evaluate(args, user_error) -> int:
-    config = AffordanceNetwork.load(args.config)
+    config = AffordanceNetwork.load(args.config, what="configuration")
     extra = [c for c in dict.fromkeys([args.leave_out, args.groups, *args.ignore_columns]) if c]
     cases = CaseSet.from_csv(config, args.cases, extra=extra)
     group_column = args.groups or args.leave_out
@@ -119,7 +160,7 @@ def table(result) -> list[str]:
         if r.target.kind == "label":
             rows = [(key, title, fmt, key != "log_loss") for key, title, fmt in _LABEL_METRICS]
         else:
-            rows = [("rmse", "RMSE", "{:.3f}", False)]
+            rows = [("euclidean_rmse", "RMSE Euclidean", "{:.3f}", False), ("rmse", "RMSE per coord.", "{:.3f}", False)]
             rows += [(f"rmse_{n}", f"RMSE {n}", "{:.3f}", False) for n in r.target.names]
             rows += [("log_density", "log-density", "{:.3f}", True)]
         for key, title, fmt, higher in rows:

@@ -1,7 +1,9 @@
-"""A one-line progress bar on stderr for long reads: only on a terminal, unless asked for."""
+"""Progress on stderr, only on a terminal unless asked for: a one-line bar for long reads, and the steps of a
+learn."""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -63,3 +65,70 @@ def _is_terminal(stream) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+class LearnProgress:
+    """The progress of a learn on stderr: ``learn: structure, step 1200, score -5231.118 (3.2 s)``.
+
+    On a terminal the line is redrawn in place (at most every ``interval`` seconds); in a log (``--progress``
+    with stderr redirected) a line is written at every change of phase and at most once every ``log_interval``
+    seconds within one, so that MCMC's thousands of steps stay a few lines. A score that is not known yet
+    (NaN) is left out. ``enabled``: None shows it only when ``stream`` is a terminal.
+    """
+
+    # what one step of a phase is (core.progress: K2 variables placed, MCMC samples, EM iterations)
+    STEPS = {"structure": "step", "parameters": "EM iteration"}
+    SCORES = {"structure": "score", "parameters": "log-likelihood"}
+
+    def __init__(self, stream=None, enabled: bool | None = None, interval: float = 0.1, log_interval: float = 1.0):
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = _is_terminal(self.stream) if enabled is None else enabled
+        self.in_place = _is_terminal(self.stream)
+        self.interval = interval if self.in_place else log_interval
+        self._started = time.monotonic()
+        self._phase = None
+        self._last_draw = -float("inf")
+        self._width = 0
+
+    def __call__(self, phase: str, iteration: int, score: float = float("nan"), elapsed: float | None = None,
+                 cases: int | None = None) -> None:
+        """One step of the learn (``elapsed`` None: seconds since this object was made)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if phase == self._phase and now - self._last_draw < self.interval:
+            return
+        self._phase, self._last_draw = phase, now
+        self._write(self.line(phase, iteration, score, now - self._started if elapsed is None else elapsed, cases))
+
+    @classmethod
+    def line(cls, phase: str, iteration: int, score: float, elapsed: float, cases: int | None = None) -> str:
+        parts = [phase]
+        if phase in cls.STEPS and iteration:
+            parts.append(f"{cls.STEPS[phase]} {iteration}")
+        if math.isfinite(score):
+            parts.append(f"{cls.SCORES.get(phase, 'score')} {score:.3f}")
+        if cases is not None:
+            parts.append(f"{cases} cases")
+        return f"learn: {', '.join(parts)} ({elapsed:.1f} s)"
+
+    def close(self) -> None:
+        """End the line drawn in place (a message after it starts on a line of its own)."""
+        if self.in_place and self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+        self._width = 0
+
+    def _write(self, text: str) -> None:
+        if self.in_place:
+            self.stream.write("\r" + text.ljust(self._width))
+            self._width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def __enter__(self) -> "LearnProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

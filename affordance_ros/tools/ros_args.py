@@ -24,15 +24,20 @@ def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return own, ros
 
 
-def qos_depth(text: str) -> int:
-    """argparse type of --qos-depth: a whole number >= 0 (0: keep all)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (0: keep all), got {text}")
-    return value
+def count_or_all(zero: str) -> Callable[[str], int]:
+    """An argparse type: a whole number >= 0, where 0 means ``zero`` ("keep all", "every label")."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0 (0: {zero}), got {text}")
+        return value
+    return parse
+
+
+qos_depth = count_or_all("keep all")  # --qos-depth of replay and record
 
 
 def run_executable(prog: str, description: str, add_arguments: Callable, run: Callable, argv=None,

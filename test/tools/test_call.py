@@ -1,11 +1,12 @@
 """`affordance-ros call`: the running learner node's action and services from the shell."""
 
 import json
+import re
 import subprocess
 import time
 
-from conftest import sampled_records
-from test_cli import EXE
+from conftest import sampled_records, wait_for, write_config
+from test_cli import EXE, interrupted
 
 from affordance_ros.data.storage import CaseStore
 
@@ -40,6 +41,9 @@ def test_call_learn_predict_and_select_action(ros, tmp_path):
     assert sorted(r["action"] for r in ranking) == ["grasp", "tap", "touch"]
     assert probabilities == sorted(probabilities, reverse=True)
 
+    top = json.loads(call("predict", "--query", "action", "--top", "2").stdout)  # the 2 most probable actions
+    assert len(top["marginals"]["Action"]) == 2 and top["omitted"]["Action"]["labels"] == 1
+
     wrong = call("predict", "--query", "Nope")  # success false: one line, exit 2
     assert wrong.returncode == 2 and "unknown variable 'Nope'" in wrong.stderr
     assert len(wrong.stderr.splitlines()) == 1 and wrong.stdout == ""
@@ -51,3 +55,34 @@ def test_call_without_a_node_waits_then_says_so():
     assert out.returncode == 2 and time.monotonic() - started < 30
     assert out.stderr.strip() == ("affordance-ros call predict: error: no service /nobody_here/predict within 1 s: "
                                   "is the learner node running (and active)?")
+
+
+def test_call_learn_progress_is_a_line_a_second_without_nan(ros, tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(500):
+            store.add(record)
+    ros.learner(config_path=str(write_config(tmp_path / "config.json", mcmc_samples=60000)))
+    started = time.monotonic()
+    learned = call("learn", "--structure", "mcmc", "--progress")
+    elapsed = time.monotonic() - started
+    assert learned.returncode == 0, learned.stderr
+    lines = learned.stderr.splitlines()
+    assert lines[0].startswith("learn: sensors") and "nan" not in learned.stderr, lines
+    assert any(re.fullmatch(r"learn: structure, step \d+, score -\d+\.\d{3}, 500 cases \(\d+\.\d s\)", line)
+               for line in lines), lines
+    assert any(line.startswith("learn: parameters, EM iteration") for line in lines), lines
+    assert len(lines) <= 3 + elapsed  # at every change of phase, else at most a line a second
+
+
+def test_ctrl_c_cancels_call_learn_in_one_line_with_exit_status_130(ros, tmp_path):
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(500):
+            store.add(record)
+    learner = ros.learner(config_path=str(write_config(tmp_path / "config.json", mcmc_samples=10_000_000)))
+    status, stdout, stderr = interrupted([EXE, "call", "learn", "--structure", "mcmc", "--progress"],
+                                         "learn: structure")
+    assert status == 130 and stdout == "", stderr
+    assert stderr.splitlines()[-1] == ("affordance-ros call learn: interrupted: the learn was cancelled; the node "
+                                       "keeps its current model")
+    assert "Traceback" not in stderr
+    wait_for(lambda: learner.counts["learn_cancelled"] == 1, what="the node to cancel the learn")

@@ -2,15 +2,20 @@
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from affordance_ros.core import AffordanceNetwork, benchmark_network, benchmark_structure, sample_cases
+from affordance_ros.share import default_config_path
 
 EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
 
@@ -97,3 +102,89 @@ def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
     out = run("import", tmp / "cases.csv", "--db", foreign, "--config", tmp / "config.json")
     assert out.returncode != 0 and "something else" in out.stderr, out.stderr
     assert foreign.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
+def interrupted(args, ready, cwd=None, env=None, timeout=120):
+    """Run ``args`` until ``ready`` shows in its output, then Ctrl-C it as a terminal does (SIGINT to its process
+    group); its exit status, stdout and stderr."""
+    process = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=cwd, env=env, start_new_session=True)
+    seen = {"stdout": [], "stderr": []}
+    readers = [threading.Thread(target=lambda name=name: seen[name].extend(iter(getattr(process, name).readline, "")),
+                                daemon=True) for name in seen]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    while ready not in "".join(seen["stdout"] + seen["stderr"]):
+        assert process.poll() is None, f"ended before it showed {ready!r}: {''.join(seen['stderr'])}"
+        assert time.monotonic() < deadline, f"no {ready!r} within {timeout} s"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    status = process.wait(timeout=60)
+    for reader in readers:
+        reader.join(timeout=10)
+    return status, "".join(seen["stdout"]), "".join(seen["stderr"])
+
+
+@pytest.fixture(scope="module")
+def montesano_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("montesano") / "cases.csv"
+    out = run("simulate", "--scenario", "montesano", "--trials", "3000", "--seed", "4", "--out", path)
+    assert out.returncode == 0, out.stderr
+    return path
+
+
+@pytest.mark.parametrize("command, ready", [
+    (["learn", "--cases", "{csv}", "--config", "montesano", "--structure", "mcmc", "--mcmc-samples", "10000000",
+      "--progress", "--out", "{tmp}/model.json"], "learn: structure"),
+    (["evaluate", "--cases", "{csv}", "--config", "montesano", "--folds", "1000", "--progress"], "evaluate: "),
+    (["bench", "paper", "--out", "{tmp}/bench"], "bench paper:"),
+])
+def test_ctrl_c_is_one_line_and_exit_status_130(montesano_csv, tmp_path, command, ready):
+    args = [a.format(csv=montesano_csv, tmp=tmp_path) for a in command]
+    status, _, stderr = interrupted([EXE, *args], ready)
+    assert status == 130, stderr
+    assert "Traceback" not in stderr and stderr.splitlines()[-1] == f"affordance-ros {command[0]}: interrupted"
+    assert not (tmp_path / "model.json").exists()
+
+
+def test_learn_progress_shows_the_steps_of_learning_a_line_a_second(montesano_csv, tmp_path):
+    started = time.monotonic()
+    out = run("learn", "--cases", montesano_csv, "--config", "montesano", "--structure", "mcmc", "--mcmc-samples",
+              "30000", "--progress", "--out", tmp_path / "model.json")
+    elapsed = time.monotonic() - started
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert [line.split(",")[0].split(" (")[0] for line in lines[:3]] == [
+        "learn: sensors", "learn: structure", "learn: parameters"], lines
+    assert any(re.fullmatch(r"learn: structure, step \d+, score -\d+\.\d{3} \(\d+\.\d s\)", line) for line in lines)
+    assert any(re.fullmatch(r"learn: parameters, EM iteration \d+, log-likelihood -\d+\.\d{3} \(\d+\.\d s\)", line)
+               for line in lines), lines
+    assert "nan" not in out.stderr
+    assert len(lines) <= 3 + elapsed  # in a log: at every change of phase, else at most a line a second
+
+
+def test_config_names_a_shipped_configuration_and_errors_say_where_they_are(montesano_csv, tmp_path):
+    out = subprocess.run([EXE, "learn", "--cases", montesano_csv, "--config", "montesano", "--out", "model.json"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0 and (tmp_path / "model.json").is_file(), out.stderr
+    shipped = default_config_path().parent
+    for command in (["learn", "--cases", montesano_csv, "--out", "x.json"],
+                    ["evaluate", "--cases", montesano_csv]):
+        out = subprocess.run([EXE, *map(str, command), "--config", "config/tools.json"], capture_output=True,
+                             text=True, timeout=120, cwd=tmp_path)
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+        assert (f"cannot read configuration 'config/tools.json': no such file; the shipped configurations are hands, "
+                f"montesano, tools (in {shipped}): name one (--config hands)") in out.stderr
+        assert "model file" not in out.stderr
+    (tmp_path / "broken.json").write_text("{")
+    out = run("evaluate", "--cases", montesano_csv, "--config", tmp_path / "broken.json")
+    assert out.returncode == 2 and "not valid JSON" in out.stderr
+    out = run("evaluate", "--cases", montesano_csv, "--config", tmp_path)  # a folder
+    assert out.returncode == 2 and f"cannot read configuration '{tmp_path}'" in out.stderr, out.stderr
+
+
+def test_ctrl_c_is_how_record_stops_it_closes_the_bag_and_exits_0(tmp_path):
+    status, stdout, stderr = interrupted([EXE, "record", tmp_path / "bag", "--storage", "mcap"], "record: recording")
+    assert status == 0 and "Traceback" not in stderr, stderr
+    assert "record: wrote 0 messages" in stdout and (tmp_path / "bag" / "metadata.yaml").is_file()

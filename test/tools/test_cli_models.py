@@ -1,5 +1,6 @@
 """`affordance-ros` export-model, import-model, show, help texts and pipes, as a user runs them."""
 
+import json
 import subprocess
 
 import pytest
@@ -81,3 +82,56 @@ def test_a_missing_configuration_is_called_a_configuration(files):  # noqa: F811
     out = run("learn", "--cases", tmp / "cases.csv", "--config", tmp / "nope.json", "--out", tmp / "x.json")
     assert out.returncode == 2
     assert f"cannot read configuration '{tmp / 'nope.json'}'" in out.stderr and "model file" not in out.stderr
+
+
+def test_export_model_xmlbif_advises_the_extension_pyagrum_opens(files, tmp_path):  # noqa: F811
+    tmp, truth = files
+    truth.save(tmp / "truth.json")
+    for name in ("m.xml", "m.xmlbif"):
+        out = run("export-model", tmp / "truth.json", "--out", tmp_path / name)
+        assert out.returncode == 0 and (tmp_path / name).is_file(), out.stderr
+        assert out.stderr.strip() == ("affordance-ros export-model: note: pyAgrum opens XMLBIF files only when they "
+                                      f"are named *.bifxml (pgmpy reads any name): --out {tmp_path / 'm.bifxml'}")
+    out = run("export-model", tmp / "truth.json", "--format", "xmlbif", "--out", tmp_path / "m.bifxml")
+    assert out.returncode == 0 and out.stderr == ""
+    assert "xmlbif (.bifxml/" in " ".join(run("export-model", "--help").stdout.split())
+    gum = pytest.importorskip("pyagrum", reason="pyAgrum is a benchmark-only extra (tools/setup_bench.sh)")
+    assert gum.loadBN(str(tmp_path / "m.bifxml")).size() == len(truth)
+    for name in ("m.xml", "m.xmlbif"):  # what the advice is for
+        with pytest.raises(Exception, match="extension .* unknown"):
+            gum.loadBN(str(tmp_path / name))
+
+
+def test_predict_top_k_shows_the_most_probable_labels_of_a_long_marginal(tmp_path):
+    out = run("simulate", "--scenario", "hands", "--repeats", "4", "--out", tmp_path / "hands.csv")
+    assert out.returncode == 0, out.stderr
+    out = run("learn", "--cases", tmp_path / "hands.csv", "--config", "hands", "--ignore-columns", "object_id",
+              "--out", tmp_path / "model.json")
+    assert out.returncode == 0, out.stderr
+    model = AffordanceNetwork.load(tmp_path / "model.json")
+    effects = len(model["Effect"].values)
+    assert effects > 20
+    ask = ["predict", "--model", tmp_path / "model.json", "--query", "Effect", "--query", "Action", "--value",
+           "Hand=bent", "--readings"]
+    direct = predict(model, ["Effect", "Action"], values={"Hand": "bent"})
+    whole = json.loads(run(*ask, "--top", "0").stdout)
+    assert len(whole["marginals"]["Effect"]) == effects and "omitted" not in whole
+    for top, shown in ((None, 10), ("3", 3)):
+        answer = json.loads(run(*ask, *(["--top", top] if top else [])).stdout)
+        best = sorted(direct.marginals["Effect"].items(), key=lambda item: -item[1])[:shown]
+        assert list(answer["marginals"]["Effect"]) == [label for label, _ in best]
+        assert list(answer["marginals"]["Effect"].values()) == pytest.approx([p for _, p in best])
+        assert answer["omitted"]["Effect"]["labels"] == effects - shown
+        assert answer["omitted"]["Effect"]["probability"] == pytest.approx(1 - sum(p for _, p in best))
+        mixture = answer["mixtures"]["Effect"]
+        assert mixture["labels"] == [label for label, _ in best]
+        assert mixture["weights"] == pytest.approx([p for _, p in best])
+        assert len(mixture["means"]) == len(mixture["covariances"]) == shown
+        assert mixture["means"][0] == pytest.approx(whole["mixtures"]["Effect"]["means"][
+            model["Effect"].values.index(best[0][0])])
+        assert answer["readings"] == whole["readings"]  # (of the whole mixture)
+        if top is None:  # 4 labels: all, in the model's order
+            assert list(answer["marginals"]["Action"]) == list(model["Action"].values)
+            assert set(answer["omitted"]) == {"Effect"}
+    bad = run(*ask, "--top", "-1")
+    assert bad.returncode == 2 and "must be >= 0 (0: every label), got -1" in bad.stderr

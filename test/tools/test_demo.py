@@ -3,6 +3,9 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+from test_cli import interrupted
 
 
 def test_demo_runs_and_prints_predictions(tmp_path):
@@ -32,3 +35,23 @@ def test_demo_help_is_whole_sentences():
     assert result.returncode == 0 and result.stdout.startswith("usage: ./demo.sh")
     description = " ".join(result.stdout.split("\n\n")[1].split())
     assert description.endswith("printed next to the ground truth."), description
+
+
+def test_demo_sh_resolves_relative_paths_against_the_callers_folder(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"))
+    result = subprocess.run([str(root / "demo.sh"), "--trials", "40", "--rate", "200", "--workdir", "rel_demo"],
+                            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Learner node: cases in rel_demo/cases.db" in result.stdout
+    assert (tmp_path / "rel_demo" / "cases.db").is_file() and (tmp_path / "rel_demo" / "model.png").is_file()
+    assert not (root / "rel_demo").exists()
+
+
+def test_ctrl_c_stops_the_demo_in_one_line_with_exit_status_130(tmp_path):
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"))
+    status, _, stderr = interrupted(
+        [sys.executable, "-P", "-m", "affordance_ros.tools.demo", "--trials", "100000", "--rate", "50",
+         "--workdir", tmp_path / "work"], "Learner node: cases in", env=env)
+    assert status == 130 and stderr.strip() == "demo: interrupted", stderr
+    assert (tmp_path / "work" / "cases.db").is_file()

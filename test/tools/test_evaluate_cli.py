@@ -86,3 +86,20 @@ def test_predict_json_has_the_predicted_readings(hands_csv, tmp_path):
     assert answer["readings"]["dy"]["mean"] == pytest.approx(direct.readings["dy"]["mean"])
     assert answer["readings"]["dy"]["mean"] > 5.0 > abs(answer["readings"]["dx"]["mean"])   # pushed away
     assert answer["mixtures"]["Effect"]["names"] == ["dx", "dy"]
+
+
+def test_evaluate_reports_the_euclidean_and_the_per_coordinate_rmse_and_defines_them(hands_csv, tmp_path):
+    out = run("evaluate", "--cases", hands_csv, "--config", "hands", "--folds", "3", "--targets", "Effect",
+              "--ignore-columns", "object_id", "--out", tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split()[1:3] for line in out.stdout.splitlines() if line.startswith("Effect")]
+    assert rows[:4] == [["RMSE", "Euclidean"], ["RMSE", "per"], ["RMSE", "dx"], ["RMSE", "dy"]], out.stdout
+    metrics = json.loads((tmp_path / "evaluation.json").read_text())["targets"]["Effect"]["metrics"]
+    for method in METHODS:  # every case has both readings: Euclidean = sqrt(2) x per coordinate
+        m = metrics[method]
+        assert m["euclidean_rmse"] == pytest.approx(2 ** 0.5 * m["rmse"])
+        assert m["rmse"] ** 2 == pytest.approx((m["rmse_dx"] ** 2 + m["rmse_dy"] ** 2) / 2)
+    help_text = " ".join(run("evaluate", "--help").stdout.split())
+    assert ("'RMSE Euclidean' is the root mean square of the Euclidean distance between a case's predicted and "
+            "true readings") in help_text
+    assert "'RMSE per coord.' is the root mean square over every single reading" in help_text

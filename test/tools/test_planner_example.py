@@ -1,4 +1,4 @@
-"""The planner example of the README runs against the learner node as written."""
+"""The planner example of docs/node.md runs against the learner node as written."""
 
 import re
 import subprocess
@@ -9,16 +9,16 @@ from conftest import sampled_records
 
 from affordance_ros.data.storage import CaseStore
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "node.md"
 
 
-def test_readme_planner_example(ros, tmp_path):
+def test_planner_example(ros, tmp_path):
     with CaseStore(tmp_path / "cases.db") as store:
         for record in sampled_records(300):
             store.add(record)
     ros.learner()
     assert ros.learn().success
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
               if "class AffordanceClient(Node)" in b]
     assert len(blocks) == 1
     script = tmp_path / "planner.py"

@@ -1,0 +1,255 @@
+"""The documentation does what it says: every shell and Python block of README.md and docs/ runs, each page's
+blocks in order, each within a timeout, so that a recipe that fails or never ends fails the tests.
+
+How blocks are run (docs/README.md, "How the docs are tested", says the same for writers):
+
+- Every fenced block names its language. ``bash`` (or ``sh``) blocks run with ``bash -e -o pipefail``, ``python``
+  blocks with this Python; any other language (``text`` for output, ``json``, ``yaml``, ...) is not run.
+- The blocks of one page run in order in one new folder, so a block may use the files an earlier one wrote. The
+  folder stands in for the repository root: ``config``, ``demo.sh`` and ``.venv`` (the environment the tests run
+  in) are links to the real ones. ``ROS_HOME`` and ``TMPDIR`` are inside it, DDS stays on this host in the test
+  run's domain, and the ``affordance-ros`` of this environment is first on ``PATH``.
+- An HTML comment on the line before a block (blank lines between are allowed) changes how it is run:
+  ``<!-- not run: REASON -->`` skips it (a REASON is required: why it cannot run here);
+  ``<!-- timeout: SECONDS -->`` allows it longer than the default (60 s);
+  ``<!-- file: NAME -->`` writes it to NAME in the folder instead of running it (a later block runs it).
+- A block that is still running at its timeout fails the page; so does a non-zero exit status. Whatever a block
+  left running in the background (a node started with ``&``) is stopped when it ends.
+
+The pages are also checked for what they promise: README.md has at most 200 lines, every page of docs/ with
+sections has a table of contents, relative links lead to files and headings that exist,
+docs/interfaces.md shows every .msg/.srv/.action file as it is, and docs/parameters.md has a row for every
+parameter the nodes declare, with its type and default.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import rclpy
+
+from affordance_ros.nodes.learner_node import LearnerNode
+from affordance_ros.nodes.simulated_robot import SimulatedRobot
+from affordance_ros.share import ros_home, share_directory
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DEFAULT_TIMEOUT = 60.0
+RUN = {"bash": "bash", "sh": "bash", "python": "python"}
+FENCE = re.compile(r"^(\s*)```(.*)$")
+DIRECTIVE = re.compile(r"^<!--\s*(not run|timeout|file):\s*(.*?)\s*-->$")
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int          # of the opening fence, 1-based
+    language: str
+    text: str
+    directives: dict
+
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> list:
+    """The fenced blocks of ``page`` with the directives in the comments right before them."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    out, k = [], 0
+    while k < len(lines):
+        fence = FENCE.match(lines[k])
+        if not fence:
+            k += 1
+            continue
+        indent, language = fence.group(1), fence.group(2).strip()
+        end = next((j for j in range(k + 1, len(lines)) if lines[j].strip() == "```"), None)
+        assert end is not None, f"{page.relative_to(ROOT)}:{k + 1}: the block is not closed"
+        directives, j = {}, k - 1
+        while j >= 0 and (not lines[j].strip() or DIRECTIVE.match(lines[j].strip())):
+            match = DIRECTIVE.match(lines[j].strip())
+            if match:
+                directives[match.group(1)] = match.group(2)
+            j -= 1
+        text = "\n".join(line[len(indent):] if line.startswith(indent) else line for line in lines[k + 1:end])
+        out.append(Block(page, k + 1, language, text + "\n", directives))
+        k = end + 1
+    return out
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def in_a_venv() -> bool:
+    return sys.prefix != sys.base_prefix
+
+
+def environment(folder: Path) -> dict:
+    env = dict(os.environ)
+    env.update(ROS_HOME=str(folder / "ros_home"), TMPDIR=str(folder / "tmp"), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+               PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""))
+    if in_a_venv():
+        env["VIRTUAL_ENV"] = sys.prefix
+    return env
+
+
+def stop_what_is_left(process: subprocess.Popen) -> None:
+    """SIGINT to the block's process group (nodes left in the background), then SIGKILL to what is left."""
+    for sig, grace in ((signal.SIGINT, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def run_block(block: Block, folder: Path, env: dict) -> None:
+    timeout = float(block.directives.get("timeout", DEFAULT_TIMEOUT))
+    script = folder / f".block-{block.line}{'.py' if block.language == 'python' else '.sh'}"
+    script.write_text(block.text, encoding="utf-8")
+    command = ([sys.executable, "-P", str(script)] if RUN[block.language] == "python"
+               else ["bash", "-e", "-o", "pipefail", str(script)])
+    log = folder / f".block-{block.line}.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(command, cwd=folder, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            status = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            status = None
+        finally:
+            stop_what_is_left(process)
+    shown = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+    assert status is not None, f"{block.where()}: still running after {timeout:g} s (timeout); its output:\n{shown}"
+    assert status == 0, f"{block.where()}: exit status {status}; its output:\n{shown}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_shell_and_python_block_runs(page, tmp_path):
+    folder = tmp_path / "work"
+    (folder / "tmp").mkdir(parents=True)
+    for name in ("config", "demo.sh"):
+        (folder / name).symlink_to(ROOT / name)
+    (folder / ".venv").symlink_to(sys.prefix)
+    env = environment(folder)
+    for block in blocks(page):
+        assert block.language, (f"{block.where()}: name the block's language (bash or python to run it, text for "
+                                 "output, json, ...)")
+        if "file" in block.directives:
+            (folder / block.directives["file"]).write_text(block.text, encoding="utf-8")
+            continue
+        if block.language not in RUN:
+            continue
+        if "not run" in block.directives:
+            assert block.directives["not run"], f"{block.where()}: say why it is not run (<!-- not run: why -->)"
+            continue
+        if ".venv" in block.text and not in_a_venv():
+            continue  # (a colcon install has no .venv: the blocks for it are the ROS 2 ones)
+        run_block(block, folder, env)
+
+
+def test_the_readme_is_short_and_every_page_has_a_table_of_contents():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+    for page in PAGES[1:]:
+        text = page.read_text(encoding="utf-8")
+        sections = [anchor(h) for h in re.findall(r"^## (.+)$", text, flags=re.M)]
+        if len(sections) >= 3:
+            contents = next((paragraph for paragraph in text.split("\n\n") if paragraph.startswith("Contents:")), "")
+            assert contents, f"{page_id(page)}: a 'Contents:' paragraph linking its sections"
+            assert re.findall(r"\]\(#([^)]+)\)", contents) == sections, f"{page_id(page)}: Contents != sections"
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def test_relative_links_lead_to_files_and_headings_that_exist():
+    for page in PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, fragment = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), f"{page_id(page)}: link to {target}: no such file"
+            if fragment and linked.suffix == ".md":
+                headings = [anchor(h) for h in re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.M)]
+                assert fragment in headings, f"{page_id(page)}: link to {target}: no such heading"
+
+
+def test_interfaces_page_shows_every_interface_file_as_it_is():
+    page = ROOT / "docs" / "interfaces.md"
+    shown = {}
+    text = page.read_text(encoding="utf-8")
+    for match in re.finditer(r"^### `?((?:msg|srv|action)/\w+\.(?:msg|srv|action))`?\n+```\w*\n(.*?)```", text,
+                             flags=re.M | re.S):
+        shown[match.group(1)] = match.group(2)
+    files = sorted(str(p.relative_to(ROOT)) for d in ("msg", "srv", "action") for p in (ROOT / d).iterdir())
+    assert sorted(shown) == files
+    for name in files:
+        assert shown[name].rstrip() == (ROOT / name).read_text().rstrip(), f"docs/interfaces.md differs from {name}"
+
+
+def declared(node_class) -> dict:
+    """{name: (type, default)} of the parameters ``node_class`` declares (ROS's own left out), with its defaults."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = node_class(context=context)
+        try:
+            params = node.get_parameters_by_prefix("")
+            names = [n for n in params if n not in ("use_sim_time", "start_type_description_service")]
+            assert all(node.describe_parameter(n).description for n in names), "a parameter without a description"
+            return {n: (params[n].type_.name.lower(), params[n].value) for n in names}
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def documented(section: str) -> dict:
+    """{name: (type, default cell's first code span)} of the parameter table under the heading ``section``."""
+    text = (ROOT / "docs" / "parameters.md").read_text(encoding="utf-8")
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = (cells[1], re.search(r"`([^`]*)`", cells[2]).group(1))
+    return rows
+
+
+def shown_default(value) -> str:
+    """How parameters.md writes a default: true/false, numbers as declared, paths from $ROS_HOME and share/."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value == "":
+        return '""'
+    return str(value).replace(str(ros_home()), "$ROS_HOME").replace(str(share_directory()), "share/affordance_ros")
+
+
+TYPES = {"string": "string", "double": "double", "integer": "int", "bool": "bool"}
+
+
+@pytest.mark.parametrize("node_class, section", [
+    (LearnerNode, "`affordance_learner` (executable `learner_node`)"),
+    (SimulatedRobot, "`simulated_robot`"),
+])
+def test_parameters_page_has_every_declared_parameter_with_its_type_and_default(node_class, section, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("ROS_HOME", str(tmp_path))  # (where the learner's default database goes)
+    params = declared(node_class)
+    rows = documented(section)
+    assert sorted(rows) == sorted(params), f"docs/parameters.md, {section}: not the declared parameters"
+    for name, (kind, default) in params.items():
+        assert rows[name] == (TYPES[kind], shown_default(default)), f"docs/parameters.md, {section}: {name}"
