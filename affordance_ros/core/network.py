@@ -295,7 +295,8 @@ class AffordanceNetwork:
     def with_cpts(self, cpts: Mapping[str, np.ndarray],
                   counts: Mapping[str, np.ndarray] | None = None) -> "AffordanceNetwork":
         """A new network with these CPTs (by variable name) and the Dirichlet ``counts`` behind them (a variable
-        given a CPT without counts has none)."""
+        given a CPT without counts has none).
+        """
         counts = counts or {}
         return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float),
                                            "counts": None if counts.get(n) is None else np.asarray(counts[n], float)}

@@ -70,7 +70,8 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, prio
     _check_learnable(network, observed.cases)
     codes = observed.map_values(priors)
     cards = network.cards
-    counts = {v.name: family_counts(codes, cards, i, network.parent_indices(i)) for i, v in enumerate(network.variables)}
+    counts = {v.name: family_counts(codes, cards, i, network.parent_indices(i))
+              for i, v in enumerate(network.variables)}
     return network.with_cpts({name: normalise_counts(c, prior) for name, c in counts.items()},
                              {name: c + prior for name, c in counts.items()})
 

@@ -49,7 +49,8 @@ NEEDS_COUNTS = ("information_gain", "least_tried")
 @dataclass(frozen=True)
 class Candidate:
     """An object the robot could act on: ``sensors`` {reading name: reading} and/or ``values``
-    {variable: label} of its object variables (none: an object the model knows nothing of)."""
+    {variable: label} of its object variables (none: an object the model knows nothing of).
+    """
 
     sensors: Mapping[str, float] = field(default_factory=dict)
     values: Mapping[str, str] = field(default_factory=dict)
@@ -93,7 +94,8 @@ class Suggestion:
 @dataclass(frozen=True)
 class TrialSuggestions:
     """Trials ranked best first by ``criterion`` (the one used: ``requested`` unless the model has no counts,
-    which ``note`` then explains); ``action_variable`` is the variable the actions are values of."""
+    which ``note`` then explains); ``action_variable`` is the variable the actions are values of.
+    """
 
     criterion: str
     requested: str
@@ -111,7 +113,8 @@ class TrialSuggestions:
 class TrialScores:
     """Every criterion for K = candidates x actions trials, case k = candidate * n_actions + action: arrays
     (K,) (``information_gain``, ``tried`` NaN without counts); ``effects`` {variable: (K, card)};
-    ``effect_stddevs`` {variable: (K, card)} (empty without counts); ``readings`` as ``predict_readings``."""
+    ``effect_stddevs`` {variable: (K, card)} (empty without counts); ``readings`` as ``predict_readings``.
+    """
 
     actions: list
     n_candidates: int
@@ -146,12 +149,11 @@ def dirichlet_information_gain(alpha: np.ndarray, mean: np.ndarray | None = None
 def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
                  actions: Sequence[str] | None = None) -> TrialScores:
     """Every criterion for every (candidate, action) pair (``actions``: labels of the model's action
-    variable; None: all). EvidenceError for a request that does not fit the model."""
-    action_var = _action_variable(model)
-    actions = _checked_actions(action_var, actions)
+    variable; None: all). EvidenceError for a request that does not fit the model.
+    """
     candidates = list(candidates)
-    if not candidates:
-        raise EvidenceError("no candidate objects: give at least one (its readings and/or labels, or nothing)")
+    actions = check_trials(model, candidates, actions)
+    action_var = _action_variable(model)
     model.engine  # noqa: B018  (raises ModelFormatError when the model has no parameters)
     likelihoods, hard = _trial_evidence(model, action_var, actions, candidates)
     effects = [model.index(name) for name in model.group("effect")]
@@ -194,8 +196,7 @@ def suggest_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], ac
     Ties keep the order candidate by candidate, action by action. A model without Dirichlet counts is
     ranked by predictive entropy when ``information_gain`` or ``least_tried`` is asked for (``note`` says so).
     """
-    if criterion not in CRITERIA:
-        raise EvidenceError(f"unknown criterion '{criterion}'; expected one of {list(CRITERIA)}")
+    check_criterion(criterion)
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
         raise EvidenceError(f"top must be a whole number >= 1 (or None for all), got {top!r}")
     scores = score_trials(model, candidates, actions)
@@ -232,7 +233,32 @@ def _action_variable(model: AffordanceNetwork) -> Variable:
     return model[actions[0]]
 
 
-def _checked_actions(action_var: Variable, actions: Sequence[str] | None) -> list:
+def check_criterion(criterion: str) -> None:
+    """EvidenceError unless ``criterion`` is one of ``CRITERIA``."""
+    if criterion not in CRITERIA:
+        raise EvidenceError(f"unknown criterion '{criterion}'; expected one of {list(CRITERIA)}")
+
+
+def check_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], actions: Sequence[str] | None) -> list:
+    """The actions to try (``actions``, None: all of the model's action variable), once they and the
+    ``candidates`` are checked against ``model`` (a configuration will do: labels of variables whose values are
+    still to be found are not checked); EvidenceError naming the first mistake.
+    """
+    action_var = _action_variable(model)
+    if not candidates:
+        raise EvidenceError("no candidate objects: give at least one (its readings and/or labels, or nothing)")
+    for c, candidate in enumerate(candidates):
+        if not isinstance(candidate, Candidate):
+            raise EvidenceError(f"candidate {c} is a {type(candidate).__name__}, not a Candidate")
+        for name, x in candidate.sensors.items():
+            _check_object_evidence(action_var, model.sensor(name)[0], c, f"sensor '{name}'")
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise EvidenceError(f"candidate {c}: reading of sensor '{name}' must be a finite number, got {x!r}")
+        for name, label in candidate.values.items():
+            var = model[name]
+            _check_object_evidence(action_var, var, c, f"variable '{name}'")
+            if var.values is not None:
+                var.code(str(label))
     if actions is None:
         return list(action_var.values)
     actions = [str(a) for a in actions]
@@ -248,24 +274,19 @@ def _checked_actions(action_var: Variable, actions: Sequence[str] | None) -> lis
 def _trial_evidence(model: AffordanceNetwork, action_var: Variable, actions: list,
                     candidates: list) -> tuple[dict, list]:
     """The evidence of the trials, candidate by candidate and within each action by action: (likelihoods
-    {variable index: (K, card)}, the variables with hard evidence)."""
+    {variable index: (K, card)}, the variables with hard evidence).
+    """
     n_candidates, n_actions = len(candidates), len(actions)
     log_lik = {}
     readings = {}  # variable index -> (C, d) readings, NaN where a candidate has none
     for c, candidate in enumerate(candidates):
-        if not isinstance(candidate, Candidate):
-            raise EvidenceError(f"candidate {c} is a {type(candidate).__name__}, not a Candidate")
         for name, x in candidate.sensors.items():
             var, sensor = model.sensor(name)
-            _check_object_evidence(model, action_var, var, c, f"sensor '{name}'")
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-                raise EvidenceError(f"candidate {c}: reading of sensor '{name}' must be a finite number, got {x!r}")
             i = model.index(var.name)
             table = readings.setdefault(i, np.full((n_candidates, sensor.dim), np.nan))
             table[c, sensor.names.index(name)] = float(x)
         for name, label in candidate.values.items():
             var = model[name]
-            _check_object_evidence(model, action_var, var, c, f"variable '{name}'")
             i = model.index(var.name)
             hard = log_lik.setdefault(i, np.zeros((n_candidates, var.card)))
             row = np.full(var.card, -np.inf)
@@ -285,12 +306,12 @@ def _trial_evidence(model: AffordanceNetwork, action_var: Variable, actions: lis
     return likelihoods, hard
 
 
-def _check_object_evidence(model: AffordanceNetwork, action_var: Variable, var: Variable, c: int, what: str) -> None:
+def _check_object_evidence(action_var: Variable, var: Variable, c: int, what: str) -> None:
     if var.name == action_var.name:
         raise EvidenceError(f"candidate {c}: {what} is the action, which is what is being chosen: leave it out")
     if var.group == "effect":
         raise EvidenceError(f"candidate {c}: {what} is an effect, which the trial is to show: leave it out")
 
 
-__all__ = ["CRITERIA", "Candidate", "Suggestion", "TrialScores", "TrialSuggestions", "dirichlet_information_gain",
-           "score_trials", "suggest_trials"]
+__all__ = ["CRITERIA", "Candidate", "Suggestion", "TrialScores", "TrialSuggestions", "check_criterion", "check_trials",
+           "dirichlet_information_gain", "score_trials", "suggest_trials"]
