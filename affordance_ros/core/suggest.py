@@ -81,14 +81,19 @@ class Suggestion:
         """{effect variable: its most probable label}."""
         return {name: max(dist, key=dist.get) for name, dist in self.effects.items()}
 
-    def to_dict(self) -> dict:
-        """JSON-ready (NaN as None)."""
-        def number(x):
-            return None if math.isnan(x) else x
-        return {"action": self.action, "candidate": self.candidate, "score": number(self.score),
-                "information_gain": number(self.information_gain), "predictive_entropy": self.predictive_entropy,
-                "tried": number(self.tried), "expected": self.expected, "effects": self.effects,
-                "effect_stddevs": self.effect_stddevs, "readings": self.readings}
+    def to_dict(self, effects: bool = True) -> dict:
+        """JSON-ready (NaN as None): ``expected`` {effect variable: {"label", "probability", "stddev"}}, and with
+        ``effects`` the whole ``effects`` and ``effect_stddevs``.
+        """
+        expected = {name: {"label": label, "probability": self.effects[name][label],
+                           "stddev": self.effect_stddevs[name][label] if self.effect_stddevs else None}
+                    for name, label in self.expected.items()}
+        out = {"action": self.action, "candidate": self.candidate, "score": _number(self.score),
+               "information_gain": _number(self.information_gain), "predictive_entropy": self.predictive_entropy,
+               "tried": _number(self.tried), "expected": expected, "readings": self.readings}
+        if effects:
+            out.update(effects=self.effects, effect_stddevs=self.effect_stddevs)
+        return out
 
 
 @dataclass(frozen=True)
@@ -103,10 +108,11 @@ class TrialSuggestions:
     action_variable: str
     suggestions: list
 
-    def to_dict(self) -> dict:
-        """JSON-ready."""
+    def to_dict(self, effects: bool = True) -> dict:
+        """JSON-ready (``effects``: as ``Suggestion.to_dict``)."""
         return {"criterion": self.criterion, "requested": self.requested, "note": self.note,
-                "action_variable": self.action_variable, "suggestions": [s.to_dict() for s in self.suggestions]}
+                "action_variable": self.action_variable,
+                "suggestions": [s.to_dict(effects) for s in self.suggestions]}
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,10 @@ class TrialScores:
         """The scores (K,) of criterion ``name``, higher: more to learn."""
         return {"information_gain": self.information_gain, "predictive_entropy": self.predictive_entropy,
                 "least_tried": -self.tried}[name]
+
+
+def _number(x: float) -> float | None:
+    return None if math.isnan(x) else x
 
 
 def dirichlet_information_gain(alpha: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:

@@ -154,8 +154,10 @@ def test_each_expected_effect_comes_with_its_spread_under_the_dirichlet_posterio
                                                                                 **EXACT)
     assert suggestion.expected["Effect1"] == model["Effect1"].values[int(np.argmax(alpha))]
     assert set(suggestion.readings) == set()  # the tiny model's effects have no sensors
-    d = suggestion.to_dict()
-    assert json.loads(json.dumps(d))["expected"] == suggestion.expected
+    expected = json.loads(json.dumps(suggestion.to_dict()))["expected"]["Effect1"]
+    label = suggestion.expected["Effect1"]
+    assert expected == {"label": label, "probability": suggestion.effects["Effect1"][label],
+                        "stddev": suggestion.effect_stddevs["Effect1"][label]}
 
 
 def test_the_ranking_is_best_first_and_top_keeps_the_best():
@@ -186,7 +188,9 @@ def test_without_counts_it_says_so_and_ranks_by_predictive_entropy():
                                                                reverse=True)
         assert all(np.isnan(s.information_gain) and np.isnan(s.tried) for s in answer.suggestions)
         assert all(s.effect_stddevs == {} for s in answer.suggestions)
-        assert answer.to_dict()["suggestions"][0]["information_gain"] is None
+        first = answer.to_dict()["suggestions"][0]
+        assert first["information_gain"] is None and first["tried"] is None
+        assert all(e["stddev"] is None for e in first["expected"].values())
 
 
 @pytest.mark.parametrize("call, message", [
