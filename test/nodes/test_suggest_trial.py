@@ -7,11 +7,9 @@ import json
 import math
 
 import pytest
-from conftest import sampled_records
+from conftest import learned_node
 
-from affordance_ros.core import AffordanceNetwork
 from affordance_ros.core.suggest import Candidate, suggest_trials
-from affordance_ros.data.storage import CaseStore
 from affordance_ros.srv import SuggestTrial
 
 SERVICE = "/affordance_learner/suggest_trial"
@@ -42,12 +40,7 @@ def core_suggestions(model, candidates, **options):
 
 @pytest.fixture
 def learned(ros, tmp_path):
-    with CaseStore(tmp_path / "cases.db") as store:
-        for record in sampled_records(500):
-            store.add(record)
-    learner = ros.learner()
-    assert ros.learn().success
-    return learner, AffordanceNetwork.load(tmp_path / "model.json")
+    return learned_node(ros, tmp_path, 500)
 
 
 def test_before_the_first_learn_a_round_robin_over_action_and_candidate(ros):
@@ -151,13 +144,7 @@ def bad_request(fields):
 
 @pytest.mark.parametrize("with_model", [True, False], ids=["model", "no model"])
 def test_bad_requests_get_success_false_and_a_message(ros, tmp_path, with_model):
-    if with_model:
-        with CaseStore(tmp_path / "cases.db") as store:
-            for record in sampled_records(200):
-                store.add(record)
-    learner = ros.learner()
-    if with_model:
-        assert ros.learn().success
+    learner = learned_node(ros, tmp_path, 200)[0] if with_model else ros.learner()
     for fields, message in BAD:
         answer = ros.call(SuggestTrial, SERVICE, **bad_request(fields))
         assert not answer.success, fields

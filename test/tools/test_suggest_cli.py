@@ -6,12 +6,11 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import sampled_records
+from conftest import learned_node
 from test_cli import EXE, run
 
 from affordance_ros.core import AffordanceNetwork, LearningOptions, benchmark_network, fit_em, sample_cases
 from affordance_ros.core.suggest import Candidate, suggest_trials
-from affordance_ros.data.storage import CaseStore
 
 CANDIDATES = ["color=0.2,shape=5.1,size=9.8", "Shape=circle Size=small", ""]
 OBJECTS = [Candidate({"color": 0.2, "shape": 5.1, "size": 9.8}), Candidate(values={"Shape": "circle", "Size": "small"}),
@@ -68,16 +67,12 @@ def test_suggest_mistakes_give_one_line_and_exit_2(model_file, args, message):
 
 
 def test_call_suggest_asks_the_node(ros, tmp_path):
-    with CaseStore(tmp_path / "cases.db") as store:
-        for record in sampled_records(300):
-            store.add(record)
-    learner = ros.learner()
-    assert ros.learn().success
+    learner, model = learned_node(ros, tmp_path, 300)
     out = subprocess.run([EXE, "call", "suggest", *candidate_args(), "--best", "3"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
-    expected = suggest_trials(AffordanceNetwork.load(tmp_path / "model.json"), OBJECTS, top=3).to_dict(effects=False)
+    expected = suggest_trials(model, OBJECTS, top=3).to_dict(effects=False)
     assert answer["criterion"] == "information_gain" and answer["message"] == "ranked by information_gain"
     assert len(answer["suggestions"]) == 3
     for got, want in zip(answer["suggestions"], expected["suggestions"]):
