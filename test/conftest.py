@@ -21,7 +21,9 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 
+from affordance_ros.core import AffordanceNetwork  # noqa: E402
 from affordance_ros.core.ground_truth import benchmark_network, sample_values  # noqa: E402
+from affordance_ros.data.storage import CaseStore  # noqa: E402
 from affordance_ros.data.trial import Trial  # noqa: E402
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.nodes.simulated_robot import SimulatedRobot  # noqa: E402
@@ -163,6 +165,16 @@ def sampled_records(n, seed=0, sigma=1.0, prefix="r", start=0.0, spacing=1.0, de
         records.append(Trial(f"{prefix}{k:05d}", action, parts["object"], parts["effect"],
                              stamp=stamp, received=stamp + delay).to_record("Action"))
     return records
+
+
+def learned_node(ros, tmp_path, n: int):
+    """A learner node with a model learned from ``n`` stored trials of the montesano world, and that model."""
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(n):
+            store.add(record)
+    learner = ros.learner()
+    assert ros.learn().success
+    return learner, AffordanceNetwork.load(tmp_path / "model.json")
 
 
 def write_config(path, **learning):

@@ -77,10 +77,16 @@ def benchmark_network(name: str, sigma: float = 3.0, seed: int = 0) -> Affordanc
     return random_cpts(benchmark_structure(name, sigma), np.random.default_rng(seed))
 
 
-def sample_values(network: AffordanceNetwork, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Ancestral sampling of the hidden values, codes (n, variables)."""
+def sample_values(network: AffordanceNetwork, n: int, rng: np.random.Generator,
+                  given: dict | None = None) -> np.ndarray:
+    """Ancestral sampling of the hidden values, codes (n, variables); ``given`` {variable index: codes (n,)}
+    fixes some (e.g. the action a robot chose and the object it chose it for), the rest follow them.
+    """
     codes = np.empty((n, len(network)), dtype=np.int64)
     for i in network.topological_order():
+        if given and i in given:
+            codes[:, i] = given[i]
+            continue
         v = network.variables[i]
         rows = v.cpt[tuple(codes[:, p] for p in network.parent_indices(i))] if v.parents else \
             np.broadcast_to(v.cpt, (n, v.card))

@@ -4,7 +4,8 @@ One class serves as both configuration (what to learn: CPTs, arcs or sensor
 parameters left out) and learned model (everything present). The JSON form is the
 ``affordance_ros/model/1`` schema documented in the README, or ``affordance_ros/model/2``
 when a sensor is a vector sensor (several readings at once); a model whose sensors are
-all 1-D is still written as /1, so that earlier versions read it.
+all 1-D is still written as /1, so that earlier versions read it (unless it carries the optional
+``counts``, which versions before them refuse as an unknown key).
 """
 
 from __future__ import annotations
@@ -149,7 +150,12 @@ class SensorModel:
 
 @dataclass(frozen=True, eq=False)
 class Variable:
-    """A discrete variable of the network, in the group action, object or effect."""
+    """A discrete variable of the network, in the group action, object or effect.
+
+    ``counts`` (shaped like ``cpt``, optional): the Dirichlet posterior of the CPT, what the learner saw:
+    the expected counts of the cases it learned from plus the prior's pseudo-counts. The CPT is their mean
+    (within EM's tolerance; online EM's CPT weighs recent cases more). None: not known (an imported model).
+    """
 
     name: str
     group: str
@@ -157,6 +163,7 @@ class Variable:
     parents: tuple[str, ...] | None = None
     sensor: SensorModel | None = None
     cpt: np.ndarray | None = None
+    counts: np.ndarray | None = None
 
     @property
     def card(self) -> int:
@@ -281,13 +288,24 @@ class AffordanceNetwork:
         return AffordanceNetwork(variables, self.metadata, self.learning)
 
     def with_structure(self, parents: Mapping[str, Sequence[str]]) -> "AffordanceNetwork":
-        """Set every variable's parents; CPTs are dropped (they no longer fit)."""
+        """Set every variable's parents; CPTs and their counts are dropped (they no longer fit)."""
         return self.replace_variables(
-            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None} for v in self.variables})
+            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None, "counts": None} for v in self.variables})
 
-    def with_cpts(self, cpts: Mapping[str, np.ndarray]) -> "AffordanceNetwork":
-        """A new network with these CPTs (by variable name)."""
-        return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float)} for n, c in cpts.items()})
+    def with_cpts(self, cpts: Mapping[str, np.ndarray],
+                  counts: Mapping[str, np.ndarray] | None = None) -> "AffordanceNetwork":
+        """A new network with these CPTs (by variable name) and the Dirichlet ``counts`` behind them (a variable
+        given a CPT without counts has none).
+        """
+        counts = counts or {}
+        return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float),
+                                           "counts": None if counts.get(n) is None else np.asarray(counts[n], float)}
+                                       for n, c in cpts.items()})
+
+    @property
+    def has_counts(self) -> bool:
+        """Whether every CPT carries its Dirichlet posterior counts (``Variable.counts``)."""
+        return all(v.counts is not None for v in self.variables)
 
     def cpts(self) -> dict[str, np.ndarray]:
         """{variable: CPT} (None where not learned)."""
@@ -396,6 +414,8 @@ def _validate(network: "AffordanceNetwork") -> None:
                 raise ModelFormatError(f"{where}: repeated parents {list(v.parents)}")
         if v.cpt is not None:
             _validate_cpt(network, v, where)
+        if v.counts is not None:
+            _validate_counts(v, where)
     if len(network._index) != len(network.variables):
         raise ModelFormatError(f"repeated variable names in {list(network.names)}")
     if network.structure_known:
@@ -500,6 +520,16 @@ def _validate_cpt(network: "AffordanceNetwork", v: Variable, where: str) -> None
             f"{where}: cpt rows must sum to 1; the row for parent values {list(bad)} sums to {sums[bad]:.6g}")
 
 
+def _validate_counts(v: Variable, where: str) -> None:
+    if v.cpt is None:
+        raise ModelFormatError(f"{where}: 'counts' need a 'cpt' (they are its Dirichlet posterior)")
+    if v.counts.shape != v.cpt.shape:
+        raise ModelFormatError(f"{where}: 'counts' have shape {list(v.counts.shape)}, expected the cpt's "
+                               f"{list(v.cpt.shape)}")
+    if not np.all(np.isfinite(v.counts)) or np.any(v.counts < 0):
+        raise ModelFormatError(f"{where}: 'counts' must be finite and >= 0")
+
+
 # ------------------------------------------------------------- (de)serial.
 def current_umask() -> int:
     """The process's umask (read without changing it where /proc tells it)."""
@@ -550,7 +580,7 @@ def _variable_from_dict(d, i: int) -> Variable:
         raise ModelFormatError(f"variables[{i}] must be a JSON object")
     name = d.get("name")
     where = f"variable '{name}'" if isinstance(name, str) else f"variables[{i}]"
-    unknown = set(d) - {"name", "group", "values", "parents", "cpt", "sensor"}
+    unknown = set(d) - {"name", "group", "values", "parents", "cpt", "counts", "sensor"}
     if unknown:
         raise ModelFormatError(f"{where}: unknown keys {sorted(unknown)}")
     values = d.get("values")
@@ -563,16 +593,21 @@ def _variable_from_dict(d, i: int) -> Variable:
         if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
             raise ModelFormatError(f"{where}: 'parents' must be a list of variable names")
         parents = tuple(parents)
-    cpt = d.get("cpt")
-    if cpt is not None:
-        try:
-            cpt = np.asarray(cpt, dtype=float)
-        except (TypeError, ValueError):
-            raise ModelFormatError(f"{where}: 'cpt' must be nested lists of numbers of equal lengths") from None
+    cpt, counts = (_number_array(d.get(key), where, key) for key in ("cpt", "counts"))
     sensor = d.get("sensor")
     if sensor is not None:
         sensor = _sensor_from_dict(sensor, where)
-    return Variable(name=name, group=d.get("group"), values=values, parents=parents, sensor=sensor, cpt=cpt)
+    return Variable(name=name, group=d.get("group"), values=values, parents=parents, sensor=sensor, cpt=cpt,
+                    counts=counts)
+
+
+def _number_array(value, where: str, key: str) -> np.ndarray | None:
+    if value is None:
+        return None
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelFormatError(f"{where}: '{key}' must be nested lists of numbers of equal lengths") from None
 
 
 def _variable_dict(v: Variable) -> dict:
@@ -581,6 +616,8 @@ def _variable_dict(v: Variable) -> dict:
         d["parents"] = list(v.parents)
     if v.cpt is not None:
         d["cpt"] = v.cpt.tolist()
+    if v.counts is not None:
+        d["counts"] = v.counts.tolist()
     d["sensor"] = None if v.sensor is None else _sensor_dict(v.sensor)
     return d
 

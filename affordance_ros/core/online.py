@@ -4,6 +4,10 @@ Stepwise EM (Cappé & Moulines 2009; Liang & Klein 2009) keeps running averages 
 expected family counts per case, s <- (1 - eta_t) s + eta_t * E[counts | new cases], with
 eta_t = (t + offset) ** -exponent, exponent in (0.5, 1]; the CPTs are the M-step of
 those averages scaled by the number of cases seen, with the Dirichlet prior.
+
+The Dirichlet posterior counts of a model that has them (``Variable.counts``: what the learner saw)
+are kept up to date as well: each case adds its expected family counts, unweighted (the Bayesian
+update; the step sizes above only make the CPTs forget their start faster).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ class OnlineEM:
     update per case, as the node does when a trial arrives). Starts from the network's
     CPTs if it has them, else uniform; ``start_weight`` says how many cases those CPTs are
     worth (e.g. the number a batch-learned model was learned from), so that new cases refine
-    them instead of replacing them.
+    them instead of replacing them. ``counts``: the Dirichlet posterior counts, the network's plus the
+    expected counts of every case since (None when the network has none: they are not known).
     """
 
     def __init__(self, network: AffordanceNetwork, prior: float = 1.0, step_exponent: float = 0.7,
@@ -45,6 +50,7 @@ class OnlineEM:
                      np.full([network[p].card for p in v.parents] + [v.card], 1.0 / v.card)
                      for v in network.variables]
         self.stats = None
+        self.counts = [v.counts for v in network.variables] if network.has_counts else None
         self.n_seen = 0
         self.n_updates = 0
         if start_weight > 0 and all(v.cpt is not None for v in network.variables):
@@ -59,6 +65,8 @@ class OnlineEM:
         for start in range(0, evidence.n_cases, self.batch_size):
             batch = evidence.take(slice(start, start + self.batch_size))
             counts, _ = self.tree.expected_counts(self.cpts, batch)
+            if self.counts is not None:
+                self.counts = [total + c for total, c in zip(self.counts, counts)]
             mean = [c / batch.n_cases for c in counts]
             eta = (self.n_updates + self.step_offset) ** -self.step_exponent
             if self.stats is None:
@@ -72,5 +80,7 @@ class OnlineEM:
 
     @property
     def model_(self) -> AffordanceNetwork:
-        """The network with the current CPTs."""
-        return self.network.with_cpts(dict(zip(self.network.names, self.cpts)))
+        """The network with the current CPTs (and counts)."""
+        names = self.network.names
+        return self.network.with_cpts(dict(zip(names, self.cpts)),
+                                       None if self.counts is None else dict(zip(names, self.counts)))

@@ -24,7 +24,8 @@ class EMResult:
     ``log_likelihoods[t]`` is log p(data | CPTs after t iterations); ``log_posteriors`` adds the
     log Dirichlet prior, which is what EM increases when ``prior`` > 0. ``saddles``: how often
     the run reached a symmetric latent fixed point (and was restarted from there);
-    ``restarts``: the final objective of each of the ``n_init`` starts; ``cpts``: the result.
+    ``restarts``: the final objective of each of the ``n_init`` starts; ``cpts``: the result;
+    ``counts``: the expected family counts of the cases under it (one E-step at ``cpts``).
     """
 
     log_likelihoods: list = field(default_factory=list)
@@ -35,6 +36,7 @@ class EMResult:
     saddles: int = 0
     restarts: list = field(default_factory=list)
     cpts: list = field(default_factory=list, repr=False)
+    counts: list = field(default_factory=list, repr=False)
 
     @property
     def log_likelihood(self) -> float:
@@ -68,9 +70,10 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, prio
     _check_learnable(network, observed.cases)
     codes = observed.map_values(priors)
     cards = network.cards
-    return network.with_cpts({
-        v.name: normalise_counts(family_counts(codes, cards, i, network.parent_indices(i)), prior)
-        for i, v in enumerate(network.variables)})
+    counts = {v.name: family_counts(codes, cards, i, network.parent_indices(i))
+              for i, v in enumerate(network.variables)}
+    return network.with_cpts({name: normalise_counts(c, prior) for name, c in counts.items()},
+                             {name: c + prior for name, c in counts.items()})
 
 
 def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: LearningOptions,
@@ -102,6 +105,9 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: L
     model learned carries over; ``options.fit_sensors`` re-estimates every sensor's means and
     stddevs in the M-step too (for sensor models only roughly known). ``progress``: called after
     every E-step with ("parameters", E-steps done, log-likelihood) (see ``core.progress``).
+
+    The network returned carries the Dirichlet posterior of its CPTs (``Variable.counts``): the expected
+    counts of the cases under the learned CPTs plus the pseudo-counts.
     """
     observed = CaseEvidence.of(cases, network)
     _check_learnable(network, observed.cases)
@@ -137,7 +143,8 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: L
             best = run
     fitted, result = best
     result.restarts = finals
-    return fitted.with_cpts(dict(zip(fitted.names, result.cpts))), result
+    return fitted.with_cpts(dict(zip(fitted.names, result.cpts)),
+                            {name: c + a for name, c, a in zip(fitted.names, result.counts, pseudo)}), result
 
 
 _TINY = 1e-300
@@ -184,7 +191,7 @@ def _em_escaping_saddles(network, estep, cpts, pseudo, options: LearningOptions,
         if attempt == escapes or result.iterations >= max_iter:
             break
         cpts = _break_symmetry(network, cpts, stuck, rng)
-    ll = estep.log_likelihood(cpts)
+    result.counts, ll = estep(cpts)
     result.log_likelihoods.append(ll)
     result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
     result.cpts = cpts
@@ -321,7 +328,7 @@ def _plain_em_with_sensors(network, cases: CaseSet, engine, cpts, pseudo, option
         if _iteration_done(result, change, ll, tol, progress):
             result.converged = True
             break
-    ll = estep.log_likelihood(cpts)
+    result.counts, ll, _ = estep(cpts)
     result.log_likelihoods.append(ll)
     result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))
     result.cpts = cpts

@@ -97,6 +97,31 @@ def _displacement(base: np.ndarray, mobility: np.ndarray, actions: np.ndarray, l
     return out
 
 
+def tools_views(tools: np.ndarray, objects: np.ndarray, rng: np.random.Generator) -> dict:
+    """What the robot sees of (tool, object) pairs: {descriptor: readings (n,)}, one view each."""
+    n = len(tools)
+    latent = np.array([OBJECTS[o] for o in objects]).reshape(n, 2)
+    view = latent + VIEW_NOISE * rng.standard_normal((n, 2))
+    shape = shape_descriptors(view[:, 0], view[:, 1]) + DESCRIPTOR_NOISE * rng.standard_normal((n, 6))
+    tool_desc = np.array([TOOLS[t][0] for t in tools]).reshape(n, 3) + TOOL_NOISE * rng.standard_normal((n, 3))
+    views = {name: tool_desc[:, j] for j, name in enumerate(TOOL_DESCRIPTORS)}
+    views.update({name: np.clip(shape[:, j], 0.0, 1.0) for j, name in enumerate(SHAPE_DESCRIPTORS)})
+    return views
+
+
+def tools_effects(tools: np.ndarray, objects: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> dict:
+    """The displacements {"dx", "dy"} (n,) of ``actions`` done with ``tools`` on ``objects``."""
+    latent = np.array([OBJECTS[o] for o in objects]).reshape(len(tools), 2)
+    base = np.array([TOOLS[t][1][a] for t, a in zip(tools, actions)])
+    r, e = latent[:, 0], latent[:, 1]
+    # round objects roll further; elongated ones less, and tapping one from the side turns it more than moves it
+    tap = np.isin(actions, ("tap_left", "tap_right"))
+    mobility = (0.5 + 1.1 * r) * (1.0 - 0.35 * e - 0.25 * e * tap)
+    lateral = 0.05 + 0.25 * r  # round objects veer off more
+    disp = _displacement(base, mobility, actions, lateral, rng)
+    return {"dx": disp[:, 0], "dy": disp[:, 1]}
+
+
 def simulate_tools(n_repeats: int = 10, seed: int = 0) -> dict:
     """Every (tool, object, action) ``n_repeats`` times, shuffled. Returns columns: trial_id, object_id,
     Action, Tool (labels), the tool and shape descriptors, dx, dy.
@@ -105,24 +130,28 @@ def simulate_tools(n_repeats: int = 10, seed: int = 0) -> dict:
     grid = [(t, o, a) for t in TOOLS for o in OBJECTS for a in ACTIONS for _ in range(n_repeats)]
     grid = [grid[j] for j in rng.permutation(len(grid))]
     tools, objects, actions = (np.array(x, dtype=object) for x in zip(*grid))
-    n = len(grid)
-    latent = np.array([OBJECTS[o] for o in objects])
-    view = latent + VIEW_NOISE * rng.standard_normal((n, 2))
-    shape = shape_descriptors(view[:, 0], view[:, 1]) + DESCRIPTOR_NOISE * rng.standard_normal((n, 6))
-    tool_desc = np.array([TOOLS[t][0] for t in tools]) + TOOL_NOISE * rng.standard_normal((n, 3))
-    base = np.array([TOOLS[t][1][a] for t, a in zip(tools, actions)])
-    r, e = latent[:, 0], latent[:, 1]
-    # round objects roll further; elongated ones less, and tapping one from the side turns it more than moves it
-    tap = np.isin(actions, ("tap_left", "tap_right"))
-    mobility = (0.5 + 1.1 * r) * (1.0 - 0.35 * e - 0.25 * e * tap)
-    lateral = 0.05 + 0.25 * r  # round objects veer off more
-    disp = _displacement(base, mobility, actions, lateral, rng)
-    columns = {"trial_id": [f"tools-{k:05d}" for k in range(n)], "object_id": list(objects),
-               "Action": list(actions), "Tool": list(tools)}
-    columns.update({name: tool_desc[:, j] for j, name in enumerate(TOOL_DESCRIPTORS)})
-    columns.update({name: np.clip(shape[:, j], 0.0, 1.0) for j, name in enumerate(SHAPE_DESCRIPTORS)})
-    columns.update({"dx": disp[:, 0], "dy": disp[:, 1]})
+    views = tools_views(tools, objects, rng)
+    columns = {"trial_id": [f"tools-{k:05d}" for k in range(len(grid))], "object_id": list(objects),
+               "Action": list(actions), "Tool": list(tools), **views}
+    columns.update(tools_effects(tools, objects, actions, rng))
     return columns
+
+
+def hands_views(hands: np.ndarray, objects: np.ndarray, rng: np.random.Generator) -> dict:
+    """What the robot senses of (hand posture, object) pairs: {"finger_flexion", "object_circleness"} (n,)."""
+    n = len(hands)
+    flexion = np.array([HANDS[h][0] for h in hands]) + 4.0 * rng.standard_normal(n)
+    circleness = np.array([HAND_OBJECT_CIRCLENESS[o] for o in objects]) + 0.05 * rng.standard_normal(n)
+    return {"finger_flexion": flexion, "object_circleness": circleness}
+
+
+def hands_effects(hands: np.ndarray, objects: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> dict:
+    """The displacements {"dx", "dy"} (n,) of ``actions`` done with hand postures ``hands`` on ``objects``."""
+    base = np.array([HANDS[h][1][a] for h, a in zip(hands, actions)])
+    mobility = np.array([HAND_OBJECTS[o] for o in objects])
+    lateral = np.where(np.asarray(objects) == "ball", 0.25, 0.05)
+    disp = _displacement(base, mobility, actions, lateral, rng)
+    return {"dx": disp[:, 0], "dy": disp[:, 1]}
 
 
 def simulate_hands(n_repeats: int = 10, seed: int = 0) -> dict:
@@ -133,16 +162,10 @@ def simulate_hands(n_repeats: int = 10, seed: int = 0) -> dict:
     grid = [(h, o, a) for h in HANDS for o in HAND_OBJECTS for a in ACTIONS for _ in range(n_repeats)]
     grid = [grid[j] for j in rng.permutation(len(grid))]
     hands, objects, actions = (np.array(x, dtype=object) for x in zip(*grid))
-    n = len(grid)
-    base = np.array([HANDS[h][1][a] for h, a in zip(hands, actions)])
-    mobility = np.array([HAND_OBJECTS[o] for o in objects])
-    lateral = np.where(objects == "ball", 0.25, 0.05)
-    disp = _displacement(base, mobility, actions, lateral, rng)
-    flexion = np.array([HANDS[h][0] for h in hands]) + 4.0 * rng.standard_normal(n)
-    circleness = np.array([HAND_OBJECT_CIRCLENESS[o] for o in objects]) + 0.05 * rng.standard_normal(n)
-    return {"trial_id": [f"hands-{k:05d}" for k in range(n)], "object_id": list(objects), "Action": list(actions),
-            "Hand": list(hands), "Object": list(objects), "finger_flexion": flexion,
-            "object_circleness": circleness, "dx": disp[:, 0], "dy": disp[:, 1]}
+    effects = hands_effects(hands, objects, actions, rng)  # (drawn first: the order of the random stream)
+    return {"trial_id": [f"hands-{k:05d}" for k in range(len(grid))], "object_id": list(objects),
+            "Action": list(actions), "Hand": list(hands), "Object": list(objects),
+            **hands_views(hands, objects, rng), **effects}
 
 
 def simulate(scenario: str, n_repeats: int = 10, seed: int = 0) -> dict:
@@ -164,5 +187,5 @@ def scenario_cases(config: AffordanceNetwork, columns: dict, extra=("object_id",
     return cases.with_extra({name: columns[name] for name in extra})
 
 
-__all__ = ["ACTIONS", "FEATURES", "SCENARIOS", "SHAPE_DESCRIPTORS", "TOOL_DESCRIPTORS", "scenario_cases", "simulate",
-           "simulate_hands", "simulate_tools"]
+__all__ = ["ACTIONS", "FEATURES", "SCENARIOS", "SHAPE_DESCRIPTORS", "TOOL_DESCRIPTORS", "hands_effects", "hands_views",
+           "scenario_cases", "simulate", "simulate_hands", "simulate_tools", "tools_effects", "tools_views"]

@@ -56,7 +56,8 @@ def status_line(counts: Mapping[str, int], pending: int, online_learning: bool) 
             f"{c['duplicate_trials']}; incomplete trials dropped: {c['dropped_incomplete']}; store errors: "
             f"{c['store_errors']}; learn ok/failed/refused: {c['learn_ok']}/{c['learn_failed']}/"
             f"{c['learn_refused']}; predict ok/failed: {c['predict_ok']}/{c['predict_failed']}; "
-            f"select_action ok/failed: {c['select_ok']}/{c['select_failed']}"
+            f"select_action ok/failed: {c['select_ok']}/{c['select_failed']}; "
+            f"suggest_trial ok/failed: {c['suggest_ok']}/{c['suggest_failed']}"
             + (f"; online updates/skipped: {c['online_updates']}/{c['online_skipped']}" if online_learning else ""))
 
 

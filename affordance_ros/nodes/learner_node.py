@@ -3,7 +3,8 @@
 A managed (lifecycle) node. configure: read the configuration, open the case database, load
 the model (``data.model_manager.ModelManager``), start /diagnostics; activate: the
 subscriptions ``action`` (Action), ``object_features`` and ``effects`` (Features), the services
-``~/learn`` (Learn), ``~/predict`` (Predict), ``~/select_action`` (SelectAction), the action
+``~/learn`` (Learn), ``~/predict`` (Predict), ``~/select_action`` (SelectAction),
+``~/suggest_trial`` (SuggestTrial: which trial would teach the model the most), the action
 ``~/learn`` (Learn, with feedback and cancel), the timers, ``~/stored`` (TrialStatus, reliable,
 keep all: the answer for every trial, stored once committed and again when it is re-sent,
 duplicate, rejected) and ``~/model`` (the model JSON, transient local: published at
@@ -46,6 +47,7 @@ from .learner_parameters import LearnerSettings, ParameterError, declare_learner
 from .learning import LearnEndpoints
 from .qos import describe_qos
 from .query_services import QueryServices
+from .suggest_service import SuggestService
 from .trial_topics import TrialTopics
 
 NODE_NAME = "affordance_learner"
@@ -132,7 +134,9 @@ class LearnerNode(LifecycleNode):
         self._active = [
             TrialTopics(self, self.intake, settings.qos_depth, ingest, self.count, self.log, self.model.stored),
             QueryServices(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.store.count,
-                          settings.limits, self.count, self.log)]
+                          settings.limits, self.count, self.log),
+            SuggestService(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.config,
+                           settings.limits, self.count, self.log)]
         timers = [(settings.status_period, self._log_status)] if settings.status_period > 0 else []
         if settings.online_learning and settings.online_save_period > 0:
             timers.append((settings.online_save_period, self.model.save))
@@ -142,7 +146,8 @@ class LearnerNode(LifecycleNode):
         result = super().on_activate(state)  # activates ~/model
         self.lifecycle_state = "active"
         self.model.publish()
-        self.get_logger().info("active: taking trials and answering ~/learn, ~/predict, ~/select_action")
+        self.get_logger().info("active: taking trials and answering ~/learn, ~/predict, ~/select_action, "
+                               "~/suggest_trial")
         return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:

@@ -14,6 +14,11 @@ the trials, logged, so that two runs publish different readings; the ground trut
 from ``truth_seed`` (default: ``seed`` if given, else 0: the same world every run).
 The publishers are reliable and keep all by default: while a subscriber is behind,
 publishing waits (the robot slows down to the subscriber's pace) instead of dropping trials.
+
+``exploration`` says how the robot picks its trials: ``random`` (the default) draws the action and the
+object as the world makes them; ``active`` sees ``candidates`` objects at a time, asks the learner's
+``~/suggest_trial`` (``suggest_service``) which to act on and how, and does that trial
+(``nodes.exploration``; before the learner has a model it answers with a round robin).
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from rclpy.task import Future
 from ..core import SENSOR_GROUPS, AffordanceNetwork
 from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
 from ..core.scenarios import FEATURES, SCENARIOS, simulate
+from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
 from ..msg import Action, Features
 from . import shutdown
+from .exploration import ActiveExplorer
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, publish_waiting, trial_qos
 from .trial_publisher import DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
@@ -41,6 +48,8 @@ NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
 # double parameters (integers accepted) and their ranges
 _NUMBERS = {"sigma": (1e-6, 1e6), "rate": (0.001, 10000.0), "resend_timeout": (0.01, 3600.0)}
+EXPLORATION = ("random", "active")
+SUGGEST_SERVICE = "/affordance_learner/suggest_trial"
 
 
 def trial_networks() -> list[str]:
@@ -50,12 +59,16 @@ def trial_networks() -> list[str]:
 
 class TrialSampler:
     """The robot's trials, without ROS: sampled from the ground truth ``truth`` (readings ~ Normal(sensor
-    mean of the value, its stddev)), or from a ``scenario`` of ``core.scenarios``; ``seed`` picks them."""
+    mean of the value, its stddev)), or from a ``scenario`` of ``core.scenarios``; ``seed`` picks them.
+    ``next_trial`` draws a whole trial; ``candidates`` and ``act`` let the robot choose the object and the
+    action (``actions``) itself, drawn from ``rng``."""
 
     def __init__(self, truth: AffordanceNetwork, scenario: str, seed: int):
         self.truth, self.scenario = truth, scenario
         # The trials come from another random stream than the ground truth's CPTs.
-        self._rng = np.random.default_rng([seed, 1])
+        self.rng = np.random.default_rng([seed, 1])
+        self.world = NetworkWorld(truth) if scenario == "network" else ScenarioWorld(scenario)
+        self.actions = self.world.actions
         self._action = truth.index(truth.group("action")[0])
         self._sensors = {kind: [truth.index(name) for name in truth.group(kind)] for kind in SENSOR_GROUPS}
         self._batch = np.empty((0, len(truth)), dtype=np.int64)
@@ -65,14 +78,14 @@ class TrialSampler:
         """(action label, {kind: {reading name: value}}) of the next trial."""
         if self.scenario != "network":
             if not self._scenario_trials:
-                columns = simulate(self.scenario, 1, int(self._rng.integers(2**31)))
+                columns = simulate(self.scenario, 1, int(self.rng.integers(2**31)))
                 self._scenario_trials = [
                     (str(columns["Action"][k]), {kind: {n: float(columns[n][k]) for n in FEATURES[self.scenario][kind]}
                                                  for kind in SENSOR_GROUPS})
                     for k in range(len(columns["trial_id"]))]
             return self._scenario_trials.pop(0)
         if not len(self._batch):
-            self._batch = sample_values(self.truth, _BATCH, self._rng)
+            self._batch = sample_values(self.truth, _BATCH, self.rng)
         codes, self._batch = self._batch[0], self._batch[1:]
         readings = {}
         for kind in SENSOR_GROUPS:
@@ -80,8 +93,18 @@ class TrialSampler:
             for i in self._sensors[kind]:
                 sensor = self.truth.variables[i].sensor
                 readings[kind][sensor.name] = float(sensor.means[codes[i]]
-                                                    + sensor.stddevs[codes[i]] * self._rng.standard_normal())
+                                                    + sensor.stddevs[codes[i]] * self.rng.standard_normal())
         return self.truth.variables[self._action].values[codes[self._action]], readings
+
+    def candidates(self, n: int) -> Objects:
+        """``n`` objects in view, as the world brings them."""
+        return self.world.objects(n, self.rng)
+
+    def act(self, objects: Objects, index: int, action: str) -> tuple[str, dict]:
+        """(action, {kind: {reading name: value}}) of the trial ``action`` on object ``index`` of ``objects``."""
+        chosen = objects.take([index])
+        effects = self.world.act(chosen, [action], self.rng)
+        return action, {"object": chosen.sensors(0), "effect": {name: float(x[0]) for name, x in effects.items()}}
 
 
 class SimulatedRobot(Node):
@@ -98,6 +121,8 @@ class SimulatedRobot(Node):
                 raise ValueError(f"network '{network}' is not one of {trial_networks()}")
             if param["scenario"] not in ("network", *SCENARIOS):
                 raise ValueError(f"scenario '{param['scenario']}' is not one of {['network', *SCENARIOS]}")
+            if param["exploration"] not in EXPLORATION:
+                raise ValueError(f"exploration '{param['exploration']}' is not one of {list(EXPLORATION)}")
         except ValueError:
             self.destroy_node()
             raise
@@ -111,6 +136,10 @@ class SimulatedRobot(Node):
         self.trial_id_prefix = param["trial_id_prefix"] or f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
         self.scenario = param["scenario"]
         self.sampler = TrialSampler(self.truth, self.scenario, self.seed)
+        self.explorer = None  # the ActiveExplorer with exploration 'active'
+        if param["exploration"] == "active":
+            self.explorer = ActiveExplorer(self, self.sampler, param["candidates"], param["suggest_service"],
+                                           self._send, self._log)
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
@@ -137,7 +166,9 @@ class SimulatedRobot(Node):
             + (" (random; seed:=%d repeats them)" % self.seed if param["seed"] < 0 else "")
             + f"; {self.count or 'endless'} trials at {param['rate']:g} Hz, "
             + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp")
-            + (f", each kept until the learner confirms it on {param['status_topic']}" if self.trials else ""))
+            + (f", each kept until the learner confirms it on {param['status_topic']}" if self.trials else "")
+            + (f"; active exploration: {param['candidates']} candidate objects a trial, the trial chosen by "
+               f"{param['suggest_service']}" if self.explorer else ""))
 
     def _subscribers_ready(self) -> bool:
         return all(p.get_subscription_count() >= self.min_subscribers for p in self._outputs.values())
@@ -172,7 +203,15 @@ class SimulatedRobot(Node):
                 self._waiting_logged = None
         elif not self._subscribers_ready():  # a subscriber left: pause
             return
-        label, readings = self.sampler.next_trial()
+        if self.explorer is not None:
+            self.explorer.step()  # the trial is sent when the learner has chosen it
+        else:
+            self._send(*self.sampler.next_trial())
+
+    def _send(self, label: str, readings: dict) -> None:
+        """Publish one trial: the action ``label`` and the ``readings`` {kind: {reading name: value}}."""
+        if self.count and self.published >= self.count:
+            return
         stamp = self.get_clock().now().to_msg()
         trial_id = f"{self.trial_id_prefix}-{self.published:06d}" if self.use_trial_ids else ""
 
@@ -196,6 +235,12 @@ class SimulatedRobot(Node):
     def _publish(self, kind: str, msg) -> None:
         """Publish; while a subscriber is behind (keep-all history full) wait: trials are delayed, never lost."""
         self.publish_waits += publish_waiting(self._outputs[kind], msg, self.context.ok, on_wait=self._log_wait)
+
+    def _log(self, level: str, message: str) -> None:
+        if level == "warning":
+            self.get_logger().warning(message, throttle_duration_sec=5.0)
+        else:
+            self.get_logger().info(message)
 
     def _log_wait(self) -> None:
         self.get_logger().warning("a subscriber is behind: waiting to publish (the history is full)",
@@ -281,6 +326,15 @@ def declare_robot_parameters(node: Node) -> dict:
         *_NUMBERS["resend_timeout"]))
     node.declare_parameter("status_topic", STATUS_TOPIC, describe(
         "Where the learner confirms trials (its ~/stored)."))
+    node.declare_parameter("exploration", "random", describe(
+        "How trials are chosen: 'random' (the action and the object as they come) or 'active' (the learner's "
+        "suggest_service chooses among 'candidates' objects in view).", additional_constraints="one of "
+        f"{list(EXPLORATION)}"))
+    node.declare_parameter("candidates", 4, describe(
+        "With exploration 'active': the objects in view at each trial, among which the learner chooses.",
+        integer_range=[IntegerRange(from_value=1, to_value=1000)]))
+    node.declare_parameter("suggest_service", SUGGEST_SERVICE, describe(
+        "With exploration 'active': the learner's SuggestTrial service."))
     node.declare_parameter("qos_depth", KEEP_ALL, describe(
         "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
         "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",

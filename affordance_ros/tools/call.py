@@ -3,6 +3,7 @@
     affordance-ros call learn [--structure k2] [--progress]
     affordance-ros call predict --query action --sensor obj_vel=9.7 --value Shape=box
     affordance-ros call select-action --effect ObjVel=fast --sensor size=9.7
+    affordance-ros call suggest --candidate size=9.7,shape=0.2 --candidate Shape=box --best 3
 
 The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout.
 ``learn`` uses the node's Learn action (``--progress``: its feedback on stderr; Ctrl-C cancels
@@ -18,14 +19,16 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import signal
 import sys
 import time
 from typing import Sequence
 
+from ..core.suggest import CRITERIA
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress
-from .ros_args import name_value_pairs, sensor_readings
+from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_readings
 
 DEFAULT_NODE = "/affordance_learner"
 REASON_WAIT = 2.0  # seconds to wait for the log line saying why a goal was rejected
@@ -36,7 +39,7 @@ class CallError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The `call` sub-commands: learn, predict, select-action."""
+    """The `call` sub-commands: learn, predict, select-action, suggest."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--node", default=DEFAULT_NODE,
                         help=f"the learner node's full name (default {DEFAULT_NODE}; its services are NODE/learn, ...)")
@@ -46,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     evidence = argparse.ArgumentParser(add_help=False)
     evidence.add_argument("--sensor", action="append", metavar="SENSOR=READING", help="raw sensor reading; repeatable")
     evidence.add_argument("--value", action="append", metavar="VARIABLE=LABEL", help="known label; repeatable")
-    which = parser.add_subparsers(dest="service", required=True, metavar="{learn,predict,select-action}")
+    which = parser.add_subparsers(dest="service", required=True, metavar="{learn,predict,select-action,suggest}")
     learn = which.add_parser("learn", parents=[common], help="learn a new model from the stored cases (Learn action)",
                              description="Learn a new model from the node's stored cases, with the Learn action.")
     learn.add_argument("--structure", default="", help="k2, mcmc or fixed (default: the node's 'structure' parameter)")
@@ -65,7 +68,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                               description="Every action ranked by p(desired effects | action, object evidence).")
     select.add_argument("--effect", action="append", required=True, metavar="VARIABLE=LABEL",
                         help="a desired effect; repeatable")
+    suggest = which.add_parser("suggest", parents=[common], help="which trial would teach the model the most "
+                                                                 "(~/suggest_trial)",
+                               description="Every action on every candidate object, ranked by what its effects "
+                                           "would teach the node's model (~/suggest_trial).")
+    add_suggest_arguments(suggest)
     return parser
+
+
+def add_suggest_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options `suggest` and `call suggest` share: the candidates, actions, criterion, how many."""
+    parser.add_argument("--candidate", action="append", required=True, metavar="NAME=VALUE,...",
+                        help="an object the robot could act on: its sensor readings (NAME=NUMBER) and/or labels "
+                             "(NAME=LABEL), separated by commas; '' for an object nothing is known of; repeatable")
+    parser.add_argument("--action", action="append", help="an action to consider (default: all); repeatable")
+    parser.add_argument("--criterion", choices=CRITERIA, default=CRITERIA[0],
+                        help="information_gain: what the trial's effects would teach about the model's parameters "
+                             "(default); predictive_entropy: how unsure the model is of the effects; least_tried: "
+                             "the fewest earlier trials")
+    parser.add_argument("--best", type=count_or_all("every trial"), default=0, metavar="N",
+                        help="show the N best trials (default 0: every action on every candidate, best first)")
 
 
 def pairs(items, what: str) -> dict:
@@ -83,6 +105,7 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     sensors = readings(getattr(args, "sensor", None))
     values = pairs(getattr(args, "value", None), "--value")
     effects = pairs(getattr(args, "effect", None), "--effect")
+    candidates = candidate_objects(getattr(args, "candidate", None), CallError)
 
     import rclpy  # (here: the command line's other commands need no ROS)
     from rclpy.executors import SingleThreadedExecutor
@@ -98,6 +121,8 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
             answer = _learn(node, wait, args)
         elif args.service == "predict":
             answer = _predict(node, wait, args, sensors, values)
+        elif args.service == "suggest":
+            answer = _suggest(node, wait, args, candidates)
         else:
             answer = _select_action(node, wait, args, sensors, values, effects)
     finally:
@@ -147,6 +172,33 @@ def _select_action(node, wait, args, sensors, values, effects) -> dict:
         args.timeout)
     return {"action_variable": answer.action_variable,
             "ranking": [{"action": a, "probability": p} for a, p in zip(answer.actions, answer.probabilities)]}
+
+
+def _suggest(node, wait, args, candidates) -> dict:
+    from ..nodes.exploration import suggest_request
+    from ..srv import SuggestTrial
+
+    answer = _service(node, wait, SuggestTrial, f"{args.node}/suggest_trial", suggest_request(
+        candidates, args.action or (), args.criterion, args.best), args.timeout)
+    effects, names = list(answer.effect_variables), list(answer.reading_names)
+    suggestions = []
+    for s, (action, candidate) in enumerate(zip(answer.actions, answer.candidates)):
+        expected = {name: {"label": answer.expected_labels[j], "probability": answer.expected_probabilities[j],
+                           "stddev": _number(answer.probability_stddevs[j])}
+                    for name, j in zip(effects, range(s * len(effects), (s + 1) * len(effects)))}
+        readings = {name: {"mean": answer.reading_means[j], "stddev": answer.reading_stddevs[j]}
+                    for name, j in zip(names, range(s * len(names), (s + 1) * len(names)))}
+        suggestions.append({"action": action, "candidate": candidate, "score": answer.scores[s],
+                            "information_gain": _number(answer.information_gains[s]),
+                            "predictive_entropy": _number(answer.predictive_entropies[s]),
+                            "expected": expected, "readings": readings})
+    return {"criterion": answer.criterion, "message": answer.message, "action_variable": answer.action_variable,
+            "suggestions": suggestions}
+
+
+def _number(x: float) -> float | None:
+    """JSON has no NaN: None."""
+    return None if math.isnan(x) else x
 
 
 def _learn(node, wait, args) -> dict:

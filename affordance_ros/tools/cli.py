@@ -3,6 +3,7 @@
     affordance-ros learn --cases cases.csv --config config.json --structure k2 --out model.json
     affordance-ros learn --cases robot_bag/ --config config.json --out model.json
     affordance-ros predict --model model.json --query action --sensor obj_vel=7.2 --value Shape=box
+    affordance-ros suggest --model model.json --candidate size=9.7,shape=0.2 --candidate Shape=box
     affordance-ros import robot_bag/ more.csv --db cases.db
     affordance-ros export cases.db --out cases.csv          (or --out new_bag/ --storage mcap)
     affordance-ros replay robot_bag/ --rate 10 --clock      (needs ROS 2: publishes into the graph)
@@ -28,6 +29,7 @@ from pathlib import Path
 from ..core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
 from ..core.errors import UnknownColumnError
 from ..core.options import LearningOptions
+from ..core.suggest import suggest_trials
 from ..data import offline
 from ..data.bag import BagError
 from ..data.formats import FORMATS, export_model, format_of, import_model
@@ -39,7 +41,7 @@ from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress, ProgressBar
-from .ros_args import name_value_pairs, sensor_readings, split_ros_args
+from .ros_args import candidate_objects, name_value_pairs, sensor_readings, split_ros_args
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
 LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
@@ -146,6 +148,15 @@ def cmd_predict(args) -> int:
     answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
     json.dump(shortened(answer.to_dict(readings=args.readings), args.top), sys.stdout,
               indent=2 if args.pretty else None)
+    print()
+    return 0
+
+
+def cmd_suggest(args) -> int:
+    model = AffordanceNetwork.load(args.model)
+    answer = suggest_trials(model, candidate_objects(args.candidate, UserError), args.action, args.criterion,
+                            args.best or None)
+    json.dump(answer.to_dict(effects=args.effects), sys.stdout, indent=2 if args.pretty else None)
     print()
     return 0
 
@@ -305,6 +316,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_top_argument(pred)
     pred.set_defaults(run=cmd_predict)
 
+    sug = sub.add_parser(
+        "suggest", help="which trial would teach a model the most: actions on candidate objects, ranked",
+        description="Rank every action on every candidate object by what its effects would teach the model "
+                    "(expected information gain about its CPTs; or predictive entropy, or least tried), with the "
+                    "effects the model expects, as JSON (what the node's ~/suggest_trial answers; `call suggest` "
+                    "asks the node).")
+    sug.add_argument("--model", required=True, help="a model file (model JSON with CPTs, e.g. from learn)")
+    call.add_suggest_arguments(sug)
+    sug.add_argument("--effects", action="store_true",
+                     help="add every effect's whole predicted distribution and the spread of each probability "
+                          "(effects, effect_stddevs)")
+    sug.add_argument("--pretty", action="store_true", help="indent the JSON")
+    sug.set_defaults(run=cmd_suggest)
+
     default_config_help = config_help + "; default: the learner node's default (montesano)"
     imp = sub.add_parser("import", help="add the cases of bags, CSV files or case databases to a case database")
     imp.add_argument("sources", nargs="+", metavar="SOURCE", help="bag (directory, .db3, .mcap), .csv or .db")
@@ -333,9 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     rec.set_defaults(run=cmd_record)
 
     calls = sub.add_parser(
-        "call", help="call the running learner node: learn, predict, select-action (needs ROS 2)",
-        description="Call the running learner node's Learn action, ~/predict or ~/select_action and print the "
-                    "answer as JSON (the `ros2 service call` these machines lack).",
+        "call", help="call the running learner node: learn, predict, select-action, suggest (needs ROS 2)",
+        description="Call the running learner node's Learn action, ~/predict, ~/select_action or ~/suggest_trial "
+                    "and print the answer as JSON (the `ros2 service call` these machines lack).",
         epilog="ROS arguments go after --ros-args (e.g. --ros-args -r __ns:=/robot1)")
     call.add_arguments(calls)
     calls.set_defaults(run=cmd_call)

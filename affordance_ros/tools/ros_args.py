@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from typing import Callable, Sequence
+
+from ..core.suggest import Candidate
 
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -74,4 +77,24 @@ def sensor_readings(items, error: type[Exception]) -> dict:
             raise error(f"--sensor {name}={text}: the reading must be a number") from None
         if not math.isfinite(out[name]):
             raise error(f"--sensor {name}={text}: the reading must be a finite number")
+    return out
+
+
+def candidate_objects(items, error: type[Exception]) -> list[Candidate]:
+    """--candidate arguments, each 'NAME=VALUE,NAME=VALUE' (or separated by spaces; empty: an object nothing is
+    known of), as Candidates: a VALUE that is a number is a sensor reading, any other a label."""
+    out = []
+    for item in items or ():
+        entries = [e for e in re.split(r"[,\s]+", item.strip()) if e]
+        sensors, labels = {}, {}
+        for name, text in name_value_pairs(entries, f"--candidate '{item}': entry", error).items():
+            try:
+                reading = float(text)
+            except ValueError:
+                labels[name] = text
+                continue
+            if not math.isfinite(reading):
+                raise error(f"--candidate '{item}': {name}={text}: the reading must be a finite number")
+            sensors[name] = reading
+        out.append(Candidate(sensors, labels))
     return out

@@ -70,3 +70,18 @@ def test_the_weight_of_a_model_learned_with_a_prior(learned):
     carried = learned.with_cpts(learned.cpts())
     carried.metadata = {"learned": {**learned.metadata["learned"], "num_cases": 50, "prior_strength": 120.0}}
     assert model_weight(carried) == 170.0
+
+
+def test_the_dirichlet_counts_grow_by_each_stored_case_and_carry_over_a_save(learned, tmp_path):
+    online = OnlineRefiner(learned)
+    assert learned.has_counts
+    for k, record in enumerate(records(20, 3, "c"), start=201):
+        online.update(k, record)
+    refined = online.model
+    for v in learned.variables:  # every case counted once in every family (its expected counts sum to 1)
+        assert refined[v.name].counts.sum() == pytest.approx(v.counts.sum() + 20)
+    refined.save(tmp_path / "model.json")
+    again = OnlineRefiner(type(learned).load(tmp_path / "model.json"))  # e.g. the node restarted
+    again.update(221, records(1, 4, "d")[0])
+    for v in learned.variables:
+        assert again.model[v.name].counts.sum() == pytest.approx(v.counts.sum() + 21)

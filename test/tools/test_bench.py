@@ -218,3 +218,47 @@ def test_em_quick(tmp_path):
     for latent in doc["latent"]:   # needs pgmpy's networks
         assert latent["default"]["log_likelihood"] > latent["uniform_before"]["log_likelihood"] + 10
         assert latent["n_init_5"]["log_likelihood"] >= latent["default"]["log_likelihood"] - 1e-6
+
+
+def test_exploration_quick(tmp_path):
+    """Learning curves of the three strategies on both worlds, the goal said, the ranking timed, the plot drawn."""
+    printed = bench("exploration", out=tmp_path)
+    table = (tmp_path / "exploration_table.md").read_text()
+    assert table.strip() in printed
+    results = json.loads((tmp_path / "exploration_results.json").read_text())
+    assert results["checkpoints"] == [25, 50, 100] and results["reps"] == 2
+    for world in ("montesano", "tools"):
+        summary = results["worlds"][world]["summary"]
+        assert set(summary) == {"active", "random", "round_robin"}
+        for strategy, curves in summary.items():
+            assert len(curves["log_density_natural"]) == len(curves["rmse_balanced"]) == 3
+            assert all(math.isfinite(x) and x < 0 for x in curves["log_density_natural"][1:]), (world, strategy)
+            assert all(math.isfinite(x) and x > 0 for x in curves["rmse_natural"][1:]), (world, strategy)
+        assert set(results["worlds"][world]["trials_to_reach"]) == {"natural", "balanced"}
+    assert table.count("the goal (at most 150) is") == 4
+    for world, timing in results["ranking"].items():
+        assert timing["candidates"] == 20 and timing["best_ms"] > 0
+    assert "| tools | 4 x 20 |" in table
+    assert_png(tmp_path / "exploration_curves.png")
+
+
+def test_exploration_scores_are_the_predictive_density_of_the_effects():
+    """The held-out log-density the exploration bench reports, log p(a, o, e) - log p(a, o), is the predictive
+    density of the effect readings given the action and the object's readings."""
+    import numpy as np
+
+    from affordance_ros.core import predict_batch
+    from affordance_ros.tools.bench.exploration import HELD_OUT, Setting, held_out, scores
+
+    setting = Setting("tools", 0)
+    rng = np.random.default_rng(1)
+    model = setting.learn(held_out(setting, rng))
+    test = held_out(setting, rng)
+    log_density, rmse = scores(model, setting, test)
+    causes = {name: x for name, x in test.items() if name not in ("Action", "dx", "dy")}
+    batch = predict_batch(model, ["Effect"], sensors=causes, values={"Action": test["Action"]})
+    prediction = batch.readings["Effect"]
+    effects = np.stack([test["dx"], test["dy"]], axis=1)
+    assert len(test["dx"]) == HELD_OUT
+    assert log_density == pytest.approx(np.mean(prediction.log_density(effects)), rel=1e-9)
+    assert rmse == pytest.approx(np.sqrt(np.mean((prediction.mean - effects) ** 2)), rel=1e-12)

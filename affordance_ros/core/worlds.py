@@ -1,0 +1,139 @@
+"""Worlds a simulated robot explores, one trial at a time: the objects it sees, then what an action does to one.
+
+``NetworkWorld``: a ground-truth network (``core.ground_truth``). Its objects come as its object variables
+are drawn (some kinds are rare), seen through their sensors; an action's effects follow the action and the
+object's values. ``ScenarioWorld``: a realistic scenario of ``core.scenarios``: the objects are (tool or
+hand posture, object) pairs, every kind as likely, seen through their descriptors; the effects are
+displacements. Both number their kinds of object, so that a systematic design can take each in turn
+(``of_kind``), and their actions are the labels of the action variable ``action_variable``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ground_truth import sample_values
+from .network import AffordanceNetwork
+from .scenarios import (
+    ACTIONS,
+    HAND_OBJECTS,
+    HANDS,
+    OBJECTS,
+    SCENARIOS,
+    TOOLS,
+    hands_effects,
+    hands_views,
+    tools_effects,
+    tools_views,
+)
+
+
+@dataclass(frozen=True)
+class Objects:
+    """Objects a robot sees: ``kinds`` (n,) what each is (the world's number for it, hidden from the robot) and
+    ``readings`` {reading name: (n,)} what the robot's sensors read of them.
+    """
+
+    kinds: np.ndarray
+    readings: dict
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def take(self, rows) -> "Objects":
+        """The objects at ``rows`` (indices)."""
+        rows = np.atleast_1d(rows)
+        return Objects(self.kinds[rows], {name: x[rows] for name, x in self.readings.items()})
+
+    def sensors(self, j: int) -> dict:
+        """{reading name: reading} of object ``j``, as a robot publishes them."""
+        return {name: float(x[j]) for name, x in self.readings.items()}
+
+
+class NetworkWorld:
+    """The world of a ground-truth network with one action variable; objects are its object variables' values."""
+
+    def __init__(self, truth: AffordanceNetwork):
+        actions = truth.group("action")
+        if len(actions) != 1:
+            raise ValueError(f"a world needs one action variable; the network has {actions}")
+        self.truth = truth
+        self.action_variable = actions[0]
+        self.actions = truth[self.action_variable].values
+        self._action = truth.index(self.action_variable)
+        self._objects = [truth.index(name) for name in truth.group("object")]
+        self._cards = tuple(truth.variables[i].card for i in self._objects)
+        self.n_kinds = int(np.prod(self._cards))
+
+    def objects(self, n: int, rng: np.random.Generator) -> Objects:
+        """``n`` objects as they come."""
+        codes = sample_values(self.truth, n, rng)[:, self._objects]
+        return self._seen(codes, rng)
+
+    def of_kind(self, kinds, rng: np.random.Generator) -> Objects:
+        """An object of each of ``kinds`` (numbers below ``n_kinds``)."""
+        codes = np.stack(np.unravel_index(np.asarray(kinds), self._cards), axis=1)
+        return self._seen(codes, rng)
+
+    def act(self, objects: Objects, actions, rng: np.random.Generator) -> dict:
+        """The effect readings {reading name: (n,)} of doing ``actions`` (labels) on ``objects``."""
+        codes = np.stack(np.unravel_index(objects.kinds, self._cards), axis=1)
+        given = {i: codes[:, j] for j, i in enumerate(self._objects)}
+        given[self._action] = np.array([self.actions.index(a) for a in actions])
+        values = sample_values(self.truth, len(objects), rng, given)
+        return self._readings(values, self.truth.group("effect"), rng)
+
+    def _seen(self, codes: np.ndarray, rng) -> Objects:
+        values = np.zeros((len(codes), len(self.truth)), dtype=np.int64)
+        values[:, self._objects] = codes
+        kinds = np.ravel_multi_index(tuple(codes.T), self._cards) if len(codes) else np.zeros(0, dtype=np.int64)
+        return Objects(kinds, self._readings(values, self.truth.group("object"), rng))
+
+    def _readings(self, values: np.ndarray, names, rng) -> dict:
+        out = {}
+        for name in names:
+            sensor = self.truth[name].sensor
+            if sensor is not None:
+                codes = values[:, self.truth.index(name)]
+                out[sensor.name] = sensor.means[codes] + sensor.stddevs[codes] * rng.standard_normal(len(codes))
+        return out
+
+
+class ScenarioWorld:
+    """The world of scenario ``tools`` (tool, object) or ``hands`` (hand posture, object); every kind as likely."""
+
+    def __init__(self, scenario: str):
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario '{scenario}'; expected one of {list(SCENARIOS)}")
+        self.scenario = scenario
+        self.action_variable = "Action"
+        self.actions = ACTIONS
+        held, objects = (TOOLS, OBJECTS) if scenario == "tools" else (HANDS, HAND_OBJECTS)
+        self.kinds = [(h, o) for h in held for o in objects]
+        self.n_kinds = len(self.kinds)
+        self._views, self._effects = (tools_views, tools_effects) if scenario == "tools" else (hands_views,
+                                                                                                hands_effects)
+
+    def objects(self, n: int, rng: np.random.Generator) -> Objects:
+        """``n`` objects as they come."""
+        return self.of_kind(rng.integers(self.n_kinds, size=n), rng)
+
+    def of_kind(self, kinds, rng: np.random.Generator) -> Objects:
+        """An object of each of ``kinds`` (numbers below ``n_kinds``)."""
+        kinds = np.asarray(kinds, dtype=np.int64)
+        held, objects = self._pairs(kinds)
+        return Objects(kinds, self._views(held, objects, rng))
+
+    def act(self, objects: Objects, actions, rng: np.random.Generator) -> dict:
+        """The displacements {"dx", "dy"} (n,) of doing ``actions`` on ``objects``."""
+        held, kinds = self._pairs(objects.kinds)
+        return self._effects(held, kinds, np.array(actions, dtype=object), rng)
+
+    def _pairs(self, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pairs = [self.kinds[k] for k in kinds]
+        return (np.array([h for h, _ in pairs], dtype=object), np.array([o for _, o in pairs], dtype=object))
+
+
+__all__ = ["NetworkWorld", "Objects", "ScenarioWorld"]
