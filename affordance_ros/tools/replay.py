@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Sequence
 
-from ..data.bag import BagError, BagReader
+from ..data.bag import BagError
 from .progress import ProgressBar
 from .ros_args import qos_depth, run_executable
 
@@ -79,6 +79,8 @@ def _positive(text: str) -> float:
 
 def run(args, ros_args: Sequence[str] = ()) -> int:
     """`affordance-ros replay` and the `replay` executable: read the bag, wait for subscribers, play."""
+    from ..data.bag import BagReader  # (rosbags, the bags extra: only for this command)
+
     reader = BagReader(args.bag, namespace=args.namespace)
     messages = reader.read()
     for warning in reader.report.warnings:

@@ -7,6 +7,8 @@ import math
 import sys
 from typing import Callable, Sequence
 
+from .. import install_hint
+
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """(own arguments, ROS arguments): everything from --ros-args to a lone '--' (or the end) is ROS's."""
@@ -45,6 +47,11 @@ def run_executable(prog: str, description: str, add_arguments: Callable, run: Ca
         return run(options, ros)
     except errors as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # ROS or rosbags missing: say what to install
+        if install_hint(exc.name) is None:
+            raise
+        print(f"{prog}: error: {install_hint(exc.name)}", file=sys.stderr)
         return 2
 
 
