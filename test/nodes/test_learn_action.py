@@ -3,8 +3,9 @@
 import json
 
 from action_msgs.msg import GoalStatus
-from conftest import _Waiter, sampled_records, wait_for, write_config
+from conftest import sampled_records, wait_for, write_config
 from rclpy.action import ActionClient
+from ros_harness import _Waiter
 
 from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.storage import CaseStore

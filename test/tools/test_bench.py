@@ -111,7 +111,7 @@ def test_pgmpy_quick(tmp_path):
     assert len(table_rows((tmp_path / "pgmpy_table.md").read_text())) == 2
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rclpy") is None, reason="needs ROS 2 (rclpy)")
+@pytest.mark.ros
 def test_dds_quick(tmp_path):
     stdout = bench("dds", "--cases", "60", out=tmp_path)
     doc = json.loads((tmp_path / "dds_results.json").read_text())
@@ -142,6 +142,7 @@ def test_beyond_quick(tmp_path):
     assert all(math.isfinite(x) for x in finite_numbers(results["online"]))
 
 
+@pytest.mark.ros
 def test_faults_quick(tmp_path):
     stdout = bench("faults", "--cases", "150", out=tmp_path)
     doc = json.loads((tmp_path / "faults_results.json").read_text())
@@ -178,7 +179,7 @@ def test_inference_quick(tmp_path):
     assert "largest difference to pyAgrum" in stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rclpy") is None, reason="needs ROS 2 (rclpy)")
+@pytest.mark.ros
 def test_scale_quick(tmp_path):
     """~/learn through the node on a written database: every case learned, peak memory measured."""
     bench("scale", out=tmp_path)

@@ -4,10 +4,13 @@ import json
 import subprocess
 import time
 
+import pytest
 from conftest import sampled_records
 from test_cli import EXE
 
 from affordance_ros.data.storage import CaseStore
+
+pytestmark = pytest.mark.ros
 
 
 def call(*args, timeout=120):

@@ -4,7 +4,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.ros
 def test_demo_runs_and_prints_predictions(tmp_path):
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"))
     result = subprocess.run(

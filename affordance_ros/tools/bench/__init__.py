@@ -11,6 +11,7 @@
     affordance-ros bench scale [--quick] [--out DIR]   ~/learn on 10k .. 1M stored cases: time, peak RSS
     affordance-ros bench structure [--quick] [--out DIR]  K2/MCMC vs pyAgrum's K2 and greedy (alarm, insurance)
     affordance-ros bench inference [--quick] [--out DIR]  one query / batches vs pyAgrum (six networks)
+    affordance-ros bench startup [--quick] [--out DIR]  how long --help and predict take to start, what they import
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -34,6 +35,7 @@ SUBCOMMANDS = {
     "scale": ("scale", "~/learn through the node from 10k to 1M stored cases: time and peak memory"),
     "structure": ("structure", "K2 and MCMC on alarm and insurance: structural Hamming distance and time vs pyAgrum"),
     "inference": ("inference", "one query and batches against pyAgrum's LazyPropagation on six standard networks"),
+    "startup": ("startup", "the installed command's start-up: --help and predict, wall and import time, modules"),
 }
 
 
