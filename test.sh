@@ -97,7 +97,7 @@ test_pip() {
   "${PYTHON:-python3}" -m venv "$venv"
   # setuptools builds in build/: a module deleted from the source tree must not come back from there
   rm -rf "$ROOT/build/lib" "$ROOT/build/bdist."*
-  local pip=("$venv/bin/python" -m pip install --no-input --disable-pip-version-check
+  local pip=("$venv/bin/python" -m pip install --no-input --no-compile --disable-pip-version-check
              -c requirements-ros.txt -c requirements-bench.txt)
   echo "test.sh: pip install . into a new venv ($dir)" >&2
   "${pip[@]}" "$ROOT" pytest ruff >"$log/pip-install.log" 2>&1 \

@@ -360,3 +360,14 @@ def test_the_install_under_test_is_the_one_asked_for():
 def test_ci_runs_test_sh_on_every_install():
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert re.search(r"^AFFORDANCE_ROS_TEST_INSTALL=all exec \./test\.sh", ci, re.MULTILINE), ci
+
+
+@pytest.mark.skipif(not BUILT_BY_CMAKE, reason="only the CMake build makes type support libraries")
+def test_the_venv_builds_no_cpp_type_support_and_colcon_all_of_it():
+    # tools/setup_env.sh's venv has no rclcpp to use the C++ type support: leaving it out halves its build
+    cpp = sorted(p.name for p in (PREFIX / "lib").glob("libaffordance_ros__rosidl_typesupport*cpp.so"))
+    if (PREFIX / "pyvenv.cfg").is_file():
+        assert cpp == []
+    else:
+        assert cpp == [f"libaffordance_ros__rosidl_typesupport_{ts}cpp.so"
+                       for ts in ("", "fastrtps_", "introspection_")]

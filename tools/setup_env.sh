@@ -107,13 +107,15 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   run_step venv "$PY" -m venv "$VENV"
 fi
 
-# pip only when requirements-ros.txt (or this set-up) changed since last time.
+# pip only when requirements-ros.txt (or this set-up) changed since last time; one resolve of pinned
+# versions. --no-compile: Python compiles a module when it is first imported, so that pip need not
+# compile all of the ~100 packages' modules, most of which are never imported (it halves pip's time).
 STAMP="$VENV/.affordance_ros-requirements.sha256"
 REQ_HASH="$(cat requirements-ros.txt tools/fix_wheel_cmake_paths.py | sha256sum | cut -d' ' -f1)"
 if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$REQ_HASH" ]]; then
-  say "installing requirements-ros.txt into .venv (pip; about half a minute)"
+  say "installing requirements-ros.txt into .venv (pip; about a minute)"
   rm -f "$STAMP"
-  run_step pip-install "$VENV/bin/python" -m pip install --no-input \
+  run_step pip-install "$VENV/bin/python" -m pip install --no-input --no-compile \
     --disable-pip-version-check -r requirements-ros.txt
   # The wheels' CMake exports name the wheel builder's include dirs.
   run_step fix-cmake-paths "$VENV/bin/python" tools/fix_wheel_cmake_paths.py "$VENV"
@@ -129,7 +131,7 @@ if [[ "$MODE" == colcon ]]; then
   if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$HASH" ]]; then
     say "installing requirements-colcon.txt into .venv (pip)"
     rm -f "$STAMP"
-    run_step pip-install-colcon "$VENV/bin/python" -m pip install --no-input --disable-pip-version-check \
+    run_step pip-install-colcon "$VENV/bin/python" -m pip install --no-input --no-compile --disable-pip-version-check \
       -r requirements-colcon.txt -c requirements-ros.txt
     echo "$HASH" >"$STAMP"
   fi
