@@ -219,3 +219,16 @@ def test_em_quick(tmp_path):
     for latent in doc["latent"]:   # needs pgmpy's networks
         assert latent["default"]["log_likelihood"] > latent["uniform_before"]["log_likelihood"] + 10
         assert latent["n_init_5"]["log_likelihood"] >= latent["default"]["log_likelihood"] - 1e-6
+
+
+def test_startup_quick(tmp_path):
+    """--help and predict through the installed command: a wall and an import time each, none of the modules
+    only other commands need loaded, the numpy import measured beside them."""
+    stdout = bench("startup", out=tmp_path)
+    doc = json.loads((tmp_path / "startup_results.json").read_text())
+    assert set(doc["results"]) == {"--help", "predict"} and doc["numpy_import"] > 0
+    for name, row in doc["results"].items():
+        assert row["heavy_modules_loaded"] == [], name
+        assert 0 < row["imports"] and 0 < row["wall"] and row["ratio_to_numpy_import"] > 0, name
+    assert len(table_rows((tmp_path / "startup_table.md").read_text())) == 2
+    assert "peer `python -c \"import numpy\"`" in stdout
