@@ -213,10 +213,11 @@ def installed_sources():
 
 
 def test_every_import_of_the_installed_package_is_declared_in_setup_cfg_and_package_xml():
-    required = {req for req in requirements()[""]}
+    required = set(requirements()[""])
     extras = {req for extra, reqs in requirements().items() if extra for req in reqs}
     ros = run_dependencies()
-    for module, files in imported_modules(installed_sources()).items():
+    imported = imported_modules(installed_sources())
+    for module, files in imported.items():
         if module not in THIRD_PARTY:
             assert module in ros, (f"{module} (imported by {files}) is declared nowhere: a ROS 2 package is an "
                                    "exec_depend of package.xml; anything else a requirement of setup.cfg, "
@@ -232,7 +233,6 @@ def test_every_import_of_the_installed_package_is_declared_in_setup_cfg_and_pack
     # and nothing is declared that is not needed
     python_keys = {key for _, key in THIRD_PARTY.values() if key}
     assert {key for key in ros if key.startswith("python3-")} <= python_keys
-    imported = imported_modules(installed_sources())
     for requirement in required:
         module = next(m for m, (distribution, _) in THIRD_PARTY.items() if distribution == requirement)
         assert module in imported, f"setup.cfg requires {requirement}, which nothing imports"
