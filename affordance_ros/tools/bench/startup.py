@@ -1,8 +1,8 @@
 """`affordance-ros bench startup`: how long the installed command takes to start, and what it imports.
 
 Each command (`--help`, and `predict` on a small model) runs as a user runs it, the installed
-`affordance-ros` in a new process: its wall time (the shortest of a few runs: the least disturbed by other
-work), and under `python -X importtime` the time its imports take and whether any of the modules only
+`affordance-ros` in a new process: its wall and CPU time (the shortest of a few runs: the least disturbed
+by other work), and under `python -X importtime` the time its imports take and whether any of the modules only
 other commands need (rclpy, rosbags, matplotlib, scipy) was loaded. The peer, measured in the same run:
 `python -c "import numpy"`, the least any command that touches an array pays.
 """
