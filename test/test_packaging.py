@@ -327,8 +327,8 @@ def test_without_rosbags_csv_files_work_and_bags_say_to_install_the_bags_extra(t
             result.stderr
 
 
-@pytest.mark.parametrize("argv", [["call", "predict", "--query", "action"], ["record", "BAG", "--trials", "1"]],
-                         ids=["call", "record"])
+@pytest.mark.parametrize("argv", [["call", "predict", "--query", "action"], ["record", "BAG", "--trials", "1"],
+                                  ["replay", "BAG"]], ids=["call", "record", "replay"])
 def test_without_ros_the_ros_commands_say_what_to_install(argv, tmp_path):
     result, _ = import_profile(*[tmp_path / "bag" if arg == "BAG" else arg for arg in argv], block=("rclpy",))
     assert result.returncode == 2
