@@ -89,6 +89,12 @@ test_venv() {
   fi
 }
 
+# `pip install .` builds in the source tree (build/lib, affordance_ros.egg-info): cleaned before, so that a
+# module deleted from the source tree does not come back from there, and after.
+clean_setuptools_output() {
+  rm -rf "$ROOT/build/lib" "$ROOT/build/bdist."* "$ROOT/affordance_ros.egg-info"
+}
+
 test_pip() {
   # A new venv of the plain Python, no ROS: what `pip install .` gives a user. Versions as in .venv.
   local dir
@@ -96,8 +102,7 @@ test_pip() {
   local venv="$dir/venv" log="$ROOT/log/test_pip"
   mkdir -p "$log"
   "${PYTHON:-python3}" -m venv "$venv"
-  # setuptools builds in build/: a module deleted from the source tree must not come back from there
-  rm -rf "$ROOT/build/lib" "$ROOT/build/bdist."*
+  clean_setuptools_output
   local pip=("$venv/bin/python" -m pip install --no-input --no-compile --disable-pip-version-check
              -c requirements-ros.txt -c requirements-bench.txt)
   echo "test.sh: pip install . into a new venv ($dir)" >&2
@@ -113,6 +118,7 @@ test_pip() {
     -- -m "not ros" --ignore=test/tools/test_cli.py --ignore=test/tools/test_cli_models.py \
     --ignore=test/tools/test_evaluate_cli.py || rc=$?
   rm -rf "$dir"
+  clean_setuptools_output
 }
 
 test_colcon() {
