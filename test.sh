@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
-# Build/install (tools/setup_env.sh), lint (ruff, pyproject.toml), then run the
-# tests in test/ against the INSTALLED package (.venv, or install/ when ROS 2 is
-# sourced). A lint error fails the run before any test.
-#   ./test.sh                      lint + all tests
+# Build/install, lint (ruff, pyproject.toml), then run the tests in test/ against an INSTALLED package.
+# A lint error fails the run before any test.
+#   ./test.sh                      lint + all tests, against .venv (below)
 #   ./test.sh -k learn -x          extra pytest arguments
 #   ./test.sh test/test_foo.py     only these paths (lint still runs)
+#
+# Which install the tests run against: AFFORDANCE_ROS_TEST_INSTALL (docs/install.md)
+#   venv    (default) .venv: ROS 2 from the PyPI wheels and the package built by plain CMake
+#           (tools/setup_env.sh); with ROS 2 sourced, colcon into install/ instead. All tests.
+#   pip     a throwaway venv without ROS: `pip install .`, then `pip install ".[bags,eval]"`; the tests that
+#           need no ROS (the packaging and command-line tests on the first, the other core, data and tools
+#           tests on the second).
+#   colcon  `colcon build` against .venv's ROS 2 wheels into install/, `source install/setup.bash`;
+#           the node, interface and packaging tests.
+#   all     venv, pip, colcon one after the other: what CI runs (.ci/run).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
 
-"$ROOT/tools/setup_env.sh"
+INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-venv}"
+case "$INSTALL" in
+  venv|pip|colcon) KINDS=("$INSTALL") ;;
+  all) KINDS=(venv pip colcon) ;;
+  *) echo "test.sh: AFFORDANCE_ROS_TEST_INSTALL=$INSTALL: use venv, pip, colcon or all" >&2; exit 2 ;;
+esac
 
 # Keep this run's DDS traffic to itself: this host only, a domain of its own.
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
@@ -21,38 +35,110 @@ export ROS_LOG_DIR
 # subprocesses): the source tree's affordance_ros/ has no .msg/.srv.
 export PYTHONSAFEPATH=1
 
-if [[ -n "${ROS_DISTRO:-}" ]] && command -v colcon >/dev/null 2>&1 \
-    && [[ "${AFFORDANCE_ROS_FORCE_VENV:-0}" != 1 ]]; then
-  set +u
-  # shellcheck disable=SC1091
-  source "$ROOT/install/setup.bash"
-  set -u
-  PYTEST=(python3 -P -m pytest)
-  RUFF=(python3 -m ruff)
-else
-  PYTEST=("$ROOT/.venv/bin/pytest")
-  RUFF=("$ROOT/.venv/bin/ruff")
-fi
-
-if ! "${RUFF[@]}" --version >/dev/null 2>&1; then
-  echo "test.sh: ruff is not installed (pip install ruff, or use the .venv tools/setup_env.sh builds)" >&2
-  exit 1
-fi
-if ! "${RUFF[@]}" check --quiet "$ROOT"; then
-  echo "test.sh: lint errors (above); fix them, or see what ruff can fix: ruff check --fix ." >&2
-  exit 1
-fi
-
-# Default to test/ unless paths were given.
+# Paths given on the command line replace each install's default ones.
 have_path=0
 for arg in "$@"; do
   if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then have_path=1; fi
 done
-DEFAULT_PATHS=()
-if (( ! have_path )); then DEFAULT_PATHS=(test); fi
 
+ros_sourced() {
+  [[ -n "${ROS_DISTRO:-}" ]] && command -v colcon >/dev/null 2>&1 && [[ "${AFFORDANCE_ROS_FORCE_VENV:-0}" != 1 ]]
+}
+
+linted=0
+lint() {  # lint PYTHON: ruff of that interpreter, once per run
+  (( linted )) && return 0
+  if ! "$1" -m ruff --version >/dev/null 2>&1; then
+    echo "test.sh: ruff is not installed (pip install ruff, or use the .venv tools/setup_env.sh builds)" >&2
+    exit 1
+  fi
+  if ! "$1" -m ruff check --quiet "$ROOT"; then
+    echo "test.sh: lint errors (above); fix them, or see what ruff can fix: ruff check --fix ." >&2
+    exit 1
+  fi
+  linted=1
+}
+
+# pytest_on KIND PREFIX PYTHON DEFAULT_PATHS... -- OPTIONS...: the tests against the install in PREFIX
+# (test/test_packaging.py checks that they really import it), with this script's arguments.
+USER_ARGS=("$@")
+pytest_on() {
+  local kind=$1 prefix=$2 python=$3; shift 3
+  local defaults=()
+  while [[ "$1" != -- ]]; do defaults+=("$1"); shift; done
+  shift
+  if (( have_path )); then defaults=(); fi
+  echo "test.sh: $kind install ($prefix): pytest ${defaults[*]} $* ${USER_ARGS[*]}" >&2
+  AFFORDANCE_ROS_TEST_INSTALL=$kind AFFORDANCE_ROS_TEST_PREFIX=$prefix \
+    "$python" -m pytest "${defaults[@]}" "$@" "${USER_ARGS[@]}"
+}
 rc=0
-"${PYTEST[@]}" "${DEFAULT_PATHS[@]}" "$@" || rc=$?
+
+test_venv() {
+  "$ROOT/tools/setup_env.sh"
+  if ros_sourced; then
+    ( set +u
+      # shellcheck disable=SC1091
+      source "$ROOT/install/setup.bash"
+      set -u
+      lint python3
+      pytest_on venv "$ROOT/install/affordance_ros" python3 test -- ) || rc=$?
+  else
+    lint "$ROOT/.venv/bin/python"
+    PATH="$ROOT/.venv/bin:$PATH" pytest_on venv "$ROOT/.venv" "$ROOT/.venv/bin/python" test -- || rc=$?
+  fi
+}
+
+# `pip install .` builds in the source tree (build/lib, affordance_ros.egg-info): cleaned before, so that a
+# module deleted from the source tree does not come back from there, and after.
+clean_setuptools_output() {
+  rm -rf "$ROOT/build/lib" "$ROOT/build/bdist."* "$ROOT/affordance_ros.egg-info"
+}
+
+test_pip() {
+  # A new venv of the plain Python, no ROS: what `pip install .` gives a user. Versions as in .venv.
+  local dir
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/affordance_ros-pip.XXXXXX")"
+  local venv="$dir/venv" log="$ROOT/log/test_pip"
+  mkdir -p "$log"
+  "${PYTHON:-python3}" -m venv "$venv"
+  clean_setuptools_output
+  local pip=("$venv/bin/python" -m pip install --no-input --no-compile --disable-pip-version-check
+             -c requirements-ros.txt -c requirements-bench.txt)
+  echo "test.sh: pip install . into a new venv ($dir)" >&2
+  "${pip[@]}" "$ROOT" pytest ruff >"$log/pip-install.log" 2>&1 \
+    || { tail -n 40 "$log/pip-install.log" >&2; exit 1; }
+  lint "$venv/bin/python"
+  PATH="$venv/bin:$PATH" pytest_on pip "$venv" "$venv/bin/python" test/test_packaging.py test/tools/test_cli.py \
+    test/tools/test_cli_models.py test/tools/test_evaluate_cli.py -- -m "not ros" || rc=$?
+  echo "test.sh: pip install \".[bags,eval]\" into the same venv" >&2
+  "${pip[@]}" "$ROOT[bags,eval]" >"$log/pip-install-extras.log" 2>&1 \
+    || { tail -n 40 "$log/pip-install-extras.log" >&2; exit 1; }
+  PATH="$venv/bin:$PATH" pytest_on pip "$venv" "$venv/bin/python" test/core test/data test/tools test/test_layers.py \
+    -- -m "not ros" --ignore=test/tools/test_cli.py --ignore=test/tools/test_cli_models.py \
+    --ignore=test/tools/test_evaluate_cli.py || rc=$?
+  rm -rf "$dir"
+  clean_setuptools_output
+}
+
+test_colcon() {
+  "$ROOT/tools/setup_env.sh" colcon
+  ( export AMENT_PREFIX_PATH="$ROOT/.venv"
+    set +u
+    # shellcheck disable=SC1091
+    source "$ROOT/install/setup.bash"
+    set -u
+    lint "$ROOT/.venv/bin/python"
+    pytest_on colcon "$ROOT/install/affordance_ros" "$ROOT/.venv/bin/python" test/nodes test/test_interfaces.py \
+      test/test_packaging.py -- ) || rc=$?
+}
+
+for kind in "${KINDS[@]}"; do
+  start=$SECONDS
+  "test_$kind"
+  echo "test.sh: $kind install tested in $((SECONDS - start)) s" >&2
+done
+
 if (( rc == 0 )); then
   rm -rf "$ROS_LOG_DIR"
 else

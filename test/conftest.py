@@ -1,14 +1,13 @@
-"""Fixtures for the end-to-end tests: real nodes over DDS, in this process or as subprocesses.
+"""Helpers and fixtures shared by the tests.
 
-Each test gets an rclpy context of its own, with the learner and a client node on one
-SingleThreadedExecutor (as learner_node runs it) spinning in a thread. Discovery stays on
-this host, in a domain of this run (./test.sh sets one; a bare `pytest` run gets one from
-its process id).
+``ros`` (a fixture): real nodes over DDS, from ros_harness.py, which needs ROS 2 and the interfaces the
+CMake build generates. It is imported only by the tests that use it, and those tests are marked ``ros``:
+a pip install without ROS runs the others (``-m "not ros"``, see test.sh). Discovery stays on this host,
+in a domain of this run (./test.sh sets one; a bare `pytest` run gets one from its process id).
 """
 
 import json
 import os
-import threading
 import time
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -16,19 +15,12 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 101 + 1))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import rclpy  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 
 from affordance_ros.core import AffordanceNetwork  # noqa: E402
 from affordance_ros.core.ground_truth import benchmark_network, sample_values  # noqa: E402
 from affordance_ros.data.storage import CaseStore  # noqa: E402
 from affordance_ros.data.trial import Trial  # noqa: E402
-from affordance_ros.nodes.learner_node import LearnerNode
-from affordance_ros.nodes.simulated_robot import SimulatedRobot  # noqa: E402
 from affordance_ros.share import default_config_path  # noqa: E402
-from affordance_ros.srv import Learn, Predict  # noqa: E402
 
 MONTESANO_CONFIG = default_config_path()
 
@@ -42,105 +34,16 @@ def wait_for(predicate, timeout=20.0, what="condition"):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-class Ros:
-    """One context; the learner and a client node on one SingleThreadedExecutor (as learner_node
-    runs it), a simulated robot on another (as simulated_robot runs it), each spinning in a thread.
-    Nodes added are destroyed at the end."""
-
-    def __init__(self, tmp_path):
-        self.tmp_path = tmp_path
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.nodes = {}  # node -> (executor, thread)
-        self.client_node = self.add(rclpy.create_node("test_client", context=self.context))
-        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self._thread.start()
-
-    def add(self, node, own_executor=False):
-        executor, thread = self.executor, None
-        if own_executor:
-            executor = SingleThreadedExecutor(context=self.context)
-            thread = threading.Thread(target=executor.spin, daemon=True)
-        executor.add_node(node)
-        if thread:
-            thread.start()
-        self.nodes[node] = (executor, thread)
-        return node
-
-    def remove(self, node):
-        executor, thread = self.nodes.pop(node)
-        if thread is None:
-            executor.remove_node(node)
-        else:
-            executor.shutdown(timeout_sec=10.0)
-            thread.join(timeout=10.0)
-        node.destroy_node()
-
-    def learner(self, **params) -> LearnerNode:
-        params.setdefault("database_path", str(self.tmp_path / "cases.db"))
-        params.setdefault("model_path", str(self.tmp_path / "model.json"))
-        params.setdefault("status_period", 0.0)
-        return self.add(LearnerNode(context=self.context, parameter_overrides=[
-            Parameter(name, value=value) for name, value in params.items() if value is not None]))
-
-    def robot(self, **params) -> SimulatedRobot:
-        params.setdefault("rate", 200.0)
-        return self.add(SimulatedRobot(context=self.context, parameter_overrides=[
-            Parameter(name, value=value) for name, value in params.items()]), own_executor=True)
-
-    def publisher(self, msg_type, topic):
-        pub = self.client_node.create_publisher(msg_type, topic, QoSProfile(
-            depth=100, reliability=ReliabilityPolicy.RELIABLE))
-        wait_for(lambda: pub.get_subscription_count() > 0, what=f"a subscriber on {topic}")
-        return pub
-
-    def client(self, srv_type, name):
-        client = self.client_node.create_client(srv_type, name)
-        assert client.wait_for_service(timeout_sec=20.0), f"service {name} did not appear"
-        return client
-
-    def call(self, srv_type, name, timeout=60.0, **fields):
-        return self.call_async(srv_type, name, **fields).result(timeout)
-
-    def call_async(self, srv_type, name, **fields):
-        """Send a request; returns a concurrent.futures-like waiter with .done() and .result(timeout)."""
-        return Waiter(self.client(srv_type, name).call_async(srv_type.Request(**fields)))
-
-    def learn(self, timeout=60.0, **fields) -> Learn.Response:
-        return self.call(Learn, "/affordance_learner/learn", timeout, **fields)
-
-    def predict(self, **fields) -> Predict.Response:
-        return self.call(Predict, "/affordance_learner/predict", **fields)
-
-    def close(self):
-        for node, (executor, thread) in list(self.nodes.items()):
-            if thread is not None:
-                self.remove(node)
-        self.executor.shutdown(timeout_sec=10.0)
-        for node in reversed(list(self.nodes)):
-            node.destroy_node()
-        rclpy.try_shutdown(context=self.context)
-        self._thread.join(timeout=10.0)
-
-
-class Waiter:
-    def __init__(self, future):
-        self.future = future
-        self._event = threading.Event()
-        future.add_done_callback(lambda _: self._event.set())
-
-    def done(self) -> bool:
-        return self.future.done()
-
-    def result(self, timeout):
-        if not self._event.wait(timeout):
-            raise AssertionError(f"no service response within {timeout} s")
-        return self.future.result()
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "ros" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ros)
 
 
 @pytest.fixture
 def ros(tmp_path):
+    from ros_harness import Ros  # (rclpy and the generated interfaces: only for the tests over DDS)
+
     harness = Ros(tmp_path)
     try:
         yield harness

@@ -1,11 +1,11 @@
-"""The generated interfaces and the installed layout of affordance_ros.
+"""The generated interfaces, and that the tests import the installed package (with them).
 
-Runs against the installed package (.venv or a colcon install), see test.sh.
+Runs against the installed package (.venv or a colcon install), see test.sh; the installed layout
+(executables, data files, modules) is test_packaging.py's.
 """
 
 import array
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -107,28 +107,6 @@ EXPECTED_FIELDS = {
     ],
 }
 
-NODE_EXECUTABLES = {
-    'learner_node': 'affordance_ros.nodes.learner_node:main',
-    'simulated_robot': 'affordance_ros.nodes.simulated_robot:main',
-    'replay': 'affordance_ros.tools.replay:main',
-}
-CLI = ('affordance-ros', 'affordance_ros.tools.cli:main')
-
-
-def install_prefix() -> Path:
-    """The prefix the imported affordance_ros was installed into.
-
-    <prefix>/lib/pythonX.Y/site-packages/affordance_ros/msg/__init__.py
-    (Debian/Ubuntu ROS: <prefix>/lib/pythonX.Y/dist-packages/...)
-    """
-    import affordance_ros.msg as generated
-
-    prefix = Path(generated.__file__).resolve().parents[5]
-    assert (prefix / 'share' / 'ament_index' / 'resource_index' / 'packages'
-            / 'affordance_ros').is_file(), prefix
-    return prefix
-
-
 # --- the package under test is the installed one ----------------------------
 
 def test_imports_installed_package_not_source_tree():
@@ -162,16 +140,6 @@ def test_hand_written_init_installed_over_generated_one():
     installed = Path(affordance_ros.__file__).read_text()
     source = (REPO_ROOT / 'affordance_ros' / '__init__.py').read_text()
     assert installed == source
-
-
-def test_hand_written_modules_installed():
-    pkg_dir = Path(affordance_ros.__file__).resolve().parent
-    src_dir = REPO_ROOT / 'affordance_ros'
-    for src in src_dir.rglob('*.py'):
-        if '__pycache__' in src.parts:
-            continue
-        rel = src.relative_to(src_dir)
-        assert (pkg_dir / rel).is_file(), f'{rel} not installed (re-run tools/setup_env.sh)'
 
 
 # --- interfaces ---------------------------------------------------------------
@@ -292,57 +260,6 @@ def test_service_call_in_process():
 
 
 # --- installed files ----------------------------------------------------------
-
-def _check_launcher(path: Path, entry_point: str):
-    assert path.is_file(), f'{path} missing'
-    assert path.stat().st_mode & stat.S_IXUSR, f'{path} is not executable'
-    text = path.read_text()
-    first = text.splitlines()[0]
-    assert first.startswith('#!')
-    if first == '#!/bin/sh':  # long/spaced interpreter path: exec'ed via sh
-        interpreter = text.splitlines()[1].split('"')[1]
-    else:
-        interpreter = first[2:].strip()
-    assert os.access(interpreter, os.X_OK), f'{path}: interpreter {interpreter} not found'
-    module, func = entry_point.split(':')
-    assert f'from {module} import {func}\n' in text
-    assert f'sys.exit({func}())' in text
-    compile(text, str(path), 'exec')
-
-
-@pytest.mark.parametrize('name', list(NODE_EXECUTABLES))
-def test_node_executables_installed(name):
-    # where `ros2 run affordance_ros <name>` looks
-    _check_launcher(install_prefix() / 'lib' / 'affordance_ros' / name, NODE_EXECUTABLES[name])
-
-
-def test_cli_installed():
-    name, entry_point = CLI
-    _check_launcher(install_prefix() / 'bin' / name, entry_point)
-
-
-def test_launcher_interpreter_is_this_environment():
-    # In the venv the launchers must use the venv's python (not the base one).
-    prefix = install_prefix()
-    if sys.prefix == sys.base_prefix or Path(sys.prefix).resolve() != prefix:
-        pytest.skip('not a venv install')
-    first = (prefix / 'bin' / CLI[0]).read_text().splitlines()[0]
-    assert first in (f'#!{prefix}/bin/python', f'#!{sys.prefix}/bin/python', '#!/bin/sh')
-
-
-def test_share_files_installed():
-    share = install_prefix() / 'share' / 'affordance_ros'
-    assert (share / 'package.xml').is_file()
-    for name in ('Action.msg', 'Features.msg', 'Distribution.msg', 'TrialStatus.msg'):
-        assert (share / 'msg' / name).is_file()
-    for name in ('Learn.srv', 'Predict.srv', 'SelectAction.srv'):
-        assert (share / 'srv' / name).is_file()
-    for sub in ('launch', 'config'):
-        src = REPO_ROOT / sub
-        for f in src.rglob('*') if src.is_dir() else []:
-            if f.is_file() and f.name != '.gitkeep' and '__pycache__' not in f.parts:
-                assert (share / sub / f.relative_to(src)).is_file(), f'{f} not installed'
-
 
 def test_trial_status_constants_are_the_statuses_the_learner_publishes():
     from affordance_ros.data.intake import DUPLICATE, REJECTED, STORED

@@ -2,6 +2,9 @@
 # Build and install affordance_ros (messages, services, Python package,
 # executables). Idempotent; quick when nothing changed. Status goes to stderr.
 #
+#   tools/setup_env.sh          .venv (below), or colcon when ROS 2 is sourced
+#   tools/setup_env.sh colcon   colcon against .venv's ROS 2 wheels (no ROS install)
+#
 # - ROS 2 sourced (ROS_DISTRO set and colcon on PATH): `colcon build` into
 #   install/ (then: source install/setup.bash).
 # - Otherwise: ROS 2 "kilted" from PyPI wheels in .venv/ at the repository
@@ -12,10 +15,19 @@
 #   tool (requirements-ros.txt lists them), their CMake exports name the wheel
 #   builder's include dirs (tools/fix_wheel_cmake_paths.py rewrites them), and
 #   plain CMake needs no sourced environment (AMENT_PREFIX_PATH is set below).
+# - colcon: the same .venv (without the plain CMake build), colcon from
+#   requirements-colcon.txt into it, then `colcon build` into install/ as on a
+#   ROS 2 machine (then: export AMENT_PREFIX_PATH=$PWD/.venv; source
+#   install/setup.bash). What CI checks the colcon build with (test.sh).
 #
 # Environment: PYTHON (default python3) picks the interpreter for a new .venv;
 # AFFORDANCE_ROS_FORCE_VENV=1 uses .venv even when ROS 2 is sourced.
 set -euo pipefail
+MODE="${1:-venv}"
+case "$MODE" in
+  venv|colcon) ;;
+  *) echo "usage: tools/setup_env.sh [colcon]" >&2; exit 2 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -55,13 +67,19 @@ use_colcon() {
     && [[ "${AFFORDANCE_ROS_FORCE_VENV:-0}" != 1 ]]
 }
 
-if use_colcon; then
-  # --paths: exactly this package (a recursive search would also find the
-  # package.xml files inside .venv/share).
-  run_step colcon-build colcon build --paths "$ROOT" \
-    --build-base "$BUILD" --install-base "$ROOT/install" \
+# colcon_build BUILD_BASE [CMAKE ARGS...]: this package into install/.
+# --paths: exactly this package (a recursive search would also find the
+# package.xml files inside .venv/share).
+colcon_build() {
+  local build_base=$1; shift
+  run_step colcon-build colcon --log-base "$ROOT/log/colcon" build --paths "$ROOT" \
+    --build-base "$build_base" --install-base "$ROOT/install" \
     --event-handlers console_direct- console_stderr- status- \
-    --cmake-args -DCMAKE_BUILD_TYPE=Release
+    --cmake-args -DCMAKE_BUILD_TYPE=Release "$@"
+}
+
+if use_colcon; then
+  colcon_build "$BUILD"
   say "built with colcon for ROS 2 $ROS_DISTRO in $((SECONDS - START)) s; use it with: source install/setup.bash"
   exit 0
 fi
@@ -89,17 +107,45 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   run_step venv "$PY" -m venv "$VENV"
 fi
 
-# pip only when requirements-ros.txt (or this set-up) changed since last time.
+# pip only when requirements-ros.txt (or this set-up) changed since last time; one resolve of pinned
+# versions. --no-compile: Python compiles a module when it is first imported, so that pip need not
+# compile all of the ~100 packages' modules, most of which are never imported (it halves pip's time).
 STAMP="$VENV/.affordance_ros-requirements.sha256"
 REQ_HASH="$(cat requirements-ros.txt tools/fix_wheel_cmake_paths.py | sha256sum | cut -d' ' -f1)"
 if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$REQ_HASH" ]]; then
-  say "installing requirements-ros.txt into .venv (pip; about half a minute)"
+  say "installing requirements-ros.txt into .venv (pip; about a minute)"
   rm -f "$STAMP"
-  run_step pip-install "$VENV/bin/python" -m pip install --no-input \
+  run_step pip-install "$VENV/bin/python" -m pip install --no-input --no-compile \
     --disable-pip-version-check -r requirements-ros.txt
   # The wheels' CMake exports name the wheel builder's include dirs.
   run_step fix-cmake-paths "$VENV/bin/python" tools/fix_wheel_cmake_paths.py "$VENV"
   echo "$REQ_HASH" >"$STAMP"
+fi
+
+export AMENT_PREFIX_PATH="$VENV"
+export CMAKE_PREFIX_PATH="$VENV"
+
+if [[ "$MODE" == colcon ]]; then
+  STAMP="$VENV/.affordance_ros-colcon-requirements.sha256"
+  HASH="$(cat requirements-colcon.txt requirements-ros.txt | sha256sum | cut -d' ' -f1)"
+  if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$HASH" ]]; then
+    say "installing requirements-colcon.txt into .venv (pip)"
+    rm -f "$STAMP"
+    run_step pip-install-colcon "$VENV/bin/python" -m pip install --no-input --no-compile --disable-pip-version-check \
+      -r requirements-colcon.txt -c requirements-ros.txt
+    echo "$HASH" >"$STAMP"
+  fi
+  # colcon and the CMake it runs find this venv's Python and ROS 2 packages through a link outside the
+  # source tree: CMake refuses to install an exported target whose include directories (numpy's, here)
+  # lie in the source tree but not in the install prefix, which a venv in the checkout would be.
+  LINK="${TMPDIR:-/tmp}/affordance_ros-venv-$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)"
+  ln -sfn "$VENV" "$LINK"
+  export AMENT_PREFIX_PATH="$LINK" CMAKE_PREFIX_PATH="$LINK" VIRTUAL_ENV="$LINK" PATH="$LINK/bin:$PATH"
+  colcon_build "$BUILD/colcon" -DPython3_EXECUTABLE="$LINK/bin/python" -DPython3_FIND_VIRTUALENV=ONLY \
+    -DBUILD_TESTING=OFF
+  say "built with colcon against .venv's ROS 2 in $((SECONDS - START)) s; use it with: "\
+"export AMENT_PREFIX_PATH=$VENV; source install/setup.bash"
+  exit 0
 fi
 
 # A build/ configured elsewhere (moved checkout) or for another prefix starts over.
@@ -109,32 +155,37 @@ if [[ -f "$BUILD/CMakeCache.txt" ]] && ! grep -qxF "CMAKE_INSTALL_PREFIX:PATH=$V
 fi
 
 # Always configure + build + install: incremental and quick, and it picks up
-# edits to the Python sources and new launch/ or config/ directories.
-export AMENT_PREFIX_PATH="$VENV"
-export CMAKE_PREFIX_PATH="$VENV"
+# edits to the Python sources and new files of setup.cfg's data files.
+# Without the C++ type support: the venv has no rclcpp to use it (half the build).
 run_step cmake-configure cmake -S "$ROOT" -B "$BUILD" \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$VENV" \
   -DCMAKE_PREFIX_PATH="$VENV" \
   -DPython3_EXECUTABLE="$VENV/bin/python" \
   -DPython3_FIND_VIRTUALENV=ONLY \
+  -DAFFORDANCE_ROS_CXX_INTERFACES=OFF \
   -DBUILD_TESTING=OFF
 run_step cmake-build cmake --build "$BUILD" -j "$JOBS"
 run_step cmake-install cmake --install "$BUILD"
 
 # `cmake --install` never deletes: drop installed files of this package that
-# this install did not write (modules renamed or deleted in the source tree),
-# and directories left with nothing but __pycache__ (they would still import
-# as namespace packages).
+# this install did not write (modules renamed or deleted in the source tree,
+# the C++ type support of an earlier build), and directories left with nothing
+# but __pycache__ (they would still import as namespace packages).
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 MANIFEST="$BUILD/install_manifest.txt"
 if [[ -s "$MANIFEST" ]]; then
-  for dir in "$SITE/affordance_ros" "$VENV/lib/affordance_ros" "$VENV/share/affordance_ros"; do
+  for dir in "$SITE/affordance_ros" "$VENV/lib/affordance_ros" "$VENV/share/affordance_ros" \
+             "$VENV/include/affordance_ros"; do
     [[ -d "$dir" ]] || continue
     comm -23 <(find "$dir" -type f -not -path '*/__pycache__/*' | LC_ALL=C sort) \
              <(LC_ALL=C sort "$MANIFEST") \
       | while IFS= read -r stale; do rm -f -- "$stale"; done
   done
+  comm -23 <(find "$VENV/lib" -maxdepth 1 -name 'libaffordance_ros__*' | LC_ALL=C sort) \
+           <(LC_ALL=C sort "$MANIFEST") \
+    | while IFS= read -r stale; do rm -f -- "$stale"; done
+  find "$VENV/include/affordance_ros" -depth -type d -empty -delete 2>/dev/null || true
   find "$SITE/affordance_ros" -depth -mindepth 1 -type d -not -name __pycache__ -print0 \
     | while IFS= read -r -d '' d; do
         if [[ -z "$(find "$d" -mindepth 1 -not -path '*/__pycache__*' -print -quit)" ]]; then

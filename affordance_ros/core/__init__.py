@@ -7,34 +7,45 @@ Pure numpy/scipy; nothing here imports ROS. Typical use::
     cases = CaseSet.from_csv(config, "cases.csv")
     model = AffordanceLearner(structure="k2").fit(config, cases).model_
     predict(model, ["action"], sensors={"obj_vel": 7.1}, values={"Shape": "box"})
+
+The names below are loaded from their modules on first use (PEP 562), so that a command which only
+predicts does not pay for what learning needs (scipy.special alone takes longer to import than a
+prediction takes).
 """
 
-from .cases import CaseEvidence, CaseSet
-from .errors import AffordanceError, DataError, EvidenceError, ModelFormatError
-from .evidence import Evidence
-from .ground_truth import benchmark_network, benchmark_structure, sample_cases
-from .learner import AffordanceLearner, LearnResult, format_arcs
-from .network import FORMAT, FORMAT_VECTOR, GROUPS, SENSOR_GROUPS, AffordanceNetwork, SensorModel, Variable
-from .options import SCORES, STRUCTURES, LearningOptions
-from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
-from .predict import (
-    ActionRanking,
-    BatchPrediction,
-    Prediction,
-    ReadingPrediction,
-    predict,
-    predict_batch,
-    predict_readings,
-    rank_actions,
-)
-from .progress import LearningCancelled
+import importlib
 
-__all__ = [
-    "ActionRanking", "AffordanceError", "AffordanceLearner", "AffordanceNetwork", "BatchPrediction", "CaseEvidence",
-    "CaseSet",
-    "DataError", "EMResult", "Evidence", "EvidenceError", "FORMAT", "FORMAT_VECTOR", "GROUPS", "LearnResult",
-    "LearningCancelled", "LearningOptions", "ModelFormatError", "Prediction", "ReadingPrediction", "SCORES",
-    "SENSOR_GROUPS", "STRUCTURES", "SensorModel", "Variable", "benchmark_network", "benchmark_structure",
-    "fit_discrete", "fit_em", "format_arcs", "log_likelihood", "predict", "predict_batch",
-    "predict_readings", "rank_actions", "sample_cases",
-]
+# The function, loaded now: a name loaded later would lose to the submodule of the same name, which the
+# import system sets on the package when the submodule is first imported.
+from .predict import predict as predict
+
+# public name -> the core module that defines it
+_EXPORTS = {
+    "CaseEvidence": "cases", "CaseSet": "cases",
+    "AffordanceError": "errors", "DataError": "errors", "EvidenceError": "errors", "ModelFormatError": "errors",
+    "Evidence": "evidence",
+    "benchmark_network": "ground_truth", "benchmark_structure": "ground_truth", "sample_cases": "ground_truth",
+    "AffordanceLearner": "learner", "LearnResult": "learner", "format_arcs": "learner",
+    "FORMAT": "network", "FORMAT_VECTOR": "network", "GROUPS": "network", "SENSOR_GROUPS": "network",
+    "AffordanceNetwork": "network", "SensorModel": "network", "Variable": "network",
+    "SCORES": "options", "STRUCTURES": "options", "LearningOptions": "options",
+    "EMResult": "parameters", "fit_discrete": "parameters", "fit_em": "parameters", "log_likelihood": "parameters",
+    "ActionRanking": "predict", "BatchPrediction": "predict", "Prediction": "predict", "ReadingPrediction": "predict",
+    "predict_batch": "predict", "predict_readings": "predict", "rank_actions": "predict",
+    "LearningCancelled": "progress",
+}
+
+__all__ = sorted([*_EXPORTS, "predict"])
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # (the next look-up does not come here)
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])

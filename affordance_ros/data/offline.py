@@ -23,8 +23,6 @@ from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork, CaseSet, DataError
 from ..core.cases import MISSING
 from .bag import (
     BagMessage,
-    BagReader,
-    BagWriter,
     action_message,
     features_message,
     looks_like_bag,
@@ -170,6 +168,8 @@ def read_cases(source: str | Path, config: AffordanceNetwork, options: PairingOp
 def read_bag(path: str | Path, config: AffordanceNetwork, options: PairingOptions = PairingOptions(),
              progress: Callable[[int, int | None], None] | None = None) -> Cases:
     """Cases from a bag, paired as the node pairs them; ``progress(done, total)`` as messages are read."""
+    from .bag import BagReader  # (rosbags, the bags extra: only when a bag is read)
+
     validator = _validator(config)
     reader = BagReader(path, namespace=options.namespace, progress=progress)
     try:
@@ -269,6 +269,8 @@ def write_bag(path: str | Path, records: Sequence[TrialRecord], storage: str = "
     Cases without a stamp (from a CSV file) get stamps ``STAMP_INTERVAL`` apart from ``start``
     (default: now). Returns the number of messages written.
     """
+    from .bag import BagWriter  # (rosbags, the bags extra: only when a bag is written)
+
     start = time.time() if start is None else start
     messages = []
     for k, record in enumerate(records):

@@ -26,7 +26,10 @@ import os
 import sys
 from pathlib import Path
 
-from ..core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, format_arcs, predict
+# What every command needs, and nothing more: rclpy (call, replay, record), rosbags (bags), matplotlib (show)
+# and scipy (learning) are imported by the commands that use them (test/test_packaging.py holds it).
+from .. import install_hint
+from ..core import AffordanceError, AffordanceNetwork, CaseSet, predict
 from ..core.errors import UnknownColumnError
 from ..core.options import LearningOptions
 from ..core.suggest import suggest_trials
@@ -125,6 +128,8 @@ def _hint(command: str, exc: Exception) -> str:
 
 
 def cmd_learn(args) -> int:
+    from ..core import AffordanceLearner, format_arcs  # (scipy: only for learning)
+
     config = AffordanceNetwork.load(args.config, what="configuration")
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
     learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
@@ -431,6 +436,11 @@ def main(argv=None) -> int:
         return _stdout_closed()
     except (AffordanceError, UserError, BagError, CaseStoreError, call.CallError) as exc:
         print(f"affordance-ros {command}: error: {exc}{_hint(command, exc)}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if install_hint(exc.name) is None:
+            raise
+        print(f"affordance-ros {command}: error: {install_hint(exc.name)}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"affordance-ros {command}: error: {exc}", file=sys.stderr)

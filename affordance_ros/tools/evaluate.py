@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import AffordanceLearner, AffordanceNetwork, CaseSet
+from ..core import AffordanceNetwork, CaseSet
 from ..core.evaluation import METHODS, confusion_matrix, evaluate, group_indices, kfold_indices
 from ..core.ground_truth import benchmark_network, sample_values
 from ..core.scenarios import SCENARIOS, simulate
@@ -114,6 +114,8 @@ def _cell(x) -> str:
 
 
 def run_evaluate(args, user_error) -> int:
+    from ..core import AffordanceLearner  # (learning imports scipy: not at the command line's start)
+
     config = AffordanceNetwork.load(args.config, what="configuration")
     extra = [c for c in dict.fromkeys([args.leave_out, args.groups, *args.ignore_columns]) if c]
     cases = CaseSet.from_csv(config, args.cases, extra=extra)

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Sequence
 
-from ..data.bag import BagError, BagReader
+from ..data.bag import BagError
 from .progress import ProgressBar
 from .ros_args import qos_depth, run_executable
 
@@ -79,6 +79,15 @@ def _positive(text: str) -> float:
 
 def run(args, ros_args: Sequence[str] = ()) -> int:
     """`affordance-ros replay` and the `replay` executable: read the bag, wait for subscribers, play."""
+    # (here, not at the top: the command line's other commands need neither ROS nor rosbags; ROS first,
+    # so that without it the command says so before reading a bag)
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    from ..data.bag import BagReader
+    from ..nodes.bag_player import BagPlayer
+    from ..nodes.trial_publisher import TrialPublisher
+
     reader = BagReader(args.bag, namespace=args.namespace)
     messages = reader.read()
     for warning in reader.report.warnings:
@@ -86,12 +95,6 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     print(f"replay: {reader.report.summary()}", flush=True)
     if not messages:
         raise BagError(f"'{args.bag}' has no affordance messages to replay")
-
-    import rclpy  # (here, not at the top: the command line's other commands need no ROS)
-    from rclpy.executors import ExternalShutdownException
-
-    from ..nodes.bag_player import BagPlayer
-    from ..nodes.trial_publisher import TrialPublisher
 
     context = rclpy.Context()
     rclpy.init(args=["replay", *ros_args], context=context)

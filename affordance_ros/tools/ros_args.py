@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Callable, Sequence
 
-from ..core.suggest import Candidate
+from .. import install_hint
 
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -54,6 +54,11 @@ def run_executable(prog: str, description: str, add_arguments: Callable, run: Ca
     except errors as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # ROS or rosbags missing: say what to install
+        if install_hint(exc.name) is None:
+            raise
+        print(f"{prog}: error: {install_hint(exc.name)}", file=sys.stderr)
+        return 2
 
 
 def name_value_pairs(items, what: str, error: type[Exception]) -> dict:
@@ -80,9 +85,11 @@ def sensor_readings(items, error: type[Exception]) -> dict:
     return out
 
 
-def candidate_objects(items, error: type[Exception]) -> list[Candidate]:
+def candidate_objects(items, error: type[Exception]) -> list:
     """--candidate arguments, each 'NAME=VALUE,NAME=VALUE' (or separated by spaces; empty: an object nothing is
     known of), as Candidates: a VALUE that is a number is a sensor reading, any other a label."""
+    from ..core.suggest import Candidate  # (scipy: not at the command line's start)
+
     out = []
     for item in items or ():
         entries = [e for e in re.split(r"[,\s]+", item.strip()) if e]

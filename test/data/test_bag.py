@@ -401,6 +401,7 @@ def sampled_records(n, seed=0, prefix="r"):
     return stored_records(n, seed=seed, prefix=prefix, start=T0, spacing=0.05, delay=0.01)
 
 
+@pytest.mark.ros  # (the bag player is a node: rclpy)
 def test_ros_arguments_are_split_off():
     from affordance_ros.nodes.bag_player import playback_offsets
     from affordance_ros.tools.ros_args import split_ros_args

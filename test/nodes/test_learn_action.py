@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from action_msgs.msg import GoalStatus
-from conftest import Waiter, sampled_records, wait_for, write_config
+from conftest import sampled_records, wait_for, write_config
 from rclpy.action import ActionClient
+from ros_harness import Waiter
 
 from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.storage import CaseStore

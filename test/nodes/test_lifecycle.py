@@ -1,9 +1,10 @@
 """The learner as a managed node: configure / activate / deactivate / cleanup / shutdown over ~/change_state."""
 
-from conftest import Waiter, sampled_records, wait_for
+from conftest import sampled_records, wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.parameter import Parameter
+from ros_harness import Waiter
 
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.nodes.learner_node import LearnerNode

@@ -111,7 +111,7 @@ def test_pgmpy_quick(tmp_path):
     assert len(table_rows((tmp_path / "pgmpy_table.md").read_text())) == 2
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rclpy") is None, reason="needs ROS 2 (rclpy)")
+@pytest.mark.ros
 def test_dds_quick(tmp_path):
     stdout = bench("dds", "--cases", "60", out=tmp_path)
     doc = json.loads((tmp_path / "dds_results.json").read_text())
@@ -142,6 +142,7 @@ def test_beyond_quick(tmp_path):
     assert all(math.isfinite(x) for x in finite_numbers(results["online"]))
 
 
+@pytest.mark.ros
 def test_faults_quick(tmp_path):
     stdout = bench("faults", "--cases", "150", out=tmp_path)
     doc = json.loads((tmp_path / "faults_results.json").read_text())
@@ -178,7 +179,7 @@ def test_inference_quick(tmp_path):
     assert "largest difference to pyAgrum" in stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rclpy") is None, reason="needs ROS 2 (rclpy)")
+@pytest.mark.ros
 def test_scale_quick(tmp_path):
     """~/learn through the node on a written database: every case learned, peak memory measured."""
     bench("scale", out=tmp_path)
@@ -262,3 +263,16 @@ def test_exploration_scores_are_the_predictive_density_of_the_effects():
     assert len(test["dx"]) == HELD_OUT
     assert log_density == pytest.approx(np.mean(prediction.log_density(effects)), rel=1e-9)
     assert rmse == pytest.approx(np.sqrt(np.mean((prediction.mean - effects) ** 2)), rel=1e-12)
+
+
+def test_startup_quick(tmp_path):
+    """--help and predict through the installed command: a wall and an import time each, none of the modules
+    only other commands need loaded, the numpy import measured beside them."""
+    stdout = bench("startup", out=tmp_path)
+    doc = json.loads((tmp_path / "startup_results.json").read_text())
+    assert set(doc["results"]) == {"--help", "predict"} and doc["numpy_import"] > 0
+    for name, row in doc["results"].items():
+        assert row["heavy_modules_loaded"] == [], name
+        assert 0 < row["imports"] and 0 < row["cpu"] and 0 < row["wall"] and row["ratio_to_numpy_import"] > 0, name
+    assert len(table_rows((tmp_path / "startup_table.md").read_text())) == 2
+    assert "peer `python -c \"import numpy\"`" in stdout

@@ -5,10 +5,13 @@ import re
 import subprocess
 import time
 
+import pytest
 from conftest import sampled_records, wait_for, write_config
 from test_cli import EXE, interrupted
 
 from affordance_ros.data.storage import CaseStore
+
+pytestmark = pytest.mark.ros
 
 
 def call(*args, timeout=120):

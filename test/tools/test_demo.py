@@ -5,9 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_cli import interrupted
 
 
+@pytest.mark.ros
 def test_demo_runs_and_prints_predictions(tmp_path):
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"))
     result = subprocess.run(

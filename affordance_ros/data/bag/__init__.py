@@ -9,9 +9,13 @@ Both rosbag2 storage formats are read and written: sqlite3 (``.db3``) and mcap (
 - ``reader``: ``BagReader``, the affordance messages in log-time order, and what it skipped;
 - ``salvage``: reading what is left of a damaged or cut-off storage file;
 - ``writer``: ``BagWriter``, a new bag.
+
+``types`` imports ``rosbags`` (the ``bags`` extra) only when a message is made; ``BagReader`` and
+``BagWriter`` load their modules (which import it) on first use.
 """
 
-from .reader import BagReader
+import importlib
+
 from .types import (
                     MSG_TYPES,
                     STORAGES,
@@ -28,8 +32,16 @@ from .types import (
                     topic_names,
                     typestore,
 )
-from .writer import BagWriter
+
+_LOADED_ON_USE = {"BagReader": "reader", "BagWriter": "writer"}
 
 __all__ = ["BagError", "BagMessage", "BagReadReport", "BagReader", "BagWriter", "MSG_TYPES", "STORAGES", "TOPICS",
            "action_message", "features_message", "looks_like_bag", "split_nanoseconds", "to_nanoseconds",
            "to_seconds", "topic_names", "typestore"]
+
+
+def __getattr__(name):
+    module = _LOADED_ON_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

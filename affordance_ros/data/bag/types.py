@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
-from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from ...core import GROUPS
 from ...share import PACKAGE, msg_directory
@@ -39,6 +38,8 @@ class BagError(Exception):
 @functools.cache
 def typestore():
     """ROS 2 kilted's standard types plus this package's messages (from its .msg files)."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore  # (rosbags: only once a bag is used)
+
     store = get_typestore(Stores.ROS2_KILTED)
     directory = msg_directory()
     types = {}

@@ -12,6 +12,7 @@
     affordance-ros bench structure [--quick] [--out DIR]  K2/MCMC vs pyAgrum's K2 and greedy (alarm, insurance)
     affordance-ros bench inference [--quick] [--out DIR]  one query / batches vs pyAgrum (six networks)
     affordance-ros bench exploration [--quick] [--out DIR]  active vs random vs round-robin trials: learning curves
+    affordance-ros bench startup [--quick] [--out DIR]  how long --help and predict take to start, what they import
     affordance-ros bench all   [--quick] [--out DIR]   all of them
 
 Modules are imported only when their subcommand runs (matplotlib and pgmpy are not needed otherwise).
@@ -37,6 +38,7 @@ SUBCOMMANDS = {
     "inference": ("inference", "one query and batches against pyAgrum's LazyPropagation on six standard networks"),
     "exploration": ("exploration", "trials chosen by information gain vs random and round robin: learning curves "
                                    "(montesano, tools); the time of a ranking"),
+    "startup": ("startup", "the installed command's start-up: --help and predict, wall and import time, modules"),
 }
 
 

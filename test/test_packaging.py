@@ -1,0 +1,373 @@
+"""How affordance_ros is packaged, checked on the install under test (./test.sh: .venv, pip or colcon).
+
+setup.cfg is the one source of the Python package's metadata, console scripts and data files: `pip install .`
+reads it, and so does the CMake build (tools/setup_cfg_to_cmake.py). package.xml declares the same version
+and, by rosdep keys, the same run-time dependencies. What only some commands need (rclpy, rosbags,
+matplotlib, scipy) is imported when they run, and its absence is one line saying what to install.
+"""
+
+import ast
+import configparser
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import affordance_ros
+from affordance_ros.core import benchmark_network, sample_cases
+from affordance_ros.share import share_directory
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(affordance_ros.__file__).resolve().parent
+SHARE = share_directory()
+PREFIX = SHARE.parents[1]
+# Only the CMake build (colcon, tools/setup_env.sh) generates the interfaces; then the console scripts
+# are also where `ros2 run` looks.
+BUILT_BY_CMAKE = importlib.util.find_spec("affordance_ros.msg") is not None
+GENERATED = ("msg", "srv", "action")
+
+
+def setup_cfg() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(REPO_ROOT / "setup.cfg")
+    return parser
+
+
+def lines(value: str) -> list[str]:
+    return [line.strip() for line in value.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def console_scripts() -> dict[str, str]:
+    """name -> module:function, from setup.cfg."""
+    entries = lines(setup_cfg()["options.entry_points"]["console_scripts"])
+    return dict((part.strip() for part in entry.split("=")) for entry in entries)
+
+
+def requirements() -> dict[str, list[str]]:
+    """setup.cfg's requirements: '' -> install_requires, then each extra."""
+    cfg = setup_cfg()
+    found = {"": lines(cfg["options"]["install_requires"])}
+    found.update({extra: lines(value) for extra, value in cfg["options.extras_require"].items()})
+    return found
+
+
+def package_xml(path: Path = REPO_ROOT / "package.xml") -> ElementTree.Element:
+    return ElementTree.parse(path).getroot()
+
+
+def run_dependencies() -> set[str]:
+    root = package_xml()
+    return {e.text for tag in ("depend", "exec_depend") for e in root.iter(tag)}
+
+
+# --- one version, one list of executables --------------------------------------------------------
+
+def test_setup_cfg_package_xml_and_the_install_carry_one_version():
+    version = setup_cfg()["metadata"]["version"]
+    assert package_xml().findtext("version") == version
+    assert package_xml(SHARE / "package.xml").findtext("version") == version
+    assert importlib.metadata.version("affordance_ros") == version == affordance_ros.__version__
+
+
+def test_the_installed_metadata_is_setup_cfgs():
+    # the CMake build installs what `setup.py egg_info` writes, a pip install what the wheel carries
+    distribution = importlib.metadata.distribution("affordance_ros")
+    installed = {ep.name: ep.value for ep in distribution.entry_points if ep.group == "console_scripts"}
+    assert installed == console_scripts()
+    declared = {(req, extra) for extra, reqs in requirements().items() for req in reqs}
+    requires = set()
+    for line in distribution.requires:
+        name, _, marker = line.partition(";")
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        requires.add((name.strip(), extra.group(1) if extra else ""))
+    assert requires == declared
+
+
+def _check_launcher(path: Path, entry_point: str):
+    assert path.is_file(), f"{path} missing"
+    assert path.stat().st_mode & stat.S_IXUSR, f"{path} is not executable"
+    text = path.read_text()
+    first = text.splitlines()[0]
+    assert first.startswith("#!")
+    if first == "#!/bin/sh":  # long/spaced interpreter path: exec'ed via sh
+        interpreter = text.splitlines()[1].split('"')[1]
+    else:
+        interpreter = first[2:].strip()
+    assert os.access(interpreter, os.X_OK), f"{path}: interpreter {interpreter} not found"
+    module, func = entry_point.split(":")
+    assert f"from {module} import {func}\n" in text
+    assert f"sys.exit({func}())" in text
+    compile(text, str(path), "exec")
+
+
+@pytest.mark.parametrize("name", list(console_scripts()))
+def test_every_console_script_is_installed(name):
+    _check_launcher(PREFIX / "bin" / name, console_scripts()[name])  # where pip puts it
+    if BUILT_BY_CMAKE:  # where `ros2 run affordance_ros <name>` looks (setup.cfg's [install] install_scripts)
+        _check_launcher(PREFIX / "lib" / "affordance_ros" / name, console_scripts()[name])
+
+
+def test_launcher_interpreter_is_this_environment():
+    # In the venv the launchers must use the venv's python (not the base one).
+    if sys.prefix == sys.base_prefix or Path(sys.prefix).resolve() != PREFIX.resolve():
+        pytest.skip("not a venv install")
+    first = (PREFIX / "bin" / "affordance-ros").read_text().splitlines()[0]
+    assert first in (f"#!{PREFIX}/bin/python", f"#!{sys.prefix}/bin/python", "#!/bin/sh")
+
+
+def test_cmakelists_keeps_no_second_list_of_executables_or_data_files():
+    cmake = (REPO_ROOT / "CMakeLists.txt").read_text()
+    for name, entry_point in console_scripts().items():
+        assert not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", cmake), f"CMakeLists.txt names {name}"
+        assert entry_point.split(":")[0] not in cmake, f"CMakeLists.txt names {entry_point}"
+    for source in lines(setup_cfg()["options.data_files"]["share/affordance_ros/launch"]):
+        assert source.split("/")[0] + "/" not in cmake, f"CMakeLists.txt installs {source} itself"
+
+
+def test_every_data_file_of_setup_cfg_is_installed():
+    for destination, value in setup_cfg()["options.data_files"].items():
+        for pattern in lines(value):
+            sources = sorted(REPO_ROOT.glob(pattern))
+            assert sources, f"setup.cfg data file {pattern} matches nothing"
+            for source in sources:
+                installed = PREFIX / destination / source.name
+                assert installed.is_file(), f"{installed} missing"
+                assert installed.read_bytes() == source.read_bytes(), f"{installed} differs from {source}"
+
+
+# --- the Python package: its modules and nothing else ---------------------------------------------
+
+def test_every_folder_of_the_package_is_a_package():
+    # (setuptools' find_packages skips a folder without __init__.py: its modules would not be installed)
+    for folder in [REPO_ROOT / "affordance_ros", *(REPO_ROOT / "affordance_ros").rglob("*/")]:
+        if "__pycache__" not in folder.parts and any(folder.glob("*.py")):
+            assert (folder / "__init__.py").is_file(), f"{folder} has no __init__.py"
+
+
+def test_the_installed_package_is_the_source_trees_modules():
+    source = {p.relative_to(REPO_ROOT / "affordance_ros") for p in (REPO_ROOT / "affordance_ros").rglob("*.py")
+              if "__pycache__" not in p.parts}
+    installed = {p.relative_to(PACKAGE) for p in PACKAGE.rglob("*.py")
+                 if "__pycache__" not in p.parts and p.relative_to(PACKAGE).parts[0] not in GENERATED}
+    assert installed == source
+
+
+@pytest.mark.skipif(importlib.metadata.distribution("affordance_ros").read_text("RECORD") is None,
+                    reason="only a pip (wheel) install has a RECORD; ./test.sh's pip install runs this")
+def test_a_pip_install_holds_the_package_its_scripts_and_its_data_only():
+    allowed = re.compile(r"(affordance_ros/.*\.py|affordance_ros/.*\.pyc|affordance_ros-[^/]+\.dist-info/.*"
+                         r"|(\.\./)+bin/[\w-]+|(\.\./)+share/(affordance_ros|ament_index)/.*)$")
+    files = [str(f) for f in importlib.metadata.files("affordance_ros")]
+    assert [f for f in files if not allowed.match(f)] == []
+    assert not BUILT_BY_CMAKE
+
+
+# --- dependencies: what the installed package imports is declared ----------------------------------
+
+# Third-party (not ROS) modules the package may import: (PyPI distribution, rosdep key or None: there is none).
+# A ROS 2 package is imported under its own name, which package.xml declares.
+THIRD_PARTY = {
+    "numpy": ("numpy", "python3-numpy"),
+    "scipy": ("scipy", "python3-scipy"),
+    "matplotlib": ("matplotlib", "python3-matplotlib"),
+    "rosbags": ("rosbags", None),
+    "sklearn": ("scikit-learn", "python3-sklearn"),
+    "pandas": ("pandas", "python3-pandas"),
+    "pgmpy": ("pgmpy", None),
+    "pyagrum": ("pyagrum", None),
+}
+# ROS 2 packages the PyPI wheels lack: only the launch files (run by `ros2 launch`) import them
+NOT_ON_PYPI = {"launch", "launch_ros"}
+
+
+def imported_modules(paths) -> dict[str, list[str]]:
+    """Top-level module -> the files importing it, of every import that is not the standard library's
+    or this package's."""
+    found = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "affordance_ros":
+                    found.setdefault(top, []).append(path.name)
+    return found
+
+
+def installed_sources():
+    return [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in GENERATED]
+
+
+def test_every_import_of_the_installed_package_is_declared_in_setup_cfg_and_package_xml():
+    required = set(requirements()[""])
+    extras = {req for extra, reqs in requirements().items() if extra for req in reqs}
+    ros = run_dependencies()
+    imported = imported_modules(installed_sources())
+    for module, files in imported.items():
+        if module not in THIRD_PARTY:
+            assert module in ros, (f"{module} (imported by {files}) is declared nowhere: a ROS 2 package is an "
+                                   "exec_depend of package.xml; anything else a requirement of setup.cfg, "
+                                   "and in THIRD_PARTY here")
+            continue
+        distribution, rosdep_key = THIRD_PARTY[module]
+        if distribution in required:
+            assert rosdep_key in ros, f"{module}: setup.cfg requires {distribution}, package.xml lacks {rosdep_key}"
+        else:
+            assert distribution in extras, f"{module} (imported by {files}) is not in setup.cfg"
+            # package.xml has no optional dependencies: an extra is installed with pip (docs/install.md)
+            assert rosdep_key not in ros, f"{rosdep_key} is an optional extra, not an exec_depend"
+    # and nothing is declared that is not needed
+    python_keys = {key for _, key in THIRD_PARTY.values() if key}
+    assert {key for key in ros if key.startswith("python3-")} <= python_keys
+    for requirement in required:
+        module = next(m for m, (distribution, _) in THIRD_PARTY.items() if distribution == requirement)
+        assert module in imported, f"setup.cfg requires {requirement}, which nothing imports"
+
+
+def test_what_has_no_rosdep_key_is_an_extra_the_docs_name():
+    extras = {req: extra for extra, reqs in requirements().items() if extra for req in reqs}
+    install = (REPO_ROOT / "docs" / "install.md").read_text()
+    for module, (distribution, rosdep_key) in THIRD_PARTY.items():
+        if rosdep_key is None:
+            assert distribution in extras, f"{distribution} has no rosdep key: it must be an extra of setup.cfg"
+            assert f"affordance_ros[{extras[distribution]}]" in install, f"docs/install.md: {extras[distribution]}"
+
+
+def test_the_launch_files_imports_are_exec_depends():
+    imported = imported_modules(sorted((SHARE / "launch").glob("*.launch.py")))
+    assert set(imported) == NOT_ON_PYPI and NOT_ON_PYPI <= run_dependencies()
+    assert "ros2launch" in run_dependencies()  # `ros2 launch`
+
+
+def test_the_venv_pins_every_requirement_and_ros_package():
+    # what tools/setup_env.sh and tools/setup_bench.sh install: the same versions every time
+    pinned = {}
+    for name in ("requirements-ros.txt", "requirements-bench.txt"):
+        for line in lines((REPO_ROOT / name).read_text()):
+            project, _, version = line.partition("==")
+            if version:
+                pinned[project.strip().lower().replace("_", "-")] = name
+    for extra, reqs in requirements().items():
+        for requirement in reqs:
+            where = "requirements-bench.txt" if extra in ("bench", "eval") else "requirements-ros.txt"
+            assert pinned.get(requirement.lower()) == where, f"{requirement} (setup.cfg) is not pinned in {where}"
+    ros_packages = {m for m in imported_modules(installed_sources()) if m not in THIRD_PARTY}
+    for package in ros_packages:
+        wheel = "ros-" + package.replace("_", "-")
+        assert pinned.get(wheel) == "requirements-ros.txt", f"{package}: {wheel} is not pinned in requirements-ros.txt"
+
+
+# --- what only some commands need is imported by them, and its absence says what to install ----------
+
+def import_profile(*argv, block=()):
+    """Run `affordance-ros ARGV` under `python -X importtime` (with the modules in ``block`` missing):
+    the process and the top-level modules it imported."""
+    code = ("import sys\n"
+            f"for name in {block!r}:\n"
+            "    sys.modules[name] = None  # as if it were not installed\n"
+            "from affordance_ros.tools.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    result = subprocess.run([sys.executable, "-P", "-X", "importtime", "-c", code, *map(str, argv)],
+                            capture_output=True, text=True, timeout=120)
+    modules = {line.split("|")[2].strip().split(".")[0] for line in result.stderr.splitlines()
+               if line.startswith("import time:") and "cumulative" not in line}
+    result.stderr = "\n".join(line for line in result.stderr.splitlines() if not line.startswith("import time:"))
+    return result, modules
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "model.json"
+    benchmark_network("montesano", 1.0, 0).save(path)
+    return path
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["predict", "--query", "action", "--sensor", "obj_vel=7.2"]],
+                         ids=["help", "predict"])
+def test_help_and_predict_import_no_ros_rosbags_matplotlib_or_scipy(argv, model):
+    # (scipy.special alone takes longer to import than the whole of `affordance-ros predict` may take to start;
+    # `affordance-ros bench startup` measures the time)
+    if argv[0] == "predict":
+        argv = [*argv, "--model", model]
+    result, modules = import_profile(*argv)
+    assert result.returncode == 0, result.stderr
+    assert modules & {"rclpy", "rosbags", "matplotlib", "scipy"} == set()
+
+
+def test_without_rosbags_csv_files_work_and_bags_say_to_install_the_bags_extra(tmp_path, model):
+    cases, _ = sample_cases(benchmark_network("montesano", 1.0, 0), 200, np.random.default_rng(0),
+                            labelled=("Action",))
+    cases.to_csv(tmp_path / "cases.csv")
+    config = SHARE / "config" / "montesano.json"
+    for argv in (["learn", "--cases", tmp_path / "cases.csv", "--config", config, "--out", tmp_path / "learned.json"],
+                 ["import", tmp_path / "cases.csv", "--db", tmp_path / "cases.db"],
+                 ["export", tmp_path / "cases.db", "--out", tmp_path / "again.csv"]):
+        result, modules = import_profile(*argv, block=("rosbags",))
+        assert result.returncode == 0, result.stderr
+    (tmp_path / "robot.mcap").write_bytes(b"")
+    for argv in (["export", tmp_path / "cases.db", "--out", tmp_path / "bag"],
+                 ["import", tmp_path / "robot.mcap", "--db", tmp_path / "cases.db"]):
+        result, _ = import_profile(*argv, block=("rosbags",))
+        assert result.returncode == 2
+        assert result.stderr.count("\n") == 0 and "pip install 'affordance_ros[bags]'" in result.stderr, \
+            result.stderr
+
+
+@pytest.mark.parametrize("argv", [["call", "predict", "--query", "action"], ["record", "BAG", "--trials", "1"],
+                                  ["replay", "BAG"]], ids=["call", "record", "replay"])
+def test_without_ros_the_ros_commands_say_what_to_install(argv, tmp_path):
+    result, _ = import_profile(*[tmp_path / "bag" if arg == "BAG" else arg for arg in argv], block=("rclpy",))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 0, result.stderr  # one line
+    assert "needs ROS 2" in result.stderr and "colcon build" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("module", sorted({ep.split(":")[0] for ep in console_scripts().values()
+                                           if ".nodes." in ep}))
+def test_without_ros_the_node_executables_say_what_to_install(module):
+    code = f"import sys; sys.modules['rclpy'] = None; import {module}"
+    result = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: affordance_ros.nodes: needs ROS 2") and "colcon build" in last
+
+
+# --- the install under test is the one test.sh was asked for -------------------------------------
+
+@pytest.mark.skipif("AFFORDANCE_ROS_TEST_INSTALL" not in os.environ, reason="run by ./test.sh")
+def test_the_install_under_test_is_the_one_asked_for():
+    kind, prefix = os.environ["AFFORDANCE_ROS_TEST_INSTALL"], Path(os.environ["AFFORDANCE_ROS_TEST_PREFIX"])
+    assert PREFIX.resolve() == prefix.resolve(), kind
+    assert PACKAGE.is_relative_to(prefix.resolve()), kind
+    assert Path(shutil.which("affordance-ros")).parent.resolve() == (prefix / "bin").resolve(), kind
+    assert BUILT_BY_CMAKE == (kind != "pip")
+
+
+def test_ci_runs_test_sh_on_every_install():
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^AFFORDANCE_ROS_TEST_INSTALL=all exec \./test\.sh", ci, re.MULTILINE), ci
+
+
+@pytest.mark.skipif(not BUILT_BY_CMAKE, reason="only the CMake build makes type support libraries")
+def test_the_venv_builds_no_cpp_type_support_and_colcon_all_of_it():
+    # tools/setup_env.sh's venv has no rclcpp to use the C++ type support: leaving it out halves its build
+    cpp = sorted(p.name for p in (PREFIX / "lib").glob("libaffordance_ros__rosidl_typesupport*cpp.so"))
+    if (PREFIX / "pyvenv.cfg").is_file():
+        assert cpp == []
+    else:
+        assert cpp == [f"libaffordance_ros__rosidl_typesupport_{ts}cpp.so"
+                       for ts in ("", "fastrtps_", "introspection_")]
