@@ -39,10 +39,10 @@ from scipy.special import digamma, entr
 from .errors import EvidenceError
 from .evidence import evidence_from_log_likelihoods
 from .network import AffordanceNetwork, Variable
+from .options import SUGGEST_CRITERIA
 from .predict import predict_readings
 from .query import posterior
 
-CRITERIA = ("information_gain", "predictive_entropy", "least_tried")
 NEEDS_COUNTS = ("information_gain", "least_tried")
 
 
@@ -200,7 +200,8 @@ def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
 
 def suggest_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], actions: Sequence[str] | None = None,
                    criterion: str = "information_gain", top: int | None = None) -> TrialSuggestions:
-    """Rank every (action, candidate) trial by ``criterion`` (``CRITERIA``), best first; ``top``: keep that many.
+    """Rank every (action, candidate) trial by ``criterion`` (``SUGGEST_CRITERIA``), best first; ``top``: keep
+    that many.
 
     E.g. ``suggest_trials(model, [Candidate(sensors={"size": 9.8}), Candidate(values={"Shape": "box"})])``.
     Ties keep the order candidate by candidate, action by action. A model without Dirichlet counts is
@@ -244,9 +245,9 @@ def _action_variable(model: AffordanceNetwork) -> Variable:
 
 
 def check_criterion(criterion: str) -> None:
-    """EvidenceError unless ``criterion`` is one of ``CRITERIA``."""
-    if criterion not in CRITERIA:
-        raise EvidenceError(f"unknown criterion '{criterion}'; expected one of {list(CRITERIA)}")
+    """EvidenceError unless ``criterion`` is one of ``SUGGEST_CRITERIA``."""
+    if criterion not in SUGGEST_CRITERIA:
+        raise EvidenceError(f"unknown criterion '{criterion}'; expected one of {list(SUGGEST_CRITERIA)}")
 
 
 def check_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], actions: Sequence[str] | None) -> list:
@@ -323,5 +324,5 @@ def _check_object_evidence(action_var: Variable, var: Variable, c: int, what: st
         raise EvidenceError(f"candidate {c}: {what} is an effect, which the trial is to show: leave it out")
 
 
-__all__ = ["CRITERIA", "Candidate", "Suggestion", "TrialScores", "TrialSuggestions", "check_criterion", "check_trials",
+__all__ = ["Candidate", "Suggestion", "TrialScores", "TrialSuggestions", "check_criterion", "check_trials",
            "dirichlet_information_gain", "score_trials", "suggest_trials"]

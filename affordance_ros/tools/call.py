@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Sequence
 
-from ..core.suggest import CRITERIA
+from ..core.options import SUGGEST_CRITERIA
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress
 from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_readings
@@ -82,7 +82,7 @@ def add_suggest_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an object the robot could act on: its sensor readings (NAME=NUMBER) and/or labels "
                              "(NAME=LABEL), separated by commas; '' for an object nothing is known of; repeatable")
     parser.add_argument("--action", action="append", help="an action to consider (default: all); repeatable")
-    parser.add_argument("--criterion", choices=CRITERIA, default=CRITERIA[0],
+    parser.add_argument("--criterion", choices=SUGGEST_CRITERIA, default=SUGGEST_CRITERIA[0],
                         help="information_gain: what the trial's effects would teach about the model's parameters "
                              "(default); predictive_entropy: how unsure the model is of the effects; least_tried: "
                              "the fewest earlier trials")

@@ -32,7 +32,6 @@ from .. import install_hint
 from ..core import AffordanceError, AffordanceNetwork, CaseSet, predict
 from ..core.errors import UnknownColumnError
 from ..core.options import LearningOptions
-from ..core.suggest import suggest_trials
 from ..data import offline
 from ..data.bag import BagError
 from ..data.formats import FORMATS, export_model, format_of, import_model
@@ -158,6 +157,8 @@ def cmd_predict(args) -> int:
 
 
 def cmd_suggest(args) -> int:
+    from ..core.suggest import suggest_trials  # (scipy: not at the command line's start)
+
     model = AffordanceNetwork.load(args.model)
     answer = suggest_trials(model, candidate_objects(args.candidate, UserError), args.action, args.criterion,
                             args.best or None)
