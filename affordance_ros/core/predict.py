@@ -104,18 +104,18 @@ class Prediction:
 def predict_batch(model: AffordanceNetwork, query: Sequence[str],
                   sensors: Mapping[str, Sequence[float]] | None = None,
                   values: Mapping[str, Sequence[str]] | None = None) -> BatchPrediction:
-    """Posterior of the query (names or groups) for K cases of evidence given column-wise."""
+    """Posterior of the query (names or groups) for K cases of evidence given column-wise.
+
+    A reading or label that is None is not observed in that case: each case has its own evidence pattern.
+    """
     names = model.resolve_query(query)
     columns = {}
     for sensor, readings in (sensors or {}).items():
         model.sensor(sensor)
-        arr = np.asarray(readings, dtype=float).reshape(-1)
-        if not np.all(np.isfinite(arr)):
-            raise EvidenceError(f"reading of sensor '{sensor}' is not a finite number")
-        columns[sensor] = arr
+        columns[sensor] = np.atleast_1d(np.asarray(readings, dtype=object))
     for name, labels in (values or {}).items():
         model[name]
-        columns[name] = [str(x) for x in np.atleast_1d(np.asarray(labels, dtype=object))]
+        columns[name] = [None if x is None else str(x) for x in np.atleast_1d(np.asarray(labels, dtype=object))]
     if columns:
         try:
             evidence = CaseSet.from_columns(model, columns).evidence(model)
