@@ -148,7 +148,7 @@ class _CoarseTree:
         """Variable i's family table (axes as in its CPT) from its clique's table."""
         return np.transpose(table.sum(axis=self.other_axes[i]), self.cpt_order[i])
 
-    _check_possible = staticmethod(JunctionTree._check_possible)
+    _check_possible = staticmethod(JunctionTree.check_possible)
 
 
 class SeparatorEStep:

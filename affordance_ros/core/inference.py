@@ -145,7 +145,7 @@ class JunctionTree:
                     msgs[c] = msg / total
                     totals[c] = total
                 log_lik += np.log(total)
-        self._check_possible(log_lik)
+        self.check_possible(log_lik)
         return psi, msgs, totals, log_lik, root_rho, sep_post
 
     def _propagate(self, phis: list, ev_tables: list, n_cases: int):
@@ -185,7 +185,8 @@ class JunctionTree:
         return Calibration(beliefs, sep_post, log_lik + evidence.log_scale)
 
     @staticmethod
-    def _check_possible(log_lik: np.ndarray) -> None:
+    def check_possible(log_lik: np.ndarray) -> None:
+        """EvidenceError naming the cases whose log-likelihood is not finite (evidence of probability zero)."""
         if not np.all(np.isfinite(log_lik)):
             bad = np.flatnonzero(~np.isfinite(log_lik))
             raise EvidenceError(

@@ -1,80 +1,84 @@
-"""Fast queries: a plan per model and evidence pattern, pruned to what the query needs.
+"""Fast queries: the model's junction tree calibrated once without evidence, collected per query.
 
-A planner asks the same kind of question again and again: the same query variables, evidence
-on the same variables, only the values change. ``QueryPlan`` compiles once per (model, query,
-evidence pattern) everything that depends only on those:
+A planner asks many quick questions whose evidence changes, often in which variables are
+observed as well as in their values. ``QueryEngine`` compiles once per model what no query
+changes: the junction tree of the model (``inference.JunctionTree``), its clique beliefs without
+evidence p(C), and, for every clique and neighbour, the conditional table p(C | separator). Then
 
-- the requisite part of the network by Bayes-ball (Shachter 1998): barren nodes and the
-  nodes d-separated from the query by the evidence are dropped; hard evidence blocks paths,
-  soft evidence on X acts as an observed virtual child of X. (When a CPT left out that way
-  has zero entries, the evidence itself could be impossible, which must be reported: then
-  only barren nodes are pruned, the whole ancestry of the query and the evidence is kept);
-- a junction tree over what is left, triangulated with the query as one family so that one
-  clique holds the whole query, rooted there;
-- the product of the CPTs assigned to each clique, and how each evidence vector and each
-  message broadcasts into its clique.
+    p(all variables) = p(C_root) * prod over the other cliques of p(C | separator toward the root),
 
-A call then multiplies the evidence into the cliques and collects toward the query's clique
-only: a fixed number of numpy operations per clique, on tables that hold K cases along the
-last axis (one case for a single query; chunks of cases for ``predict_batch``).
+so the evidence of a query only has to be multiplied into the cliques that hold it and collected
+along the paths from them to a clique holding the query (any clique can be the root): every other
+subtree sums to one and is skipped. ``QueryPlan`` compiles these paths once per evidence pattern
+(the query variables, which variables have evidence): Bayes-ball (Shachter 1998) first drops the
+evidence that is d-separated from the query (hard evidence blocks paths, soft evidence on X acts
+as an observed virtual child of X; when a CPT outside the requisite part has zero entries, the
+evidence could be impossible for a reason only it can tell, and all of it is kept), then every
+conditional table on the path is summed, once, over the axes that neither the evidence, nor a
+message, nor the query touches. A joint query over variables of different cliques keeps their
+axes in the messages until the root (variable elimination along the same paths).
+
+A call multiplies the evidence vectors in and passes one normalised message per clique on the
+paths: a few numpy operations each, on tables that hold K cases along the last axis (one case for
+a single query; chunks of cases for ``predict_batch``). A plan costs about as much as a few calls
+to compile, so a new evidence pattern is answered at once; plans are cached per model.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import weakref
 from collections import deque
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from .errors import EvidenceError
-from .inference import _spanning_tree, _triangulate
+from .errors import ModelFormatError
+from .evidence import Evidence
+from .inference import JunctionTree
 
-_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
-_CHUNK_ELEMENTS = 1 << 16   # entries of the largest clique table times cases per chunk (stays in cache)
+_MAX_STEPS = 4096          # compiled steps kept for new plans to share (then forgotten, all at once)
+_CHUNK_ELEMENTS = 1 << 16   # entries of the largest table of a plan times cases per chunk (stays in cache)
+_TINY = 1e-280              # a total at the root below it: compute again, normalising every message
 
 
 def requisite(parents: Sequence[Sequence[int]], query: Sequence[int], hard: Sequence[int],
-              soft: Sequence[int]) -> tuple[set, set]:
+              soft: Sequence[int], children: Sequence[Sequence[int]] | None = None) -> tuple[set, set]:
     """Bayes-ball: (nodes whose CPTs the query needs, soft-evidence nodes whose likelihood it needs).
 
-    ``parents[i]``: the parents of node i. Query nodes must not be in ``hard``.
+    ``parents[i]``: the parents of node i (``children``: the other way round, derived when not given).
+    Query nodes must not be in ``hard``. Soft evidence on i acts as an observed virtual child of i: a ball
+    passed down to i comes back up to it from that child.
     """
-    n = len(parents)
-    virtual = {i: n + k for k, i in enumerate(soft)}
-    # Soft evidence on i is an observed virtual child of i (its "CPT" is the likelihood).
-    parents = [*parents, *([i] for i in soft)]
-    children = [[] for _ in parents]
-    for i, ps in enumerate(parents):
-        for p in ps:
-            children[p].append(i)
-    observed = set(hard) | set(virtual.values())
-    top, bottom, visited = set(), set(), set()
+    if children is None:
+        children = [[] for _ in parents]
+        for i, ps in enumerate(parents):
+            for p in ps:
+                children[p].append(i)
+    hard, soft = set(hard), set(soft)
+    top, bottom, soft_used = set(), set(), set()
     schedule = deque((q, True) for q in query)
-
-    def up(j: int) -> None:  # j's CPT is needed: pass the ball to its parents
-        if j not in top:
-            top.add(j)
-            schedule.extend((p, True) for p in parents[j])
-
-    def down(j: int) -> None:  # pass the ball to j's children
-        if j not in bottom:
-            bottom.add(j)
-            schedule.extend((c, False) for c in children[j])
-
     while schedule:
         j, from_child = schedule.popleft()
-        visited.add(j)
-        if j in observed:
-            if not from_child:
-                up(j)
-        elif from_child:
-            up(j)
-            down(j)
-        else:
-            down(j)
-    return {j for j in top if j < n}, {i for i, v in virtual.items() if v in visited}
+        if j in hard:
+            if from_child or j in top:
+                continue
+            top.add(j)                                   # j's CPT is needed: the ball goes to its parents
+            schedule.extend((p, True) for p in parents[j])
+            continue
+        if from_child and j not in top:
+            top.add(j)
+            schedule.extend((p, True) for p in parents[j])
+        if j not in bottom:                              # the ball goes down to j's children
+            bottom.add(j)
+            schedule.extend((c, False) for c in children[j])
+            if j in soft:
+                soft_used.add(j)
+                schedule.append((j, True))
+    return top, soft_used
 
 
 def _ancestors(parents: Sequence[Sequence[int]], nodes: set) -> set:
@@ -88,143 +92,245 @@ def _ancestors(parents: Sequence[Sequence[int]], nodes: set) -> set:
     return out
 
 
+class QueryEngine:
+    """What every query of one model shares: its junction tree, the clique beliefs without evidence,
+    the conditional tables p(clique | separator) per clique and neighbour, and the plans compiled so far.
+    """
+
+    def __init__(self, model):
+        if not model.parameterised:
+            raise ModelFormatError("the network has no learned parameters yet: learn it first")
+        tree = model.engine
+        n = len(model)
+        prior = tree.calibrate([v.cpt for v in model.variables], Evidence.empty(n))
+        self.beliefs = [np.ascontiguousarray(b[..., 0]) for b in prior.beliefs]
+        self.cliques = tree.cliques
+        self.var_home = tree.var_home
+        self.cards = [v.card for v in model.variables]
+        self.parents = [model.parent_indices(i) for i in range(n)]
+        self.children = [[i for i in range(n) if j in self.parents[i]] for j in range(n)]
+        self.has_zero = {i for i, v in enumerate(model.variables) if np.any(v.cpt == 0)}
+        self.neighbours = [[] for _ in self.cliques]
+        self.separators = {}    # (clique, neighbour): the variables they share, ascending
+        for c, p in enumerate(tree.parent):
+            if p is not None:
+                self.neighbours[c].append(p)
+                self.neighbours[p].append(c)
+                self.separators[c, p] = self.separators[p, c] = tuple(v for v in self.cliques[c]
+                                                                       if v in self.cliques[p])
+        self.plans: dict = {}
+        self._tables: dict = {}
+        self._steps: dict = {}
+        self._rooted: dict = {}
+
+    def table(self, c: int, toward: int | None, axes: tuple) -> np.ndarray:
+        """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its separator with
+        ``toward``) (0 where the separator has probability 0), p(clique c) at the root (``toward`` None).
+        """
+        key = (c, toward, axes)
+        found = self._tables.get(key)
+        if found is None:
+            clique = self.cliques[c]
+            if toward is None:
+                found = self.beliefs[c]
+            elif (c, toward, clique) in self._tables:
+                found = self._tables[c, toward, clique]
+            else:
+                sep = self.separators[c, toward]
+                margin = self.beliefs[c].sum(axis=tuple(a for a, v in enumerate(clique) if v not in sep),
+                                             keepdims=True)
+                found = np.divide(self.beliefs[c], margin, out=np.zeros_like(margin, shape=self.beliefs[c].shape),
+                                  where=margin > 0)
+                self._tables[c, toward, clique] = found
+            unused = tuple(a for a, v in enumerate(clique) if v not in axes)
+            found = self._tables[key] = found.sum(axis=unused) if unused else found
+        return found
+
+    def step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query: tuple) -> _Step:
+        """Clique c's ``_Step`` toward ``toward`` (None: c is the root), with evidence on ``evidence``, messages
+        from ``kids`` ((clique, the query variables its message carries)) and the ``query`` variables of c kept.
+        """
+        key = (c, toward, evidence, kids, query)
+        found = self._steps.get(key)
+        if found is None:
+            if len(self._steps) >= _MAX_STEPS:
+                self._steps.clear()
+            found = self._steps[key] = self._compile_step(*key)
+        return found
+
+    def _compile_step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query: tuple) -> _Step:
+        cards, separators = self.cards, self.separators
+        up = separators[c, toward] if toward is not None else ()
+        needed = {*up, *evidence, *query, *(v for d, _ in kids for v in separators[d, c])}
+        own = tuple(v for v in self.cliques[c] if v in needed)
+        carried = tuple(v for _, carries in kids for v in carries)
+        axes = own + carried
+        table = self.table(c, toward, own)
+        table = table.reshape(table.shape + (1,) * (len(carried) + 1))
+        kid_shapes = tuple((d, tuple(cards[u] if u in separators[d, c] or u in carries else 1 for u in axes) + (-1,))
+                           for d, carries in kids)
+        kept = [v for v in axes if v in up or v in query or v in carried]
+        target = [*up, *(v for v in kept if v not in up)]
+        return _Step(c, table, tuple((v, tuple(cards[u] if u == v else 1 for u in axes) + (-1,)) for v in evidence),
+                     kid_shapes, tuple(a for a, v in enumerate(axes) if v not in kept),
+                     None if kept == target else tuple(kept.index(v) for v in target) + (len(kept),),
+                     tuple(v for v in target if v not in up))
+
+    def rooted(self, root: int) -> tuple[list, list]:
+        """The tree rooted at ``root``: (each clique's neighbour toward the root, the cliques breadth first)."""
+        if root not in self._rooted:
+            toward = [None] * len(self.cliques)
+            order, seen = [root], {root}
+            for c in order:
+                for d in self.neighbours[c]:
+                    if d not in seen:
+                        seen.add(d)
+                        toward[d] = c
+                        order.append(d)
+            self._rooted[root] = (toward, order)
+        return self._rooted[root]
+
+    def requisite_evidence(self, query: Sequence[int], hard: Sequence[int], soft: Sequence[int]) -> tuple:
+        """The evidence variables p(query | evidence) depends on (Bayes-ball), all of them when a CPT left
+        out has zero entries (the evidence could then be impossible for a reason only that CPT tells).
+        """
+        qset = set(query)
+        soft = sorted(set(soft) | (set(hard) & qset))       # a query with hard evidence: treat it as soft
+        hard = [h for h in hard if h not in qset]
+        cpt_nodes, soft_needed = requisite(self.parents, query, hard, soft, self.children)
+        if self.has_zero & (_ancestors(self.parents, {*hard, *soft}) - cpt_nodes):
+            return tuple(sorted({*hard, *soft}))
+        hard_needed = {h for h in hard if h in cpt_nodes or any(i in cpt_nodes for i in self.children[h])}
+        return tuple(sorted(hard_needed | soft_needed))
+
+    def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> "QueryPlan":
+        """The cached ``QueryPlan`` of this query and evidence pattern."""
+        key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)))
+        found = self.plans.get(key)
+        if found is None:
+            if len(self.plans) >= _MAX_PLANS:
+                self.plans.pop(next(iter(self.plans)))
+            found = self.plans[key] = QueryPlan(self, *key)
+        return found
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """One clique of a plan: its table without evidence (axes: the clique's variables it needs, the query
+    variables its kids' messages carry, the cases), how each evidence vector and each kid's message broadcast
+    into it, what it sums out, and how the result's axes move: toward the next clique, its separator's
+    variables then the query variables it carries; at the root, the cases then the query in its order.
+    """
+
+    clique: int
+    table: np.ndarray
+    evidence: tuple       # (variable, shape)
+    kids: tuple           # (clique, shape)
+    sum_axes: tuple
+    order: tuple | None   # a transpose of the summed table (None: none needed)
+    carries: tuple        # the query variables its message carries (at the root: the answer's)
+
+
 class QueryPlan:
-    """p(query | evidence) for one model, query and evidence pattern, compiled once.
+    """p(query | evidence) for one model, query and evidence pattern (the module docstring).
 
     ``hard``: variables whose evidence is one-hot in every case (a label); ``soft``: the other
     variables with evidence. Call it with {variable index: likelihoods (K, card)}.
     """
 
-    def __init__(self, model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()):
+    def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
+                 soft: Sequence[int] = ()):
         self.query = tuple(query)
         qset = set(self.query)
-        soft = sorted(set(soft) | (set(hard) & qset))       # a query with hard evidence: treat it as soft
-        hard = [h for h in hard if h not in qset]
-        parents = [model.parent_indices(i) for i in range(len(model))]
-        cpt_nodes, soft_needed = requisite(parents, self.query, hard, soft)
-        evidence_ancestry = _ancestors(parents, set(hard) | set(soft))
-        if any(np.any(model.variables[i].cpt == 0) for i in evidence_ancestry - cpt_nodes):
-            # zero CPT entries outside the requisite part could make this evidence impossible, which
-            # only the whole ancestry of the evidence can tell: barren-node pruning only
-            cpt_nodes, soft_needed = evidence_ancestry | _ancestors(parents, qset), set(soft)
-        self.pruned = len(model) - len(cpt_nodes)
-        hard_set = set(hard)
-        keep = set(cpt_nodes) | qset | {p for i in cpt_nodes for p in parents[i] if p in hard_set}
-        self.evidence_vars = tuple(sorted((keep & hard_set) | soft_needed))
-        self.variables = tuple(sorted(keep))
-        local = {v: j for j, v in enumerate(self.variables)}
-        cards = np.array([model.variables[v].card for v in self.variables])
-        families = [tuple(sorted(local[u] for u in (*parents[i], i))) for i in sorted(cpt_nodes)]
-        families.append(tuple(sorted(local[q] for q in self.query)))
-        cliques = _triangulate(len(self.variables), families, cards)
-        shapes = [tuple(int(cards[v]) for v in c) for c in cliques]
-        sizes = [int(np.prod(s)) for s in shapes]
-        tree_parent, _ = _spanning_tree(cliques, sizes)
-        qlocal = {local[q] for q in self.query}
-        root = min((c for c in range(len(cliques)) if qlocal <= set(cliques[c])), key=lambda c: sizes[c])
-        self._compile(model, cliques, shapes, tree_parent, root, local, sorted(cpt_nodes), parents)
-        self.max_clique = max(sizes)
-
-    def _compile(self, model, cliques, shapes, tree_parent, root, local, cpt_nodes, parents) -> None:
-        m = len(cliques)
-        adjacent = [set() for _ in range(m)]
-        for c, p in enumerate(tree_parent):
-            if p is not None:
-                adjacent[c].add(p)
-                adjacent[p].add(c)
-        parent = {root: None}
-        order = [root]
-        for c in order:                                      # breadth first from the query's clique
-            for d in sorted(adjacent[c]):
-                if d not in parent:
-                    parent[d] = c
-                    order.append(d)
-        smallest = {}
-        for v in range(len(self.variables)):
-            smallest[v] = min((c for c in range(m) if v in cliques[c]), key=lambda c: np.prod(shapes[c]))
-        phis = [np.ones((*shape, 1)) for shape in shapes]
-        for i in cpt_nodes:
-            family = [local[u] for u in (*parents[i], i)]
-            home = min((c for c in range(m) if set(family) <= set(cliques[c])), key=lambda c: np.prod(shapes[c]))
-            clique = cliques[home]
-            perm = np.argsort(family)
-            shape = tuple(int(shapes[home][a]) if v in family else 1 for a, v in enumerate(clique)) + (1,)
-            phis[home] = phis[home] * np.transpose(model.variables[i].cpt, perm).reshape(shape)
-        evidence_home = {smallest[local[v]]: True for v in self.evidence_vars}
-        has_evidence = {}
-        for c in reversed(order):                            # leaves first: does c's subtree hold evidence?
-            has_evidence[c] = evidence_home.get(c, False) or any(
-                has_evidence[d] for d in order if parent[d] == c)
-        self._steps = []
-        for c in reversed(order):
-            clique = cliques[c]
-            evidence = []
-            for v in self.evidence_vars:
-                lv = local[v]
-                if smallest[lv] == c:
-                    shape = tuple(shapes[c][a] if u == lv else 1 for a, u in enumerate(clique)) + (-1,)
-                    evidence.append((v, shape))
-            kids = [d for d in order if parent[d] == c and has_evidence[d]]
-            if c == root:
-                qpos = [clique.index(local[q]) for q in self.query]
-                sum_axes = tuple(a for a in range(len(clique)) if a not in qpos)
-                # after summing, the query axes are in clique order; permute them to the query's order
-                kept = sorted(qpos)
-                self._root = (c, sum_axes, tuple(kept.index(a) for a in qpos) + (len(qpos),))
-                self._root_parts = (evidence, kids)
-                continue
-            p = parent[c]
-            sep = [v for v in clique if v in cliques[p]]
-            sum_axes = tuple(a for a, v in enumerate(clique) if v not in sep)
-            into = tuple(shapes[p][a] if v in sep else 1 for a, v in enumerate(cliques[p])) + (-1,)
-            if has_evidence[c]:
-                self._steps.append((c, evidence, kids, sum_axes, into))
-            else:
-                # no evidence below c: its message depends on the CPTs only; fold it into the parent's table
-                msg = phis[c].sum(axis=sum_axes) if sum_axes else phis[c]
-                phis[p] = phis[p] * msg.reshape(into)
-        self._phis = phis
+        self.evidence_vars = engine.requisite_evidence(self.query, hard, soft)
+        cliques, home = engine.cliques, engine.var_home
+        holding = [c for c, clique in enumerate(cliques) if qset <= set(clique)]
+        root = min(holding, key=lambda c: engine.beliefs[c].size) if holding else home[self.query[0]]
+        toward, breadth_first = engine.rooted(root)
+        evidence_at = {}
+        for v in self.evidence_vars:
+            evidence_at.setdefault(home[v], []).append(v)
+        active = set()
+        for c in {*evidence_at, *(home[q] for q in self.query)}:
+            while c is not None and c not in active:
+                active.add(c)
+                c = toward[c]
+        order = [c for c in reversed(breadth_first) if c in active]     # leaves first, the root last
+        kids = {c: [] for c in order}
+        for c in order[:-1]:
+            kids[toward[c]].append(c)
+        steps = {}
+        for c in order:
+            steps[c] = engine.step(c, toward[c], tuple(evidence_at.get(c, ())),
+                                   tuple((d, steps[d].carries) for d in kids[c]),
+                                   tuple(v for v in cliques[c] if v in qset) if len(qset) > 1 or root == c else ())
+        *self._passes, self._root = [steps[c] for c in order]
+        answer = self._root.carries   # the root's result: these axes, then the cases
+        self._root = dataclasses.replace(self._root, order=(len(answer), *(answer.index(q) for q in self.query)))
+        self.max_table = max(step.table.size // step.table.shape[-1] * math.prod(
+            engine.cards[v] for d in step.kids for v in steps[d[0]].carries) for step in steps.values())
 
     def __call__(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> np.ndarray:
         """p(query | evidence) (K, *query cards); ``likelihoods[v]`` (K, card) for every evidence variable."""
-        msgs = {}
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for c, evidence, kids, sum_axes, into in self._steps:
-                table = self._product(c, evidence, kids, likelihoods, msgs)
-                msg = table.sum(axis=sum_axes) if sum_axes else table
-                total = msg.reshape(-1, msg.shape[-1]).sum(axis=0)
-                msgs[c] = (msg / total).reshape(into)
-            c, sum_axes, perm = self._root
-            table = self._product(c, *self._root_parts, likelihoods, msgs)
-            joint = table.sum(axis=sum_axes) if sum_axes else table
-            joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases)).transpose(perm)
-            total = joint.reshape(-1, n_cases).sum(axis=0)
-            joint = joint / total
-        if not np.all(total > 0):
-            bad = np.flatnonzero(~(total > 0))
-            raise EvidenceError(f"the evidence of case(s) {bad[:10].tolist()} has probability zero under the model")
-        return np.moveaxis(joint, -1, 0)
+        joint, total = self.evaluate(likelihoods, n_cases)
+        if total is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                JunctionTree.check_possible(np.log(total))
+        return joint
 
-    def _product(self, c, evidence, kids, likelihoods, msgs):
-        table = self._phis[c]
-        for v, shape in evidence:
-            table = table * likelihoods[v].T.reshape(shape)
-        for d in kids:
-            table = table * msgs[d]
-        return table
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """(p(query | evidence) (K, *query cards), NaN for a case whose evidence is impossible; p(evidence) of
+        each case, or None when every case's is large enough to show that none is impossible).
+
+        Messages are left unnormalised: every factor is at most 1, so they only shrink, and the answer is
+        exact unless a case's evidence is so improbable that its total at the root falls below ``_TINY``,
+        where something on the way may have underflowed; then the cases are computed again, normalising every
+        message, which tells the impossible ones (total 0 or NaN).
+        """
+        table = self._collect(likelihoods, normalise=False)
+        total = table.reshape(-1, table.shape[-1]).sum(axis=0)
+        checked = None
+        if (total < _TINY).any():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                table = self._collect(likelihoods, normalise=True)
+                total = checked = table.reshape(-1, table.shape[-1]).sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            joint = table / total
+        if joint.shape[-1] != n_cases:
+            joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases))
+        return joint.transpose(self._root.order), checked
+
+    def _collect(self, likelihoods: Mapping[int, np.ndarray], normalise: bool) -> np.ndarray:
+        """The root's table summed onto the query (unnormalised), the messages on the way normalised or not."""
+        messages = {}
+        for step in self._passes:
+            table = _summed_product(step, likelihoods, messages)
+            if step.order is not None:
+                table = table.transpose(step.order)
+            messages[step.clique] = table / table.reshape(-1, table.shape[-1]).sum(axis=0) if normalise else table
+        return _summed_product(self._root, likelihoods, messages)
+
+
+def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], messages: dict) -> np.ndarray:
+    """A step's table times its evidence and its kids' messages, summed over what it leaves out."""
+    table = step.table
+    for v, shape in step.evidence:
+        table = table * likelihoods[v].T.reshape(shape)
+    for d, shape in step.kids:
+        table = table * messages.pop(d).reshape(shape)
+    return table.sum(axis=step.sum_axes) if step.sum_axes else table
 
 
 def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> QueryPlan:
     """The cached ``QueryPlan`` of ``model`` for this query and evidence pattern."""
-    key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)))
-    plans = _PLANS.get(model)
-    if plans is None:
-        plans = _PLANS[model] = {}
-    found = plans.get(key)
+    return engine(model).plan(query, hard, soft)
+
+
+def engine(model) -> QueryEngine:
+    """The ``QueryEngine`` of ``model``, compiled on its first query."""
+    found = _ENGINES.get(model)
     if found is None:
-        if len(plans) >= _MAX_PLANS:
-            plans.pop(next(iter(plans)))
-        found = plans[key] = QueryPlan(model, *key)
+        found = _ENGINES[model] = QueryEngine(model)
     return found
 
 
@@ -232,20 +338,27 @@ def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray]
               hard: Sequence[int] = ()) -> np.ndarray:
     """p(query jointly | evidence) (K, *query cards) for K cases; ``likelihoods[v]`` (K, card) per
     evidence variable (``hard``: those that are one-hot in every case). Large K runs in chunks
-    sized so that the largest clique table of a chunk stays in cache.
+    sized so that the largest table of a chunk stays in cache.
     """
     hard = [v for v in hard if v in likelihoods]
     soft = [v for v in likelihoods if v not in set(hard)]
     compiled = plan(model, query, hard, soft)
     n_cases = next(iter(likelihoods.values())).shape[0] if likelihoods else 1
-    chunk = max(1, _CHUNK_ELEMENTS // compiled.max_clique)
+    chunk = max(1, _CHUNK_ELEMENTS // compiled.max_table)
     if n_cases <= chunk:
         return compiled(likelihoods, n_cases)
     out = np.empty((n_cases, *[model.variables[q].card for q in query]))
+    totals = None
     for start in range(0, n_cases, chunk):
         rows = slice(start, min(start + chunk, n_cases))
-        out[rows] = compiled({v: lik[rows] for v, lik in likelihoods.items()}, rows.stop - rows.start)
+        out[rows], total = compiled.evaluate({v: lik[rows] for v, lik in likelihoods.items()}, rows.stop - start)
+        if total is not None:
+            totals = np.ones(n_cases) if totals is None else totals
+            totals[rows] = total
+    if totals is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            JunctionTree.check_possible(np.log(totals))
     return out
 
 
-__all__ = ["QueryPlan", "plan", "posterior", "requisite"]
+__all__ = ["QueryEngine", "QueryPlan", "engine", "plan", "posterior", "requisite"]
