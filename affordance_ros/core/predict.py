@@ -6,6 +6,7 @@ model) and nothing (marginalised).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -14,7 +15,7 @@ from scipy.special import logsumexp
 
 from .cases import CaseSet
 from .errors import EvidenceError
-from .network import AffordanceNetwork, gaussian_log_density
+from .network import AffordanceNetwork, SensorModel, gaussian_log_density
 from .numbers import is_finite_number
 from .query import posterior
 
@@ -50,12 +51,25 @@ def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarra
         sensor = model[name].sensor
         if sensor is None:
             continue
-        means, covs = sensor.component_means(), sensor.component_covariances()
-        mean = weights @ means                                                   # (K, d)
-        second = np.einsum("kj,jd->kd", weights, np.diagonal(covs, axis1=1, axis2=2) + means ** 2)
-        stddev = np.sqrt(np.maximum(second - mean ** 2, 0.0))
+        means, covs, moments = _mixture(sensor)
+        mean, second = np.split(weights @ moments, 2, axis=1)                   # (K, d) each
+        stddev = np.sqrt(np.maximum(second - mean * mean, 0.0))
         out[name] = ReadingPrediction(name, sensor.names, weights, means, covs, mean, stddev)
     return out
+
+
+_MIXTURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _mixture(sensor: SensorModel) -> tuple:
+    """A sensor model's component means (card, d), covariances (card, d, d), and its means next to the second
+    moments of each reading (card, 2d), computed once per sensor model (they are immutable).
+    """
+    found = _MIXTURES.get(sensor)
+    if found is None:
+        means, covs = sensor.component_means(), sensor.component_covariances()
+        found = _MIXTURES[sensor] = (means, covs, np.hstack([means, np.diagonal(covs, axis1=1, axis2=2) + means ** 2]))
+    return found
 
 
 @dataclass(frozen=True)
@@ -195,12 +209,13 @@ def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPr
     """The ``BatchPrediction`` of the joint posterior (K, *cards) of the variables ``names``."""
     flat = joint.reshape(joint.shape[0], -1)
     best = flat.argmax(axis=1)
-    most_probable = np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
-    marginals = {}
-    for j, name in enumerate(names):
-        axes = tuple(1 + a for a in range(len(names)) if a != j)
-        marginals[name] = joint.sum(axis=axes) if axes else joint
-    return BatchPrediction(names, marginals, most_probable, flat[np.arange(flat.shape[0]), best], joint,
+    if len(names) == 1:
+        most_probable, marginals = best[:, None], {names[0]: joint}
+    else:
+        most_probable = np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
+        marginals = {name: joint.sum(axis=tuple(1 + a for a in range(len(names)) if a != j))
+                     for j, name in enumerate(names)}
+    return BatchPrediction(names, marginals, most_probable, flat[np.arange(len(best)), best], joint,
                            predict_readings(model, marginals))
 
 

@@ -106,6 +106,7 @@ class QueryEngine:
         self.beliefs = [np.ascontiguousarray(b[..., 0]) for b in prior.beliefs]
         self.cliques = tree.cliques
         self.var_home = tree.var_home
+        self.holding = [{c for c, clique in enumerate(self.cliques) if i in clique} for i in range(n)]
         self.cards = [v.card for v in model.variables]
         self.parents = [model.parent_indices(i) for i in range(n)]
         self.children = [[i for i in range(n) if j in self.parents[i]] for j in range(n)]
@@ -146,9 +147,10 @@ class QueryEngine:
             found = self._tables[key] = found.sum(axis=unused) if unused else found
         return found
 
-    def step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query: tuple) -> _Step:
+    def step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query) -> _Step:
         """Clique c's ``_Step`` toward ``toward`` (None: c is the root), with evidence on ``evidence``, messages
-        from ``kids`` ((clique, the query variables its message carries)) and the ``query`` variables of c kept.
+        from ``kids`` ((clique, the query variables its message carries)), keeping the variables of ``query``
+        (at the root: the query, in its order).
         """
         key = (c, toward, evidence, kids, query)
         found = self._steps.get(key)
@@ -158,7 +160,7 @@ class QueryEngine:
             found = self._steps[key] = self._compile_step(*key)
         return found
 
-    def _compile_step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query: tuple) -> _Step:
+    def _compile_step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query) -> _Step:
         cards, separators = self.cards, self.separators
         up = separators[c, toward] if toward is not None else ()
         needed = {*up, *evidence, *query, *(v for d, _ in kids for v in separators[d, c])}
@@ -169,12 +171,17 @@ class QueryEngine:
         table = table.reshape(table.shape + (1,) * (len(carried) + 1))
         kid_shapes = tuple((d, tuple(cards[u] if u in separators[d, c] or u in carries else 1 for u in axes) + (-1,))
                            for d, carries in kids)
+        evidence_shapes = tuple((v, tuple(cards[u] if u == v else 1 for u in axes) + (-1,)) for v in evidence)
         kept = [v for v in axes if v in up or v in query or v in carried]
+        sum_axes = tuple(a for a, v in enumerate(axes) if v not in kept)
+        size = math.prod(cards[v] for v in axes)
+        if toward is None:   # the answer: the cases, then the query in its order
+            return _Step(c, table, evidence_shapes, kid_shapes, sum_axes,
+                         (len(kept), *(kept.index(q) for q in query)), tuple(kept), size)
         target = [*up, *(v for v in kept if v not in up)]
-        return _Step(c, table, tuple((v, tuple(cards[u] if u == v else 1 for u in axes) + (-1,)) for v in evidence),
-                     kid_shapes, tuple(a for a, v in enumerate(axes) if v not in kept),
+        return _Step(c, table, evidence_shapes, kid_shapes, sum_axes,
                      None if kept == target else tuple(kept.index(v) for v in target) + (len(kept),),
-                     tuple(v for v in target if v not in up))
+                     tuple(target[len(up):]), size)
 
     def rooted(self, root: int) -> tuple[list, list]:
         """The tree rooted at ``root``: (each clique's neighbour toward the root, the cliques breadth first)."""
@@ -229,6 +236,7 @@ class _Step:
     sum_axes: tuple
     order: tuple | None   # a transpose of the summed table (None: none needed)
     carries: tuple        # the query variables its message carries (at the root: the answer's)
+    size: int             # entries of its product of tables, per case
 
 
 class QueryPlan:
@@ -241,10 +249,9 @@ class QueryPlan:
     def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
                  soft: Sequence[int] = ()):
         self.query = tuple(query)
-        qset = set(self.query)
         self.evidence_vars = engine.requisite_evidence(self.query, hard, soft)
-        cliques, home = engine.cliques, engine.var_home
-        holding = [c for c, clique in enumerate(cliques) if qset <= set(clique)]
+        home = engine.var_home
+        holding = set.intersection(*(engine.holding[q] for q in self.query))
         root = min(holding, key=lambda c: engine.beliefs[c].size) if holding else home[self.query[0]]
         toward, breadth_first = engine.rooted(root)
         evidence_at = {}
@@ -259,16 +266,13 @@ class QueryPlan:
         kids = {c: [] for c in order}
         for c in order[:-1]:
             kids[toward[c]].append(c)
+        kept = frozenset(self.query) if len(self.query) > 1 else frozenset()   # else the root's separators keep it
         steps = {}
         for c in order:
             steps[c] = engine.step(c, toward[c], tuple(evidence_at.get(c, ())),
-                                   tuple((d, steps[d].carries) for d in kids[c]),
-                                   tuple(v for v in cliques[c] if v in qset) if len(qset) > 1 or root == c else ())
-        *self._passes, self._root = [steps[c] for c in order]
-        answer = self._root.carries   # the root's result: these axes, then the cases
-        self._root = dataclasses.replace(self._root, order=(len(answer), *(answer.index(q) for q in self.query)))
-        self.max_table = max(step.table.size // step.table.shape[-1] * math.prod(
-            engine.cards[v] for d in step.kids for v in steps[d[0]].carries) for step in steps.values())
+                                   tuple((d, steps[d].carries) for d in kids[c]), self.query if c == root else kept)
+        *self._passes, self._root = steps.values()
+        self.max_table = max(step.size for step in steps.values())
 
     def __call__(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> np.ndarray:
         """p(query | evidence) (K, *query cards); ``likelihoods[v]`` (K, card) for every evidence variable."""
@@ -279,26 +283,28 @@ class QueryPlan:
         return joint
 
     def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
-        """(p(query | evidence) (K, *query cards), NaN for a case whose evidence is impossible; p(evidence) of
-        each case, or None when every case's is large enough to show that none is impossible).
+        """(p(query | evidence) (K, *query cards), NaN for a case whose evidence is impossible; the totals of
+        the normalised pass, 0 or NaN for those cases, or None when that pass was not needed).
 
         Messages are left unnormalised: every factor is at most 1, so they only shrink, and the answer is
         exact unless a case's evidence is so improbable that its total at the root falls below ``_TINY``,
         where something on the way may have underflowed; then the cases are computed again, normalising every
-        message, which tells the impossible ones (total 0 or NaN).
+        message, which also tells the impossible ones.
         """
         table = self._collect(likelihoods, normalise=False)
         total = table.reshape(-1, table.shape[-1]).sum(axis=0)
-        checked = None
-        if (total < _TINY).any():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                table = self._collect(likelihoods, normalise=True)
-                total = checked = table.reshape(-1, table.shape[-1]).sum(axis=0)
+        if total.min() >= _TINY:
+            return self._answer(table / total, n_cases), None
         with np.errstate(divide="ignore", invalid="ignore"):
-            joint = table / total
+            table = self._collect(likelihoods, normalise=True)
+            total = table.reshape(-1, table.shape[-1]).sum(axis=0)
+            return self._answer(table / total, n_cases), total
+
+    def _answer(self, joint: np.ndarray, n_cases: int) -> np.ndarray:
+        """The root's normalised table as the answer: (K, *query cards in the query's order)."""
         if joint.shape[-1] != n_cases:
             joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases))
-        return joint.transpose(self._root.order), checked
+        return joint.transpose(self._root.order)
 
     def _collect(self, likelihoods: Mapping[int, np.ndarray], normalise: bool) -> np.ndarray:
         """The root's table summed onto the query (unnormalised), the messages on the way normalised or not."""
@@ -341,7 +347,7 @@ def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray]
     sized so that the largest table of a chunk stays in cache.
     """
     hard = [v for v in hard if v in likelihoods]
-    soft = [v for v in likelihoods if v not in set(hard)]
+    soft = [v for v in likelihoods if v not in hard]
     compiled = plan(model, query, hard, soft)
     n_cases = next(iter(likelihoods.values())).shape[0] if likelihoods else 1
     chunk = max(1, _CHUNK_ELEMENTS // compiled.max_table)
