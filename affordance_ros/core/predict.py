@@ -52,7 +52,8 @@ def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarra
         if sensor is None:
             continue
         means, covs, moments = _mixture(sensor)
-        mean, second = np.split(weights @ moments, 2, axis=1)                   # (K, d) each
+        both = weights @ moments
+        mean, second = both[:, :sensor.dim], both[:, sensor.dim:]              # (K, d) each
         stddev = np.sqrt(np.maximum(second - mean * mean, 0.0))
         out[name] = ReadingPrediction(name, sensor.names, weights, means, covs, mean, stddev)
     return out
@@ -147,8 +148,8 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
     best = {name: model[name].values[code] for name, code in zip(names, batch.most_probable[0].tolist())}
     readings, mixtures = {}, {}
     for name, r in batch.readings.items():
-        for j, reading in enumerate(r.names):
-            readings[reading] = {"mean": float(r.mean[0, j]), "stddev": float(r.stddev[0, j])}
+        for reading, mean, stddev in zip(r.names, r.mean[0].tolist(), r.stddev[0].tolist()):
+            readings[reading] = {"mean": mean, "stddev": stddev}
         mixtures[name] = {"names": list(r.names), "weights": r.weights[0].tolist(), "means": r.means.tolist(),
                           "covariances": r.covariances.tolist()}
     return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures)

@@ -10,18 +10,18 @@ evidence p(C), and, for every clique and neighbour, the conditional table p(C | 
 so the evidence of a query only has to be multiplied into the cliques that hold it and collected
 along the paths from them to a clique holding the query (any clique can be the root): every other
 subtree sums to one and is skipped. ``QueryPlan`` compiles these paths once per evidence pattern
-(the query variables, which variables have evidence): Bayes-ball (Shachter 1998) first drops the
-evidence that is d-separated from the query (hard evidence blocks paths, soft evidence on X acts
-as an observed virtual child of X; when a CPT outside the requisite part has zero entries, the
-evidence could be impossible for a reason only it can tell, and all of it is kept), then every
-conditional table on the path is summed, once, over the axes that neither the evidence, nor a
-message, nor the query touches. A joint query over variables of different cliques keeps their
-axes in the messages until the root (variable elimination along the same paths).
+(the query, which variables have hard and which soft evidence), every table on them summed, once,
+over the axes that neither the evidence, nor a message, nor the query touches. A label (hard
+evidence) of a single case is not multiplied in: every table on the paths that holds its variable
+is sliced at its value, which makes the tables smaller for the rest of the call. A joint query over
+variables of different cliques keeps their axes in the messages until the root (variable
+elimination along the same paths).
 
-A call multiplies the evidence vectors in and passes one normalised message per clique on the
-paths: a few numpy operations each, on tables that hold K cases along the last axis (one case for
-a single query; chunks of cases for ``predict_batch``). A plan costs about as much as a few calls
-to compile, so a new evidence pattern is answered at once; plans are cached per model.
+A call passes one message per clique on the paths: a few numpy operations each, on tables that hold
+K cases along the last axis (one case for a single query; chunks of cases for ``predict_batch``,
+where labels are multiplied in like any other evidence). Compiling a plan costs less than one
+pyAgrum query, and the steps of one clique are shared between the plans that use it the same way;
+plans are cached per model.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
-from collections import deque
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -40,56 +39,30 @@ from .inference import JunctionTree
 
 _ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
-_MAX_STEPS = 4096          # compiled steps kept for new plans to share (then forgotten, all at once)
+_MAX_STEPS = 4096           # compiled steps kept for new plans to share (then forgotten, all at once)
 _CHUNK_ELEMENTS = 1 << 16   # entries of the largest table of a plan times cases per chunk (stays in cache)
 _TINY = 1e-280              # a total at the root below it: compute again, normalising every message
+_ALL = slice(None)
 
 
-def requisite(parents: Sequence[Sequence[int]], query: Sequence[int], hard: Sequence[int],
-              soft: Sequence[int], children: Sequence[Sequence[int]] | None = None) -> tuple[set, set]:
-    """Bayes-ball: (nodes whose CPTs the query needs, soft-evidence nodes whose likelihood it needs).
-
-    ``parents[i]``: the parents of node i (``children``: the other way round, derived when not given).
-    Query nodes must not be in ``hard``. Soft evidence on i acts as an observed virtual child of i: a ball
-    passed down to i comes back up to it from that child.
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """One clique of a plan: its table without evidence (axes: the clique's variables it needs, the query
+    variables its kids' messages carry, the cases), the labels it is sliced at (``slots``: per axis, the
+    variable or -1), how each evidence vector and each kid's message broadcast into the sliced table, what
+    it sums out, and how the result's axes move: toward the next clique, its separator's variables then the
+    query variables it carries; at the root, the cases then the query in its order.
     """
-    if children is None:
-        children = [[] for _ in parents]
-        for i, ps in enumerate(parents):
-            for p in ps:
-                children[p].append(i)
-    hard, soft = set(hard), set(soft)
-    top, bottom, soft_used = set(), set(), set()
-    schedule = deque((q, True) for q in query)
-    while schedule:
-        j, from_child = schedule.popleft()
-        if j in hard:
-            if from_child or j in top:
-                continue
-            top.add(j)                                   # j's CPT is needed: the ball goes to its parents
-            schedule.extend((p, True) for p in parents[j])
-            continue
-        if from_child and j not in top:
-            top.add(j)
-            schedule.extend((p, True) for p in parents[j])
-        if j not in bottom:                              # the ball goes down to j's children
-            bottom.add(j)
-            schedule.extend((c, False) for c in children[j])
-            if j in soft:
-                soft_used.add(j)
-                schedule.append((j, True))
-    return top, soft_used
 
-
-def _ancestors(parents: Sequence[Sequence[int]], nodes: set) -> set:
-    """``nodes`` and all their ancestors."""
-    out, todo = set(nodes), list(nodes)
-    while todo:
-        for p in parents[todo.pop()]:
-            if p not in out:
-                out.add(p)
-                todo.append(p)
-    return out
+    clique: int
+    table: np.ndarray
+    slots: tuple | None   # None: no label to slice at
+    evidence: tuple       # (variable, shape)
+    kids: tuple           # (clique, shape)
+    sum_axes: tuple
+    order: tuple | None   # a transpose of the summed table (None: none needed)
+    carries: tuple        # the query variables its message carries (at the root: the answer's)
+    size: int             # entries of its sliced table times its kids' carried axes, per case
 
 
 class QueryEngine:
@@ -108,9 +81,6 @@ class QueryEngine:
         self.var_home = tree.var_home
         self.holding = [{c for c, clique in enumerate(self.cliques) if i in clique} for i in range(n)]
         self.cards = [v.card for v in model.variables]
-        self.parents = [model.parent_indices(i) for i in range(n)]
-        self.children = [[i for i in range(n) if j in self.parents[i]] for j in range(n)]
-        self.has_zero = {i for i, v in enumerate(model.variables) if np.any(v.cpt == 0)}
         self.neighbours = [[] for _ in self.cliques]
         self.separators = {}    # (clique, neighbour): the variables they share, ascending
         for c, p in enumerate(tree.parent):
@@ -123,6 +93,30 @@ class QueryEngine:
         self._tables: dict = {}
         self._steps: dict = {}
         self._rooted: dict = {}
+
+    def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> "QueryPlan":
+        """The cached ``QueryPlan`` of this query and evidence pattern."""
+        key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)))
+        found = self.plans.get(key)
+        if found is None:
+            if len(self.plans) >= _MAX_PLANS:
+                self.plans.pop(next(iter(self.plans)))
+            found = self.plans[key] = QueryPlan(self, *key)
+        return found
+
+    def rooted(self, root: int) -> tuple[list, list]:
+        """The tree rooted at ``root``: (each clique's neighbour toward the root, the cliques breadth first)."""
+        if root not in self._rooted:
+            toward = [None] * len(self.cliques)
+            order, seen = [root], {root}
+            for c in order:
+                for d in self.neighbours[c]:
+                    if d not in seen:
+                        seen.add(d)
+                        toward[d] = c
+                        order.append(d)
+            self._rooted[root] = (toward, order)
+        return self._rooted[root]
 
     def table(self, c: int, toward: int | None, axes: tuple) -> np.ndarray:
         """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its separator with
@@ -147,12 +141,12 @@ class QueryEngine:
             found = self._tables[key] = found.sum(axis=unused) if unused else found
         return found
 
-    def step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query) -> _Step:
-        """Clique c's ``_Step`` toward ``toward`` (None: c is the root), with evidence on ``evidence``, messages
-        from ``kids`` ((clique, the query variables its message carries)), keeping the variables of ``query``
-        (at the root: the query, in its order).
+    def step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple, query) -> _Step:
+        """Clique c's ``_Step`` toward ``toward`` (None: c is the root), sliced at the ``labels`` of its
+        variables, with ``evidence`` multiplied in, messages from ``kids`` ((clique, the query variables its
+        message carries)), keeping the variables of ``query`` (at the root: the query, in its order).
         """
-        key = (c, toward, evidence, kids, query)
+        key = (c, toward, labels, evidence, kids, query)
         found = self._steps.get(key)
         if found is None:
             if len(self._steps) >= _MAX_STEPS:
@@ -160,15 +154,17 @@ class QueryEngine:
             found = self._steps[key] = self._compile_step(*key)
         return found
 
-    def _compile_step(self, c: int, toward: int | None, evidence: tuple, kids: tuple, query) -> _Step:
+    def _compile_step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple,
+                      query) -> _Step:
         cards, separators = self.cards, self.separators
-        up = separators[c, toward] if toward is not None else ()
-        needed = {*up, *evidence, *query, *(v for d, _ in kids for v in separators[d, c])}
+        up = [v for v in separators[c, toward] if v not in labels] if toward is not None else []
+        needed = {*up, *labels, *evidence, *query, *(v for d, _ in kids for v in separators[d, c])}
         own = tuple(v for v in self.cliques[c] if v in needed)
         carried = tuple(v for _, carries in kids for v in carries)
-        axes = own + carried
         table = self.table(c, toward, own)
         table = table.reshape(table.shape + (1,) * (len(carried) + 1))
+        slots = (*(v if v in labels else -1 for v in own), *(-1,) * (len(carried) + 1)) if labels else None
+        axes = [v for v in own if v not in labels] + list(carried)
         kid_shapes = tuple((d, tuple(cards[u] if u in separators[d, c] or u in carries else 1 for u in axes) + (-1,))
                            for d, carries in kids)
         evidence_shapes = tuple((v, tuple(cards[u] if u == v else 1 for u in axes) + (-1,)) for v in evidence)
@@ -176,89 +172,36 @@ class QueryEngine:
         sum_axes = tuple(a for a, v in enumerate(axes) if v not in kept)
         size = math.prod(cards[v] for v in axes)
         if toward is None:   # the answer: the cases, then the query in its order
-            return _Step(c, table, evidence_shapes, kid_shapes, sum_axes,
+            return _Step(c, table, slots, evidence_shapes, kid_shapes, sum_axes,
                          (len(kept), *(kept.index(q) for q in query)), tuple(kept), size)
         target = [*up, *(v for v in kept if v not in up)]
-        return _Step(c, table, evidence_shapes, kid_shapes, sum_axes,
+        return _Step(c, table, slots, evidence_shapes, kid_shapes, sum_axes,
                      None if kept == target else tuple(kept.index(v) for v in target) + (len(kept),),
                      tuple(target[len(up):]), size)
-
-    def rooted(self, root: int) -> tuple[list, list]:
-        """The tree rooted at ``root``: (each clique's neighbour toward the root, the cliques breadth first)."""
-        if root not in self._rooted:
-            toward = [None] * len(self.cliques)
-            order, seen = [root], {root}
-            for c in order:
-                for d in self.neighbours[c]:
-                    if d not in seen:
-                        seen.add(d)
-                        toward[d] = c
-                        order.append(d)
-            self._rooted[root] = (toward, order)
-        return self._rooted[root]
-
-    def requisite_evidence(self, query: Sequence[int], hard: Sequence[int], soft: Sequence[int]) -> tuple:
-        """The evidence variables p(query | evidence) depends on (Bayes-ball), all of them when a CPT left
-        out has zero entries (the evidence could then be impossible for a reason only that CPT tells).
-        """
-        qset = set(query)
-        soft = sorted(set(soft) | (set(hard) & qset))       # a query with hard evidence: treat it as soft
-        hard = [h for h in hard if h not in qset]
-        cpt_nodes, soft_needed = requisite(self.parents, query, hard, soft, self.children)
-        if self.has_zero & (_ancestors(self.parents, {*hard, *soft}) - cpt_nodes):
-            return tuple(sorted({*hard, *soft}))
-        hard_needed = {h for h in hard if h in cpt_nodes or any(i in cpt_nodes for i in self.children[h])}
-        return tuple(sorted(hard_needed | soft_needed))
-
-    def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> "QueryPlan":
-        """The cached ``QueryPlan`` of this query and evidence pattern."""
-        key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)))
-        found = self.plans.get(key)
-        if found is None:
-            if len(self.plans) >= _MAX_PLANS:
-                self.plans.pop(next(iter(self.plans)))
-            found = self.plans[key] = QueryPlan(self, *key)
-        return found
-
-
-@dataclasses.dataclass(frozen=True)
-class _Step:
-    """One clique of a plan: its table without evidence (axes: the clique's variables it needs, the query
-    variables its kids' messages carry, the cases), how each evidence vector and each kid's message broadcast
-    into it, what it sums out, and how the result's axes move: toward the next clique, its separator's
-    variables then the query variables it carries; at the root, the cases then the query in its order.
-    """
-
-    clique: int
-    table: np.ndarray
-    evidence: tuple       # (variable, shape)
-    kids: tuple           # (clique, shape)
-    sum_axes: tuple
-    order: tuple | None   # a transpose of the summed table (None: none needed)
-    carries: tuple        # the query variables its message carries (at the root: the answer's)
-    size: int             # entries of its product of tables, per case
 
 
 class QueryPlan:
     """p(query | evidence) for one model, query and evidence pattern (the module docstring).
 
-    ``hard``: variables whose evidence is one-hot in every case (a label); ``soft``: the other
-    variables with evidence. Call it with {variable index: likelihoods (K, card)}.
+    ``hard``: variables given by label, their likelihoods one-hot (the plan slices the tables at the label,
+    so it answers one case at a time); ``soft``: the other variables with evidence (any number of cases).
+    Call it with {variable index: likelihoods (K, card)}.
     """
 
     def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
                  soft: Sequence[int] = ()):
         self.query = tuple(query)
-        self.evidence_vars = engine.requisite_evidence(self.query, hard, soft)
-        home = engine.var_home
-        holding = set.intersection(*(engine.holding[q] for q in self.query))
-        root = min(holding, key=lambda c: engine.beliefs[c].size) if holding else home[self.query[0]]
+        self.labels = tuple(v for v in hard if v not in self.query)        # a query given by label: soft
+        soft = (*soft, *(v for v in hard if v in self.query))
+        home, holding = engine.var_home, engine.holding
+        shared = set.intersection(*(holding[q] for q in self.query))
+        root = min(shared, key=lambda c: engine.beliefs[c].size) if shared else home[self.query[0]]
         toward, breadth_first = engine.rooted(root)
-        evidence_at = {}
-        for v in self.evidence_vars:
-            evidence_at.setdefault(home[v], []).append(v)
+        soft_at = {}
+        for v in soft:
+            soft_at.setdefault(home[v], []).append(v)
         active = set()
-        for c in {*evidence_at, *(home[q] for q in self.query)}:
+        for c in {*soft_at, *(home[v] for v in (*self.labels, *self.query))}:
             while c is not None and c not in active:
                 active.add(c)
                 c = toward[c]
@@ -269,8 +212,9 @@ class QueryPlan:
         kept = frozenset(self.query) if len(self.query) > 1 else frozenset()   # else the root's separators keep it
         steps = {}
         for c in order:
-            steps[c] = engine.step(c, toward[c], tuple(evidence_at.get(c, ())),
-                                   tuple((d, steps[d].carries) for d in kids[c]), self.query if c == root else kept)
+            steps[c] = engine.step(c, toward[c], tuple(v for v in self.labels if c in holding[v]),
+                                   tuple(soft_at.get(c, ())), tuple((d, steps[d].carries) for d in kids[c]),
+                                   self.query if c == root else kept)
         *self._passes, self._root = steps.values()
         self.max_table = max(step.size for step in steps.values())
 
@@ -291,12 +235,15 @@ class QueryPlan:
         where something on the way may have underflowed; then the cases are computed again, normalising every
         message, which also tells the impossible ones.
         """
-        table = self._collect(likelihoods, normalise=False)
+        if self.labels and n_cases != 1:
+            raise ValueError("a plan with labels to slice at answers one case at a time")
+        codes = {v: int(likelihoods[v].argmax()) for v in self.labels}
+        table = self._collect(likelihoods, codes, normalise=False)
         total = table.reshape(-1, table.shape[-1]).sum(axis=0)
         if total.min() >= _TINY:
             return self._answer(table / total, n_cases), None
         with np.errstate(divide="ignore", invalid="ignore"):
-            table = self._collect(likelihoods, normalise=True)
+            table = self._collect(likelihoods, codes, normalise=True)
             total = table.reshape(-1, table.shape[-1]).sum(axis=0)
             return self._answer(table / total, n_cases), total
 
@@ -306,30 +253,29 @@ class QueryPlan:
             joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases))
         return joint.transpose(self._root.order)
 
-    def _collect(self, likelihoods: Mapping[int, np.ndarray], normalise: bool) -> np.ndarray:
+    def _collect(self, likelihoods: Mapping[int, np.ndarray], codes: dict, normalise: bool) -> np.ndarray:
         """The root's table summed onto the query (unnormalised), the messages on the way normalised or not."""
         messages = {}
         for step in self._passes:
-            table = _summed_product(step, likelihoods, messages)
+            table = _summed_product(step, likelihoods, codes, messages)
             if step.order is not None:
                 table = table.transpose(step.order)
             messages[step.clique] = table / table.reshape(-1, table.shape[-1]).sum(axis=0) if normalise else table
-        return _summed_product(self._root, likelihoods, messages)
+        return _summed_product(self._root, likelihoods, codes, messages)
 
 
-def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], messages: dict) -> np.ndarray:
-    """A step's table times its evidence and its kids' messages, summed over what it leaves out."""
+def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], codes: dict, messages: dict) -> np.ndarray:
+    """A step's table sliced at its labels, times its evidence and its kids' messages, summed over what it
+    leaves out.
+    """
     table = step.table
+    if step.slots is not None:
+        table = table[tuple(_ALL if v < 0 else codes[v] for v in step.slots)]
     for v, shape in step.evidence:
         table = table * likelihoods[v].T.reshape(shape)
     for d, shape in step.kids:
         table = table * messages.pop(d).reshape(shape)
     return table.sum(axis=step.sum_axes) if step.sum_axes else table
-
-
-def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> QueryPlan:
-    """The cached ``QueryPlan`` of ``model`` for this query and evidence pattern."""
-    return engine(model).plan(query, hard, soft)
 
 
 def engine(model) -> QueryEngine:
@@ -340,16 +286,20 @@ def engine(model) -> QueryEngine:
     return found
 
 
+def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> QueryPlan:
+    """The cached ``QueryPlan`` of ``model`` for this query and evidence pattern."""
+    return engine(model).plan(query, hard, soft)
+
+
 def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray],
               hard: Sequence[int] = ()) -> np.ndarray:
     """p(query jointly | evidence) (K, *query cards) for K cases; ``likelihoods[v]`` (K, card) per
-    evidence variable (``hard``: those that are one-hot in every case). Large K runs in chunks
-    sized so that the largest table of a chunk stays in cache.
+    evidence variable (``hard``: those that are one-hot in every case, which one case is sliced at). Large
+    K runs in chunks sized so that the largest table of a chunk stays in cache.
     """
-    hard = [v for v in hard if v in likelihoods]
-    soft = [v for v in likelihoods if v not in hard]
-    compiled = plan(model, query, hard, soft)
     n_cases = next(iter(likelihoods.values())).shape[0] if likelihoods else 1
+    hard = [v for v in hard if v in likelihoods] if n_cases == 1 else []
+    compiled = plan(model, query, hard, [v for v in likelihoods if v not in hard])
     chunk = max(1, _CHUNK_ELEMENTS // compiled.max_table)
     if n_cases <= chunk:
         return compiled(likelihoods, n_cases)
@@ -367,4 +317,4 @@ def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray]
     return out
 
 
-__all__ = ["QueryEngine", "QueryPlan", "engine", "plan", "posterior", "requisite"]
+__all__ = ["QueryEngine", "QueryPlan", "engine", "plan", "posterior"]

@@ -5,7 +5,7 @@ import pytest
 from helpers import brute_force_joint, random_network
 
 from affordance_ros.core import EvidenceError, benchmark_network, predict, predict_batch
-from affordance_ros.core.query import QueryPlan, plan, posterior, requisite
+from affordance_ros.core.query import QueryPlan, plan, posterior
 
 
 def _random_pattern(net, rng, n_cases):
@@ -70,20 +70,6 @@ def test_chunked_batch_equals_one_at_a_time():
     for k in (0, 333, 699):
         one = compiled({v: x[k:k + 1] for v, x in liks.items()})
         np.testing.assert_allclose(many[k], one[0], atol=1e-14)
-
-
-def test_bayes_ball_prunes_barren_and_d_separated_nodes():
-    # chain A -> B -> C -> D, and E a child of A: p(B | C observed) needs A, B, C's CPT? no:
-    # Bayes-ball: CPTs of A, B, C (C observed, its CPT relates B), never D (barren) nor E (barren)
-    parents = [(), (0,), (1,), (2,), (0,)]
-    needed, soft_used = requisite(parents, [1], hard=[2], soft=[3])
-    assert needed == {0, 1, 2} and soft_used == set()
-    # A observed blocks: p(D | A) needs B, C, D, not A's CPT nor E
-    needed, _ = requisite(parents, [3], hard=[0], soft=[])
-    assert needed == {1, 2, 3}
-    # soft evidence on E is used for p(D) (E's virtual child is an observed descendant of A)
-    needed, soft_used = requisite(parents, [3], hard=[], soft=[4])
-    assert soft_used == {4} and needed == {0, 1, 2, 3, 4}
 
 
 def test_predict_uses_the_plan_and_equals_predict_batch():
