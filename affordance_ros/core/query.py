@@ -26,10 +26,9 @@ plans are cached per model.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import weakref
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -41,12 +40,12 @@ _ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
 _MAX_STEPS = 4096           # compiled steps kept for new plans to share (then forgotten, all at once)
 _CHUNK_ELEMENTS = 1 << 16   # entries of the largest table of a plan times cases per chunk (stays in cache)
+_SUM_AHEAD_ABOVE = 512     # entries of a clique table above which a step gets it summed onto what it needs
 _TINY = 1e-280              # a total at the root below it: compute again, normalising every message
 _ALL = slice(None)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Step:
+class _Step(NamedTuple):
     """One clique of a plan: its table without evidence (axes: the clique's variables it needs, the query
     variables its kids' messages carry, the cases), the labels it is sliced at (``slots``: per axis, the
     variable or -1), how each evidence vector and each kid's message broadcast into the sliced table, what
@@ -90,7 +89,10 @@ class QueryEngine:
                 self.separators[c, p] = self.separators[p, c] = tuple(v for v in self.cliques[c]
                                                                        if v in self.cliques[p])
         self.plans: dict = {}
-        self._tables: dict = {}
+        # (clique, toward which neighbour (None: the root), its variables kept): p(clique | separator) summed
+        self._tables = {(c, d, self.cliques[c]): self._conditional(c, d) for c, d in self.separators}
+        self._tables.update({(c, None, clique): belief for c, (clique, belief) in enumerate(zip(self.cliques,
+                                                                                                 self.beliefs))})
         self._steps: dict = {}
         self._rooted: dict = {}
 
@@ -125,21 +127,17 @@ class QueryEngine:
         key = (c, toward, axes)
         found = self._tables.get(key)
         if found is None:
-            clique = self.cliques[c]
-            if toward is None:
-                found = self.beliefs[c]
-            elif (c, toward, clique) in self._tables:
-                found = self._tables[c, toward, clique]
-            else:
-                sep = self.separators[c, toward]
-                margin = self.beliefs[c].sum(axis=tuple(a for a, v in enumerate(clique) if v not in sep),
-                                             keepdims=True)
-                found = np.divide(self.beliefs[c], margin, out=np.zeros_like(margin, shape=self.beliefs[c].shape),
-                                  where=margin > 0)
-                self._tables[c, toward, clique] = found
-            unused = tuple(a for a, v in enumerate(clique) if v not in axes)
-            found = self._tables[key] = found.sum(axis=unused) if unused else found
+            found = self.beliefs[c] if toward is None else self._tables[c, toward, self.cliques[c]]
+            unused = tuple(a for a, v in enumerate(self.cliques[c]) if v not in axes)
+            found = self._tables[key] = found.sum(axis=unused)
         return found
+
+    def _conditional(self, c: int, toward: int) -> np.ndarray:
+        """p(clique c | its separator with clique ``toward``), 0 where the separator has probability 0."""
+        sep = self.separators[c, toward]
+        belief = self.beliefs[c]
+        margin = belief.sum(axis=tuple(a for a, v in enumerate(self.cliques[c]) if v not in sep), keepdims=True)
+        return np.divide(belief, margin, out=np.zeros_like(belief), where=margin > 0)
 
     def step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple, query) -> _Step:
         """Clique c's ``_Step`` toward ``toward`` (None: c is the root), sliced at the ``labels`` of its
@@ -158,25 +156,33 @@ class QueryEngine:
                       query) -> _Step:
         cards, separators = self.cards, self.separators
         up = [v for v in separators[c, toward] if v not in labels] if toward is not None else []
-        needed = {*up, *labels, *evidence, *query, *(v for d, _ in kids for v in separators[d, c])}
-        own = tuple(v for v in self.cliques[c] if v in needed)
+        needed = {*up, *labels, *evidence, *query}
+        for d, _ in kids:
+            needed.update(separators[d, c])
+        clique = self.cliques[c]
+        # a small table is not summed ahead (not worth a table of its own): the step sums what it does not need
+        own = tuple(v for v in clique if v in needed) if self.beliefs[c].size > _SUM_AHEAD_ABOVE else clique
         carried = tuple(v for _, carries in kids for v in carries)
         table = self.table(c, toward, own)
         table = table.reshape(table.shape + (1,) * (len(carried) + 1))
         slots = (*(v if v in labels else -1 for v in own), *(-1,) * (len(carried) + 1)) if labels else None
         axes = [v for v in own if v not in labels] + list(carried)
-        kid_shapes = tuple((d, tuple(cards[u] if u in separators[d, c] or u in carries else 1 for u in axes) + (-1,))
-                           for d, carries in kids)
-        evidence_shapes = tuple((v, tuple(cards[u] if u == v else 1 for u in axes) + (-1,)) for v in evidence)
-        kept = [v for v in axes if v in up or v in query or v in carried]
-        sum_axes = tuple(a for a, v in enumerate(axes) if v not in kept)
-        size = math.prod(cards[v] for v in axes)
+        axis_cards = [cards[v] for v in axes]
+        kid_shapes = []
+        for d, carries in kids:
+            into = {*separators[d, c], *carries}
+            kid_shapes.append((d, (*(k if v in into else 1 for v, k in zip(axes, axis_cards)), -1)))
+        evidence_shapes = tuple((e, (*(k if v == e else 1 for v, k in zip(axes, axis_cards)), -1)) for e in evidence)
+        keep = {*up, *query, *carried}
+        kept = [v for v in axes if v in keep]
+        sum_axes = tuple(a for a, v in enumerate(axes) if v not in keep)
+        size = math.prod(axis_cards)
         if toward is None:   # the answer: the cases, then the query in its order
-            return _Step(c, table, slots, evidence_shapes, kid_shapes, sum_axes,
+            return _Step(c, table, slots, evidence_shapes, tuple(kid_shapes), sum_axes,
                          (len(kept), *(kept.index(q) for q in query)), tuple(kept), size)
         target = [*up, *(v for v in kept if v not in up)]
-        return _Step(c, table, slots, evidence_shapes, kid_shapes, sum_axes,
-                     None if kept == target else tuple(kept.index(v) for v in target) + (len(kept),),
+        return _Step(c, table, slots, evidence_shapes, tuple(kid_shapes), sum_axes,
+                     None if kept == target else (*(kept.index(v) for v in target), len(kept)),
                      tuple(target[len(up):]), size)
 
 
@@ -210,11 +216,14 @@ class QueryPlan:
         for c in order[:-1]:
             kids[toward[c]].append(c)
         kept = frozenset(self.query) if len(self.query) > 1 else frozenset()   # else the root's separators keep it
+        labels_at = {}
+        for v in self.labels:
+            for c in holding[v] & active:
+                labels_at.setdefault(c, []).append(v)
         steps = {}
         for c in order:
-            steps[c] = engine.step(c, toward[c], tuple(v for v in self.labels if c in holding[v]),
-                                   tuple(soft_at.get(c, ())), tuple((d, steps[d].carries) for d in kids[c]),
-                                   self.query if c == root else kept)
+            steps[c] = engine.step(c, toward[c], tuple(labels_at.get(c, ())), tuple(soft_at.get(c, ())),
+                                   tuple((d, steps[d].carries) for d in kids[c]), self.query if c == root else kept)
         *self._passes, self._root = steps.values()
         self.max_table = max(step.size for step in steps.values())
 
