@@ -6,6 +6,8 @@ model) and nothing (marginalised).
 
 from __future__ import annotations
 
+import functools
+import math
 import weakref
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -178,28 +180,37 @@ def _one_case(model: AffordanceNetwork, sensors: Mapping[str, float], values: Ma
     log_lik, vectors = {}, {}
     for sensor, x in sensors.items():
         _check_reading(sensor, x)
-        var, sensor_model = model.sensor(sensor)
-        i = model.index(var.name)
+        i = model.index(model.sensor_variable[sensor])
+        sensor_model = model.variables[i].sensor
         if sensor_model.vector:  # the readings of one vector sensor go in together, the missing ones NaN
             vectors.setdefault(i, np.full((1, sensor_model.dim), np.nan))[0, sensor_model.names.index(sensor)] = x
         else:
             log_lik[i] = sensor_model.log_likelihood(np.array([x], dtype=float))
     for i, vector in vectors.items():
         log_lik[i] = model.variables[i].sensor.log_likelihood(vector)
-    likelihoods = {}
+    likelihoods, labelled = {}, []
     for name, label in values.items():
-        var = model[name]
-        i, code = model.index(name), var.code(str(label))
-        if i in log_lik and not np.isfinite(log_lik.pop(i)[0, code]):
-            raise EvidenceError(_impossible(var.name))
-        likelihoods[i] = np.zeros((1, var.card))
-        likelihoods[i][0, code] = 1.0
+        i = model.index(name)
+        var = model.variables[i]
+        code = var.code(str(label))
+        if i in log_lik and not math.isfinite(log_lik.pop(i)[0, code]):
+            raise EvidenceError(_impossible(name))
+        likelihoods[i] = _identity(var.card)[code:code + 1]
+        labelled.append(i)
     for i, ll in log_lik.items():
         top = ll.max()
-        if not np.isfinite(top):
+        if not math.isfinite(top):
             raise EvidenceError(_impossible(model.names[i]))
         likelihoods[i] = np.exp(ll - top)
-    return likelihoods, [model.index(name) for name in values]
+    return likelihoods, labelled
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(card: int) -> np.ndarray:
+    """The identity matrix of size ``card``, read-only: its rows are the likelihoods of labels."""
+    identity = np.eye(card)
+    identity.setflags(write=False)
+    return identity
 
 
 def _impossible(name: str) -> str:

@@ -47,15 +47,15 @@ _ALL = slice(None)
 
 class _Step(NamedTuple):
     """One clique of a plan: its table without evidence (axes: the clique's variables it needs, the query
-    variables its kids' messages carry, the cases), the labels it is sliced at (``slots``: per axis, the
-    variable or -1), how each evidence vector and each kid's message broadcast into the sliced table, what
-    it sums out, and how the result's axes move: toward the next clique, its separator's variables then the
-    query variables it carries; at the root, the cases then the query in its order.
+    variables its kids' messages carry, the cases), the labels it is sliced at, how each evidence vector and
+    each kid's message broadcast into the sliced table, what it sums out, and how the result's axes move:
+    toward the next clique, its separator's variables then the query variables it carries; at the root, the
+    cases then the query in its order.
     """
 
     clique: int
     table: np.ndarray
-    slots: tuple | None   # None: no label to slice at
+    slots: tuple          # (the slices before a label's axis, its variable), the last axis first
     evidence: tuple       # (variable, shape)
     kids: tuple           # (clique, shape)
     sum_axes: tuple
@@ -94,7 +94,7 @@ class QueryEngine:
         self._tables.update({(c, None, clique): belief for c, (clique, belief) in enumerate(zip(self.cliques,
                                                                                                  self.beliefs))})
         self._steps: dict = {}
-        self._rooted: dict = {}
+        self.rooted = [self._rooted(c) for c in range(len(self.cliques))]   # per root: see _rooted
 
     def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> "QueryPlan":
         """The cached ``QueryPlan`` of this query and evidence pattern."""
@@ -106,19 +106,17 @@ class QueryEngine:
             found = self.plans[key] = QueryPlan(self, *key)
         return found
 
-    def rooted(self, root: int) -> tuple[list, list]:
+    def _rooted(self, root: int) -> tuple[list, list]:
         """The tree rooted at ``root``: (each clique's neighbour toward the root, the cliques breadth first)."""
-        if root not in self._rooted:
-            toward = [None] * len(self.cliques)
-            order, seen = [root], {root}
-            for c in order:
-                for d in self.neighbours[c]:
-                    if d not in seen:
-                        seen.add(d)
-                        toward[d] = c
-                        order.append(d)
-            self._rooted[root] = (toward, order)
-        return self._rooted[root]
+        toward = [None] * len(self.cliques)
+        order, seen = [root], {root}
+        for c in order:
+            for d in self.neighbours[c]:
+                if d not in seen:
+                    seen.add(d)
+                    toward[d] = c
+                    order.append(d)
+        return toward, order
 
     def table(self, c: int, toward: int | None, axes: tuple) -> np.ndarray:
         """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its separator with
@@ -165,7 +163,8 @@ class QueryEngine:
         carried = tuple(v for _, carries in kids for v in carries)
         table = self.table(c, toward, own)
         table = table.reshape(table.shape + (1,) * (len(carried) + 1))
-        slots = (*(v if v in labels else -1 for v in own), *(-1,) * (len(carried) + 1)) if labels else None
+        # slicing the last label's axis first leaves the axes before it where they are
+        slots = tuple(((_ALL,) * a, v) for a, v in reversed(list(enumerate(own))) if v in labels)
         axes = [v for v in own if v not in labels] + list(carried)
         axis_cards = [cards[v] for v in axes]
         kid_shapes = []
@@ -202,12 +201,18 @@ class QueryPlan:
         home, holding = engine.var_home, engine.holding
         shared = set.intersection(*(holding[q] for q in self.query))
         root = min(shared, key=lambda c: engine.beliefs[c].size) if shared else home[self.query[0]]
-        toward, breadth_first = engine.rooted(root)
-        soft_at = {}
-        for v in soft:
-            soft_at.setdefault(home[v], []).append(v)
+        toward, breadth_first = engine.rooted[root]
+        # evidence enters at the clique holding its variable nearest to the root (the path there all holds it)
+        soft_at, starts = {}, {home[q] for q in self.query}
+        for v in (*soft, *self.labels):
+            c = home[v]
+            while toward[c] is not None and toward[c] in holding[v]:
+                c = toward[c]
+            starts.add(c)
+            if v not in self.labels:
+                soft_at.setdefault(c, []).append(v)
         active = set()
-        for c in {*soft_at, *(home[v] for v in (*self.labels, *self.query))}:
+        for c in starts:
             while c is not None and c not in active:
                 active.add(c)
                 c = toward[c]
@@ -215,15 +220,21 @@ class QueryPlan:
         kids = {c: [] for c in order}
         for c in order[:-1]:
             kids[toward[c]].append(c)
-        kept = frozenset(self.query) if len(self.query) > 1 else frozenset()   # else the root's separators keep it
+        while len(kids[root]) == 1 and root not in soft_at and kids[root][0] in shared and all(
+                kids[root][0] in holding[v] for v in self.labels if root in holding[v]):
+            order.pop()       # the root only passes one kid's message on, and that kid holds the query: drop it
+            active.discard(root)
+            root = order[-1]
         labels_at = {}
         for v in self.labels:
             for c in holding[v] & active:
                 labels_at.setdefault(c, []).append(v)
+        kept = frozenset(self.query) if len(self.query) > 1 else frozenset()   # else the root's separators keep it
         steps = {}
         for c in order:
-            steps[c] = engine.step(c, toward[c], tuple(labels_at.get(c, ())), tuple(soft_at.get(c, ())),
-                                   tuple((d, steps[d].carries) for d in kids[c]), self.query if c == root else kept)
+            steps[c] = engine.step(c, toward[c] if c != root else None, tuple(labels_at.get(c, ())),
+                                   tuple(soft_at.get(c, ())), tuple((d, steps[d].carries) for d in kids[c]),
+                                   self.query if c == root else kept)
         *self._passes, self._root = steps.values()
         self.max_table = max(step.size for step in steps.values())
 
@@ -278,8 +289,8 @@ def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], codes: d
     leaves out.
     """
     table = step.table
-    if step.slots is not None:
-        table = table[tuple(_ALL if v < 0 else codes[v] for v in step.slots)]
+    for before, v in step.slots:
+        table = table[(*before, codes[v])]
     for v, shape in step.evidence:
         table = table * likelihoods[v].T.reshape(shape)
     for d, shape in step.kids:
