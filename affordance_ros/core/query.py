@@ -107,7 +107,9 @@ class QueryEngine:
         return found
 
     def _rooted(self, root: int) -> tuple[list, list]:
-        """The tree rooted at ``root``: (each clique's neighbour toward the root, the cliques breadth first)."""
+        """The tree rooted at ``root``: (each clique's neighbour toward the root, each clique's place in a
+        breadth-first order from the root).
+        """
         toward = [None] * len(self.cliques)
         order, seen = [root], {root}
         for c in order:
@@ -116,7 +118,10 @@ class QueryEngine:
                     seen.add(d)
                     toward[d] = c
                     order.append(d)
-        return toward, order
+        depth = [0] * len(order)
+        for place, c in enumerate(order):
+            depth[c] = place
+        return toward, depth
 
     def table(self, c: int, toward: int | None, axes: tuple) -> np.ndarray:
         """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its separator with
@@ -153,36 +158,50 @@ class QueryEngine:
     def _compile_step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple,
                       query) -> _Step:
         cards, separators = self.cards, self.separators
-        up = [v for v in separators[c, toward] if v not in labels] if toward is not None else []
-        needed = {*up, *labels, *evidence, *query}
-        for d, _ in kids:
-            needed.update(separators[d, c])
+        up = separators[c, toward] if toward is not None else ()
+        if labels:
+            up = tuple(v for v in up if v not in labels)
         clique = self.cliques[c]
-        # a small table is not summed ahead (not worth a table of its own): the step sums what it does not need
-        own = tuple(v for v in clique if v in needed) if self.beliefs[c].size > _SUM_AHEAD_ABOVE else clique
-        carried = tuple(v for _, carries in kids for v in carries)
-        table = self.table(c, toward, own)
+        if self.beliefs[c].size > _SUM_AHEAD_ABOVE:     # a small table is summed by the step itself, not ahead
+            needed = {*up, *labels, *evidence, *query}
+            for d, _ in kids:
+                needed.update(separators[d, c])
+            clique = tuple(v for v in clique if v in needed)
+        carried = ()
+        for _, carries in kids:
+            carried += carries
+        table = self.table(c, toward, clique)
         table = table.reshape(table.shape + (1,) * (len(carried) + 1))
         # slicing the last label's axis first leaves the axes before it where they are
-        slots = tuple(((_ALL,) * a, v) for a, v in reversed(list(enumerate(own))) if v in labels)
-        axes = [v for v in own if v not in labels] + list(carried)
-        axis_cards = [cards[v] for v in axes]
+        slots = tuple(((_ALL,) * a, v) for a, v in reversed(list(enumerate(clique))) if v in labels)
+        axes = (tuple(v for v in clique if v not in labels) if labels else clique) + carried
+        position = {v: a for a, v in enumerate(axes)}
+        ones = [1] * len(axes) + [-1]
         kid_shapes = []
         for d, carries in kids:
-            into = {*separators[d, c], *carries}
-            kid_shapes.append((d, (*(k if v in into else 1 for v, k in zip(axes, axis_cards)), -1)))
-        evidence_shapes = tuple((e, (*(k if v == e else 1 for v, k in zip(axes, axis_cards)), -1)) for e in evidence)
+            shape = ones.copy()
+            for v in (*separators[d, c], *carries):
+                if v in position:      # (not a label, sliced away on both sides)
+                    shape[position[v]] = cards[v]
+            kid_shapes.append((d, tuple(shape)))
+        evidence_shapes = []
+        for e in evidence:
+            shape = ones.copy()
+            shape[position[e]] = cards[e]
+            evidence_shapes.append((e, tuple(shape)))
         keep = {*up, *query, *carried}
         kept = [v for v in axes if v in keep]
-        sum_axes = tuple(a for a, v in enumerate(axes) if v not in keep)
-        size = math.prod(axis_cards)
         if toward is None:   # the answer: the cases, then the query in its order
-            return _Step(c, table, slots, evidence_shapes, tuple(kid_shapes), sum_axes,
-                         (len(kept), *(kept.index(q) for q in query)), tuple(kept), size)
-        target = [*up, *(v for v in kept if v not in up)]
-        return _Step(c, table, slots, evidence_shapes, tuple(kid_shapes), sum_axes,
-                     None if kept == target else (*(kept.index(v) for v in target), len(kept)),
-                     tuple(target[len(up):]), size)
+            order, carries = (len(kept), *(kept.index(q) for q in query)), tuple(kept)
+        elif len(kept) == len(up):
+            order, carries = None, ()
+        else:
+            target = [*up, *(v for v in kept if v not in up)]
+            order = None if kept == target else (*(kept.index(v) for v in target), len(kept))
+            carries = tuple(target[len(up):])
+        return _Step(c, table, slots, tuple(evidence_shapes), tuple(kid_shapes),
+                     tuple(a for a, v in enumerate(axes) if v not in keep), order, carries,
+                     math.prod([cards[v] for v in axes]))
 
 
 class QueryPlan:
@@ -199,9 +218,12 @@ class QueryPlan:
         self.labels = tuple(v for v in hard if v not in self.query)        # a query given by label: soft
         soft = (*soft, *(v for v in hard if v in self.query))
         home, holding = engine.var_home, engine.holding
-        shared = set.intersection(*(holding[q] for q in self.query))
-        root = min(shared, key=lambda c: engine.beliefs[c].size) if shared else home[self.query[0]]
-        toward, breadth_first = engine.rooted[root]
+        if len(self.query) == 1:
+            shared, root = holding[self.query[0]], home[self.query[0]]     # (its smallest clique)
+        else:
+            shared = set.intersection(*(holding[q] for q in self.query))
+            root = min(shared, key=lambda c: engine.beliefs[c].size) if shared else home[self.query[0]]
+        toward, depth = engine.rooted[root]
         # evidence enters at the clique holding its variable nearest to the root (the path there all holds it)
         soft_at, starts = {}, {home[q] for q in self.query}
         for v in (*soft, *self.labels):
@@ -216,7 +238,7 @@ class QueryPlan:
             while c is not None and c not in active:
                 active.add(c)
                 c = toward[c]
-        order = [c for c in reversed(breadth_first) if c in active]     # leaves first, the root last
+        order = sorted(active, key=depth.__getitem__, reverse=True)     # leaves first, the root last
         kids = {c: [] for c in order}
         for c in order[:-1]:
             kids[toward[c]].append(c)
