@@ -198,7 +198,7 @@ def _one_case(model: AffordanceNetwork, sensors: Mapping[str, float], values: Ma
         likelihoods[i] = _identity(var.card)[code:code + 1]
         labelled.append(i)
     for i, ll in log_lik.items():
-        top = ll.max()
+        top = np.maximum.reduce(ll, axis=None)
         if not math.isfinite(top):
             raise EvidenceError(_impossible(model.names[i]))
         likelihoods[i] = np.exp(ll - top)

@@ -40,9 +40,12 @@ _ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
 _MAX_STEPS = 4096           # compiled steps kept for new plans to share (then forgotten, all at once)
 _CHUNK_ELEMENTS = 1 << 16   # entries of the largest table of a plan times cases per chunk (stays in cache)
-_SUM_AHEAD_ABOVE = 512     # entries of a clique table above which a step gets it summed onto what it needs
+_JOINT_ENTRIES = 1024      # a network with at most this many joint states is answered from its joint table
+_SUM_AHEAD_ABOVE = 512     # entries of a clique table above which it is summed ahead and sliced at labels
 _TINY = 1e-280              # a total at the root below it: compute again, normalising every message
 _ALL = slice(None)
+# ndarray.sum and .min go through a Python wrapper that costs as much as summing a small table: the ufuncs' own
+_SUM, _SMALLEST = np.add.reduce, np.minimum.reduce
 
 
 class _Step(NamedTuple):
@@ -79,7 +82,12 @@ class QueryEngine:
         self.cliques = tree.cliques
         self.var_home = tree.var_home
         self.holding = [{c for c, clique in enumerate(self.cliques) if i in clique} for i in range(n)]
+        self.in_large_table = {v for c, clique in enumerate(self.cliques) if self.beliefs[c].size > _SUM_AHEAD_ABOVE
+                               for v in clique}
         self.cards = [v.card for v in model.variables]
+        # a tiny network: its joint distribution (*cards, 1), and how each variable's vector broadcasts into it
+        self.joint = _joint(model) if math.prod(self.cards) <= _JOINT_ENTRIES else None
+        self.unit_shapes = [(*(k if j == i else 1 for j in range(n)), -1) for i, k in enumerate(self.cards)]
         self.neighbours = [[] for _ in self.cliques]
         self.separators = {}    # (clique, neighbour): the variables they share, ascending
         for c, p in enumerate(tree.parent):
@@ -103,7 +111,7 @@ class QueryEngine:
         if found is None:
             if len(self.plans) >= _MAX_PLANS:
                 self.plans.pop(next(iter(self.plans)))
-            found = self.plans[key] = QueryPlan(self, *key)
+            found = self.plans[key] = (TreePlan if self.joint is None else JointPlan)(self, *key)
         return found
 
     def _rooted(self, root: int) -> tuple[list, list]:
@@ -205,18 +213,42 @@ class QueryEngine:
 
 
 class QueryPlan:
-    """p(query | evidence) for one model, query and evidence pattern (the module docstring).
+    """p(query | evidence) for one model, query and evidence pattern: ``TreePlan`` or, for a tiny network,
+    ``JointPlan``. Call it with {variable index: likelihoods (K, card)}.
+    """
+
+    query: tuple
+    max_table: int    # entries of its largest table, per case (chunks of a batch keep it in cache)
+
+    def __call__(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> np.ndarray:
+        """p(query | evidence) (K, *query cards); ``likelihoods[v]`` (K, card) for every evidence variable."""
+        joint, total = self.evaluate(likelihoods, n_cases)
+        if total is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                JunctionTree.check_possible(np.log(total))
+        return joint
+
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """(p(query | evidence) (K, *query cards), NaN for a case whose evidence is impossible; the totals of
+        a pass that normalised every message, 0 or NaN for those cases, or None when that pass was not needed).
+        """
+        raise NotImplementedError
+
+
+class TreePlan(QueryPlan):
+    """A plan on the junction tree (the module docstring).
 
     ``hard``: variables given by label, their likelihoods one-hot (the plan slices the tables at the label,
     so it answers one case at a time); ``soft``: the other variables with evidence (any number of cases).
-    Call it with {variable index: likelihoods (K, card)}.
     """
 
     def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
                  soft: Sequence[int] = ()):
         self.query = tuple(query)
-        self.labels = tuple(v for v in hard if v not in self.query)        # a query given by label: soft
-        soft = (*soft, *(v for v in hard if v in self.query))
+        # a label is sliced at where a large table holds its variable; elsewhere (and on the query) it is
+        # multiplied in like soft evidence, which lets more plans share their steps
+        self.labels = tuple(v for v in hard if v not in self.query and v in engine.in_large_table)
+        soft = (*soft, *(v for v in hard if v not in self.labels))
         home, holding = engine.var_home, engine.holding
         if len(self.query) == 1:
             shared, root = holding[self.query[0]], home[self.query[0]]     # (its smallest clique)
@@ -260,40 +292,23 @@ class QueryPlan:
         *self._passes, self._root = steps.values()
         self.max_table = max(step.size for step in steps.values())
 
-    def __call__(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> np.ndarray:
-        """p(query | evidence) (K, *query cards); ``likelihoods[v]`` (K, card) for every evidence variable."""
-        joint, total = self.evaluate(likelihoods, n_cases)
-        if total is not None:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                JunctionTree.check_possible(np.log(total))
-        return joint
-
     def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
-        """(p(query | evidence) (K, *query cards), NaN for a case whose evidence is impossible; the totals of
-        the normalised pass, 0 or NaN for those cases, or None when that pass was not needed).
-
-        Messages are left unnormalised: every factor is at most 1, so they only shrink, and the answer is
-        exact unless a case's evidence is so improbable that its total at the root falls below ``_TINY``,
-        where something on the way may have underflowed; then the cases are computed again, normalising every
-        message, which also tells the impossible ones.
+        """``QueryPlan.evaluate``. Messages are left unnormalised: every factor is at most 1, so they only
+        shrink, and the answer is exact unless a case's evidence is so improbable that its total at the root
+        falls below ``_TINY``, where something on the way may have underflowed; then the cases are computed
+        again, normalising every message, which also tells the impossible ones.
         """
         if self.labels and n_cases != 1:
             raise ValueError("a plan with labels to slice at answers one case at a time")
         codes = {v: int(likelihoods[v].argmax()) for v in self.labels}
         table = self._collect(likelihoods, codes, normalise=False)
-        total = table.reshape(-1, table.shape[-1]).sum(axis=0)
-        if total.min() >= _TINY:
-            return self._answer(table / total, n_cases), None
+        total = _totals(table)
+        if _SMALLEST(total) >= _TINY:
+            return _answer(table / total, n_cases, self._root.order), None
         with np.errstate(divide="ignore", invalid="ignore"):
             table = self._collect(likelihoods, codes, normalise=True)
-            total = table.reshape(-1, table.shape[-1]).sum(axis=0)
-            return self._answer(table / total, n_cases), total
-
-    def _answer(self, joint: np.ndarray, n_cases: int) -> np.ndarray:
-        """The root's normalised table as the answer: (K, *query cards in the query's order)."""
-        if joint.shape[-1] != n_cases:
-            joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases))
-        return joint.transpose(self._root.order)
+            total = _totals(table)
+            return _answer(table / total, n_cases, self._root.order), total
 
     def _collect(self, likelihoods: Mapping[int, np.ndarray], codes: dict, normalise: bool) -> np.ndarray:
         """The root's table summed onto the query (unnormalised), the messages on the way normalised or not."""
@@ -302,8 +317,49 @@ class QueryPlan:
             table = _summed_product(step, likelihoods, codes, messages)
             if step.order is not None:
                 table = table.transpose(step.order)
-            messages[step.clique] = table / table.reshape(-1, table.shape[-1]).sum(axis=0) if normalise else table
+            messages[step.clique] = table / _totals(table) if normalise else table
         return _summed_product(self._root, likelihoods, codes, messages)
+
+
+class JointPlan(QueryPlan):
+    """A plan for a tiny network (at most ``_JOINT_ENTRIES`` joint states): every evidence vector multiplied
+    into the joint distribution, then one sum; nothing depends on the evidence pattern but the answer's axes.
+    A case whose total falls below ``_TINY`` (see ``TreePlan.evaluate``) is answered by the tree's plan.
+    """
+
+    def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
+                 soft: Sequence[int] = ()):
+        self.query = tuple(query)
+        self._engine, self._pattern, self._tree = engine, (hard, soft), None
+        kept = sorted(set(self.query))
+        self._sum_axes = tuple(a for a in range(len(engine.cards)) if a not in kept)
+        self._order = (len(kept), *(kept.index(q) for q in self.query))
+        self.max_table = engine.joint.size
+
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """``QueryPlan.evaluate``."""
+        table = self._engine.joint
+        for v, lik in likelihoods.items():
+            table = table * lik.T.reshape(self._engine.unit_shapes[v])
+        table = _SUM(table, axis=self._sum_axes)
+        total = _totals(table)
+        if _SMALLEST(total) >= _TINY:
+            return _answer(table / total, n_cases, self._order), None
+        if self._tree is None:
+            self._tree = TreePlan(self._engine, self.query, *self._pattern)
+        return self._tree.evaluate(likelihoods, n_cases)
+
+
+def _totals(table: np.ndarray) -> np.ndarray:
+    """The sum over all but the last (the cases') axis, (K,)."""
+    return _SUM(table.reshape(-1, table.shape[-1]), axis=0)
+
+
+def _answer(joint: np.ndarray, n_cases: int, order: tuple) -> np.ndarray:
+    """A plan's normalised table (*query axes, K or 1) as the answer: (K, *query cards in the query's order)."""
+    if joint.shape[-1] != n_cases:
+        joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases))
+    return joint.transpose(order)
 
 
 def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], codes: dict, messages: dict) -> np.ndarray:
@@ -317,7 +373,18 @@ def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], codes: d
         table = table * likelihoods[v].T.reshape(shape)
     for d, shape in step.kids:
         table = table * messages.pop(d).reshape(shape)
-    return table.sum(axis=step.sum_axes) if step.sum_axes else table
+    return _SUM(table, axis=step.sum_axes) if step.sum_axes else table
+
+
+def _joint(model) -> np.ndarray:
+    """p(all variables) (*cards, 1): the product of the CPTs."""
+    n = len(model)
+    joint = np.ones((1,) * n)
+    for i, var in enumerate(model.variables):
+        axes = [*model.parent_indices(i), i]
+        joint = joint * np.transpose(var.cpt, np.argsort(axes)).reshape(
+            [var.cpt.shape[axes.index(a)] if a in axes else 1 for a in range(n)])
+    return joint[..., None]
 
 
 def engine(model) -> QueryEngine:
@@ -359,4 +426,4 @@ def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray]
     return out
 
 
-__all__ = ["QueryEngine", "QueryPlan", "engine", "plan", "posterior"]
+__all__ = ["JointPlan", "QueryEngine", "QueryPlan", "TreePlan", "engine", "plan", "posterior"]
