@@ -39,7 +39,7 @@ from .inference import JunctionTree
 _ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
 _MAX_STEPS = 4096           # compiled steps kept for new plans to share (then forgotten, all at once)
-_CHUNK_ELEMENTS = 1 << 16   # entries of the largest table of a plan times cases per chunk (stays in cache)
+_CHUNK_ELEMENTS = 1 << 19   # entries of the largest table of a plan times the cases of a chunk (4 MB)
 _JOINT_ENTRIES = 1024      # a network with at most this many joint states is answered from its joint table
 _SUM_AHEAD_ABOVE = 512     # entries of a clique table above which it is summed ahead and sliced at labels
 _TINY = 1e-280              # a total at the root below it: compute again, normalising every message
@@ -65,6 +65,7 @@ class _Step(NamedTuple):
     order: tuple | None   # a transpose of the summed table (None: none needed)
     carries: tuple        # the query variables its message carries (at the root: the answer's)
     size: int             # entries of its sliced table times its kids' carried axes, per case
+    contraction: list | None   # for many cases: [table, operands' axes, einsum path (once known), result's axes]
 
 
 class QueryEngine:
@@ -207,9 +208,19 @@ class QueryEngine:
             target = [*up, *(v for v in kept if v not in up)]
             order = None if kept == target else (*(kept.index(v) for v in target), len(kept))
             carries = tuple(target[len(up):])
+        size = math.prod([cards[v] for v in axes])
+        contraction = None
+        if size > _SUM_AHEAD_ABOVE and not labels:
+            # many cases at once: one einsum, in an order that sums variables out early (see _contracted)
+            k = len(axes)
+            target = kept if order is None else [*up, *carries]
+            contraction = [table.reshape(table.shape[:len(clique)]), [list(range(len(clique)))], None,
+                           [*(position[v] for v in target), k]]
+            contraction[1] += [[position[e], k] for e in evidence]
+            contraction[1] += [[*(position[v] for v in separators[d, c]), *(position[v] for v in carries_d), k]
+                               for d, carries_d in kids]
         return _Step(c, table, slots, tuple(evidence_shapes), tuple(kid_shapes),
-                     tuple(a for a, v in enumerate(axes) if v not in keep), order, carries,
-                     math.prod([cards[v] for v in axes]))
+                     tuple(a for a, v in enumerate(axes) if v not in keep), order, carries, size, contraction)
 
 
 class QueryPlan:
@@ -301,23 +312,29 @@ class TreePlan(QueryPlan):
         if self.labels and n_cases != 1:
             raise ValueError("a plan with labels to slice at answers one case at a time")
         codes = {v: int(likelihoods[v].argmax()) for v in self.labels}
-        table = self._collect(likelihoods, codes, normalise=False)
+        table = self._collect(likelihoods, codes, False, n_cases)
         total = _totals(table)
         if _SMALLEST(total) >= _TINY:
             return _answer(table / total, n_cases, self._root.order), None
         with np.errstate(divide="ignore", invalid="ignore"):
-            table = self._collect(likelihoods, codes, normalise=True)
+            table = self._collect(likelihoods, codes, True, n_cases)
             total = _totals(table)
             return _answer(table / total, n_cases, self._root.order), total
 
-    def _collect(self, likelihoods: Mapping[int, np.ndarray], codes: dict, normalise: bool) -> np.ndarray:
+    def _collect(self, likelihoods: Mapping[int, np.ndarray], codes: dict, normalise: bool,
+                 n_cases: int) -> np.ndarray:
         """The root's table summed onto the query (unnormalised), the messages on the way normalised or not."""
         messages = {}
         for step in self._passes:
-            table = _summed_product(step, likelihoods, codes, messages)
-            if step.order is not None:
-                table = table.transpose(step.order)
+            if step.contraction is not None and n_cases > 1:
+                table = _contracted(step, likelihoods, messages, n_cases)
+            else:
+                table = _summed_product(step, likelihoods, codes, messages)
+                if step.order is not None:
+                    table = table.transpose(step.order)
             messages[step.clique] = table / _totals(table) if normalise else table
+        if self._root.contraction is not None and n_cases > 1:
+            return _contracted(self._root, likelihoods, messages, n_cases)
         return _summed_product(self._root, likelihoods, codes, messages)
 
 
@@ -374,6 +391,25 @@ def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], codes: d
     for d, shape in step.kids:
         table = table * messages.pop(d).reshape(shape)
     return _SUM(table, axis=step.sum_axes) if step.sum_axes else table
+
+
+def _contracted(step: _Step, likelihoods: Mapping[int, np.ndarray], messages: dict, n_cases: int) -> np.ndarray:
+    """``_summed_product`` of a large step for many cases, by one einsum whose order of contractions (greedy,
+    found on the first call) sums variables out as early as it can; the result's axes in the order the
+    message (or the answer) takes. Multiplying everything into the full table first would make a temporary of
+    the table's size times the cases for every factor.
+    """
+    table, axes, path, result = step.contraction
+    operands = [table, axes[0]]
+    for (v, _), sub in zip(step.evidence, axes[1:]):
+        operands += [likelihoods[v].T, sub]
+    for (d, _), sub in zip(step.kids, axes[1 + len(step.evidence):]):
+        message = messages.pop(d)
+        operands += [np.broadcast_to(message, (*message.shape[:-1], n_cases)), sub]
+    operands.append(result)
+    if path is None:
+        path = step.contraction[2] = np.einsum_path(*operands, optimize="greedy")[0]
+    return np.einsum(*operands, optimize=path)
 
 
 def _joint(model) -> np.ndarray:
