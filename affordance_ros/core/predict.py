@@ -19,7 +19,7 @@ from .cases import CaseSet
 from .errors import EvidenceError
 from .network import AffordanceNetwork, SensorModel, gaussian_log_density
 from .numbers import is_finite_number
-from .query import posterior
+from .query import posterior, posterior_in_chunks
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarra
 
 
 _MIXTURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_EVIDENCE_CASES = 8192    # predict_batch makes the likelihoods of this many cases at a time (bounded memory)
 
 
 def _mixture(sensor: SensorModel) -> tuple:
@@ -126,15 +127,26 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     columns = {name: np.atleast_1d(np.asarray(readings, dtype=object)) for name, readings in (sensors or {}).items()}
     for name, labels in (values or {}).items():
         columns[name] = [None if x is None else str(x) for x in np.atleast_1d(np.asarray(labels, dtype=object))]
-    likelihoods, hard = {}, []
-    if columns:
+    query_idx = [model.index(n) for n in names]
+    if not columns:
+        return _answer(model, names, posterior(model, query_idx, {}))
+    try:
+        cases = CaseSet.from_columns(model, columns)
+    except ValueError as exc:
+        raise EvidenceError(str(exc)) from None
+    return _answer(model, names, posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases)))
+
+
+def _evidence_chunks(model: AffordanceNetwork, cases: CaseSet):
+    """(rows, likelihoods, the variables one-hot in every case) of ``_EVIDENCE_CASES`` cases at a time."""
+    for start in range(0, cases.n_cases, _EVIDENCE_CASES):
+        rows = slice(start, min(start + _EVIDENCE_CASES, cases.n_cases))
         try:
-            evidence = CaseSet.from_columns(model, columns).evidence(model)
+            evidence = cases.take(rows).evidence(model)
         except ValueError as exc:
             raise EvidenceError(str(exc)) from None
         likelihoods = {i: lik for i, lik in enumerate(evidence.likelihoods) if lik is not None}
-        hard = [i for i, lik in likelihoods.items() if np.all(np.count_nonzero(lik, axis=1) == 1)]
-    return _answer(model, names, posterior(model, [model.index(n) for n in names], likelihoods, hard))
+        yield rows, likelihoods, [i for i, lik in likelihoods.items() if np.all(np.count_nonzero(lik, axis=1) == 1)]
 
 
 def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float] | None = None,

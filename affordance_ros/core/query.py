@@ -235,8 +235,7 @@ class QueryPlan:
         """p(query | evidence) (K, *query cards); ``likelihoods[v]`` (K, card) for every evidence variable."""
         joint, total = self.evaluate(likelihoods, n_cases)
         if total is not None:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                JunctionTree.check_possible(np.log(total))
+            check_totals(total)
         return joint
 
     def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
@@ -439,27 +438,45 @@ def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[i
 def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray],
               hard: Sequence[int] = ()) -> np.ndarray:
     """p(query jointly | evidence) (K, *query cards) for K cases; ``likelihoods[v]`` (K, card) per
-    evidence variable (``hard``: those that are one-hot in every case, which one case is sliced at). Large
-    K runs in chunks sized so that the largest table of a chunk stays in cache.
+    evidence variable (``hard``: those that are one-hot in every case, which one case is sliced at).
+    EvidenceError naming the cases whose evidence is impossible.
     """
     n_cases = next(iter(likelihoods.values())).shape[0] if likelihoods else 1
-    hard = [v for v in hard if v in likelihoods] if n_cases == 1 else []
-    compiled = plan(model, query, hard, [v for v in likelihoods if v not in hard])
-    chunk = max(1, _CHUNK_ELEMENTS // compiled.max_table)
-    if n_cases <= chunk:
-        return compiled(likelihoods, n_cases)
-    out = np.empty((n_cases, *[model.variables[q].card for q in query]))
-    totals = None
-    for start in range(0, n_cases, chunk):
-        rows = slice(start, min(start + chunk, n_cases))
-        out[rows], total = compiled.evaluate({v: lik[rows] for v, lik in likelihoods.items()}, rows.stop - start)
-        if total is not None:
-            totals = np.ones(n_cases) if totals is None else totals
-            totals[rows] = total
+    return posterior_in_chunks(model, query, n_cases, [(slice(0, n_cases), likelihoods, hard)])
+
+
+def posterior_in_chunks(model, query: Sequence[int], n_cases: int, chunks) -> np.ndarray:
+    """``posterior`` of ``n_cases`` cases whose evidence comes in ``chunks`` of consecutive cases: (their
+    rows, a slice; their likelihoods; hard). Each chunk runs in parts of at most ``_CHUNK_ELEMENTS`` entries
+    of its plan's largest table; EvidenceError names the impossible cases by their row.
+    """
+    out = totals = None
+    for rows, likelihoods, hard in chunks:
+        n = rows.stop - rows.start
+        hard = [v for v in hard if v in likelihoods] if n == 1 else []
+        compiled = plan(model, query, hard, [v for v in likelihoods if v not in hard])
+        part = max(1, _CHUNK_ELEMENTS // compiled.max_table)
+        if n == n_cases <= part:      # one call (one case: no copy, no checks beyond the plan's own)
+            return compiled(likelihoods, n)
+        if out is None:
+            out = np.empty((n_cases, *[model.variables[q].card for q in query]))
+        for start in range(0, n, part):
+            stop = min(start + part, n)
+            joint, total = compiled.evaluate({v: lik[start:stop] for v, lik in likelihoods.items()}, stop - start)
+            out[rows.start + start:rows.start + stop] = joint
+            if total is not None:
+                totals = np.ones(n_cases) if totals is None else totals
+                totals[rows.start + start:rows.start + stop] = total
     if totals is not None:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            JunctionTree.check_possible(np.log(totals))
+        check_totals(totals)
     return out
 
 
-__all__ = ["JointPlan", "QueryEngine", "QueryPlan", "TreePlan", "engine", "plan", "posterior"]
+def check_totals(totals: np.ndarray) -> None:
+    """EvidenceError naming the cases whose total of a normalised pass (``QueryPlan.evaluate``) is 0 or NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        JunctionTree.check_possible(np.log(totals))
+
+
+__all__ = ["JointPlan", "QueryEngine", "QueryPlan", "TreePlan", "check_totals", "engine", "plan", "posterior",
+           "posterior_in_chunks"]
