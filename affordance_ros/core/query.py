@@ -210,7 +210,7 @@ class QueryEngine:
             carries = tuple(target[len(up):])
         size = math.prod([cards[v] for v in axes])
         contraction = None
-        if size > _SUM_AHEAD_ABOVE and not labels:
+        if size > _SUM_AHEAD_ABOVE and not labels and (evidence or kids):
             # many cases at once: one einsum, in an order that sums variables out early (see _contracted)
             k = len(axes)
             target = kept if order is None else [*up, *carries]
@@ -266,14 +266,15 @@ class TreePlan(QueryPlan):
             shared = set.intersection(*(holding[q] for q in self.query))
             root = min(shared, key=lambda c: engine.beliefs[c].size) if shared else home[self.query[0]]
         toward, depth = engine.rooted[root]
-        # evidence enters at the clique holding its variable nearest to the root (the path there all holds it)
-        soft_at, starts = {}, {home[q] for q in self.query}
-        for v in (*soft, *self.labels):
+        # evidence (and a query variable the root lacks) enters at the clique holding its variable nearest to
+        # the root (the path there all holds it)
+        soft_at, starts = {}, {root}
+        for v in (*soft, *self.labels, *(q for q in self.query if q not in soft)):
             c = home[v]
             while toward[c] is not None and toward[c] in holding[v]:
                 c = toward[c]
             starts.add(c)
-            if v not in self.labels:
+            if v in soft:
                 soft_at.setdefault(c, []).append(v)
         active = set()
         for c in starts:
@@ -300,6 +301,7 @@ class TreePlan(QueryPlan):
                                    tuple(soft_at.get(c, ())), tuple((d, steps[d].carries) for d in kids[c]),
                                    self.query if c == root else kept)
         *self._passes, self._root = steps.values()
+        self.cliques = tuple(steps)        # the cliques it visits, leaves first, its root last
         self.max_table = max(step.size for step in steps.values())
 
     def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
