@@ -61,16 +61,21 @@ def network_text(name: str) -> str | None:
     return gzip.decompress(path.read_bytes()).decode("utf-8")
 
 
-def evidence_sets(model, n_sets: int, rng: np.random.Generator) -> list:
-    """[(query index, hard {index: code}, soft {index: likelihood vector})] drawn from a sample."""
+def _draws(model, n_sets: int, rng: np.random.Generator):
+    """Per evidence set: (the values sampled from the network, the variables observed (a fifth of them),
+    the query (another variable))."""
     codes = sample_values(model, n_sets, rng)
     n = len(model)
-    out = []
     for k in range(n_sets):
         order = rng.permutation(n)
-        chosen = order[: max(2, n // 5)]
-        query = int(order[-1])
-        hard = {int(v): int(codes[k, v]) for v in chosen[::2]}
+        yield codes[k], order[: max(2, n // 5)], int(order[-1])
+
+
+def evidence_sets(model, n_sets: int, rng: np.random.Generator) -> list:
+    """[(query index, hard {index: code}, soft {index: likelihood vector})] drawn from a sample."""
+    out = []
+    for codes, chosen, query in _draws(model, n_sets, rng):
+        hard = {int(v): int(codes[v]) for v in chosen[::2]}
         soft = {int(v): rng.uniform(0.1, 1.0, model.variables[v].card) for v in chosen[1::2]}
         out.append((query, hard, soft))
     return out
@@ -95,23 +100,24 @@ class MixedSet:
 def mixed_sets(model: AffordanceNetwork, n_sets: int, rng: np.random.Generator) -> list:
     """Evidence sets of ``with_sensors(model)``: a fifth of the variables, half by label, half by a reading
     (the sampled value plus Gaussian noise); pyAgrum gets the reading's likelihood vector."""
-    codes = sample_values(model, n_sets, rng)
-    n = len(model)
     out = []
-    for k in range(n_sets):
-        order = rng.permutation(n)
-        chosen = order[: max(2, n // 5)]
-        values = {model.names[v]: model.variables[v].values[codes[k, v]] for v in chosen[::2]}
-        agrum = {model.names[v]: int(codes[k, v]) for v in chosen[::2]}
+    for codes, chosen, query in _draws(model, n_sets, rng):
+        values = {model.names[v]: model.variables[v].values[codes[v]] for v in chosen[::2]}
+        agrum = {model.names[v]: int(codes[v]) for v in chosen[::2]}
         sensors = {}
         for v in chosen[1::2]:
             sensor = model.variables[v].sensor
-            x = float(codes[k, v] + rng.normal(0.0, READING_STDDEV))
+            x = float(codes[v] + rng.normal(0.0, READING_STDDEV))
             sensors[sensor.name] = x
-            log_lik = sensor.log_likelihood(np.array([x]))[0]
-            agrum[model.names[v]] = np.exp(log_lik - log_lik.max()).tolist()
-        out.append(MixedSet(model.names[int(order[-1])], sensors, values, agrum))
+            agrum[model.names[v]] = _reading_likelihood(sensor, x)
+        out.append(MixedSet(model.names[query], sensors, values, agrum))
     return out
+
+
+def _reading_likelihood(sensor: SensorModel, x: float) -> list:
+    """p(x | value) of each value, scaled to a maximum of 1: the soft evidence pyAgrum gets for a reading."""
+    log_lik = sensor.log_likelihood(np.array([x]))[0]
+    return np.exp(log_lik - log_lik.max()).tolist()
 
 
 def _ours_inputs(model, hard: dict, soft: dict) -> dict:
@@ -273,8 +279,7 @@ def mixed_batch_inputs(model: AffordanceNetwork, n_cases: int, rng: np.random.Ge
     for k in range(min(n_cases, 5000)):
         ev = {model.names[v]: int(codes[k, v]) for v in np.flatnonzero(by_label[k])}
         for v in np.flatnonzero(by_reading[k]):
-            log_lik = model.variables[v].sensor.log_likelihood(readings[k, v:v + 1])[0]
-            ev[model.names[v]] = np.exp(log_lik - log_lik.max()).tolist()
+            ev[model.names[v]] = _reading_likelihood(model.variables[v].sensor, float(readings[k, v]))
         agrum.append(ev)
     return model.names[query], sensors, values, agrum
 
