@@ -105,14 +105,20 @@ class QueryEngine:
         self._steps: dict = {}
         self.rooted = [self._rooted(c) for c in range(len(self.cliques))]   # per root: see _rooted
 
-    def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> "QueryPlan":
-        """The cached ``QueryPlan`` of this query and evidence pattern."""
-        key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)))
+    def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = (),
+             one_case: bool = True) -> "QueryPlan":
+        """The cached ``QueryPlan`` of this query and evidence pattern, for one case at a time (labels are
+        sliced at, a tiny network answers from its joint table) or for many (labels are multiplied in, and
+        the tree's small tables cost less per case than the joint table).
+        """
+        if not one_case:
+            hard, soft = (), (*hard, *soft)
+        key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)), one_case)
         found = self.plans.get(key)
         if found is None:
             if len(self.plans) >= _MAX_PLANS:
                 self.plans.pop(next(iter(self.plans)))
-            found = self.plans[key] = (TreePlan if self.joint is None else JointPlan)(self, *key)
+            found = self.plans[key] = (JointPlan if one_case and self.joint is not None else TreePlan)(self, *key[:3])
         return found
 
     def _rooted(self, root: int) -> tuple[list, list]:
@@ -432,9 +438,10 @@ def engine(model) -> QueryEngine:
     return found
 
 
-def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> QueryPlan:
-    """The cached ``QueryPlan`` of ``model`` for this query and evidence pattern."""
-    return engine(model).plan(query, hard, soft)
+def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = (),
+         one_case: bool = True) -> QueryPlan:
+    """The cached ``QueryPlan`` of ``model`` for this query and evidence pattern (``QueryEngine.plan``)."""
+    return engine(model).plan(query, hard, soft, one_case)
 
 
 def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray],
@@ -455,8 +462,8 @@ def posterior_in_chunks(model, query: Sequence[int], n_cases: int, chunks) -> np
     out = totals = None
     for rows, likelihoods, hard in chunks:
         n = rows.stop - rows.start
-        hard = [v for v in hard if v in likelihoods] if n == 1 else []
-        compiled = plan(model, query, hard, [v for v in likelihoods if v not in hard])
+        hard = [v for v in hard if v in likelihoods]
+        compiled = plan(model, query, hard, [v for v in likelihoods if v not in hard], n == 1)
         part = max(1, _CHUNK_ELEMENTS // compiled.max_table)
         if n == n_cases <= part:      # one call (one case: no copy, no checks beyond the plan's own)
             return compiled(likelihoods, n)

@@ -87,6 +87,7 @@ def test_plans_are_the_ones_asked_for(plans):
     compiled = plan(net, [0], (), [1])
     assert isinstance(compiled, JointPlan if plans == "joint" else TreePlan)
     assert isinstance(compiled, QueryPlan)
+    assert isinstance(plan(net, [0], (), [1], one_case=False), TreePlan)     # many cases: on the tree
 
 
 def test_chunked_batch_equals_one_at_a_time(plans, monkeypatch):
@@ -190,7 +191,7 @@ def test_predict_uses_the_plan_and_equals_predict_batch():
                           {n: [x] for n, x in values.items()})
     np.testing.assert_allclose(list(one.marginals["Action"].values()), batch.marginals["Action"][0], atol=1e-14)
     key = ((truth.index("Action"),), tuple(sorted([truth.index("Shape"), truth.index("Size")])),
-           tuple(sorted(truth.index(truth.sensor_variable[s]) for s in sensors)))
+           tuple(sorted(truth.index(truth.sensor_variable[s]) for s in sensors)), True)
     assert isinstance(engine(truth).plans[key], QueryPlan)
     assert plan(truth, *key) is engine(truth).plans[key]
 
