@@ -124,9 +124,8 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     """
     names = model.resolve_query(query)
     _check_names(model, sensors or {}, values or {})
-    columns = {name: np.atleast_1d(np.asarray(readings, dtype=object)) for name, readings in (sensors or {}).items()}
-    for name, labels in (values or {}).items():
-        columns[name] = [None if x is None else str(x) for x in np.atleast_1d(np.asarray(labels, dtype=object))]
+    # (CaseSet.from_columns takes None as not observed and refuses NaN, infinities and unknown labels)
+    columns = {name: np.atleast_1d(column) for name, column in {**(sensors or {}), **(values or {})}.items()}
     query_idx = [model.index(n) for n in names]
     if not columns:
         return _answer(model, names, posterior(model, query_idx, {}))
