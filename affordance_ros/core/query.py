@@ -7,25 +7,28 @@ evidence p(C), and, for every clique and neighbour, the conditional table p(C | 
 
     p(all variables) = p(C_root) * prod over the other cliques of p(C | separator toward the root),
 
-so the evidence of a query only has to be multiplied into the cliques that hold it and collected
-along the paths from them to a clique holding the query (any clique can be the root): every other
-subtree sums to one and is skipped. ``QueryPlan`` compiles these paths once per evidence pattern
-(the query, which variables have hard and which soft evidence), every table on them summed, once,
-over the axes that neither the evidence, nor a message, nor the query touches. A label (hard
-evidence) of a single case is not multiplied in: every table on the paths that holds its variable
-is sliced at its value, which makes the tables smaller for the rest of the call. A joint query over
+so the evidence of a query only has to be multiplied into cliques that hold it and collected along
+the paths from them to a clique holding the query (any clique can be the root): every other subtree
+sums to one and is skipped. ``TreePlan`` compiles these paths once per evidence pattern (the query,
+which variables have hard and which soft evidence): each variable's evidence enters at the clique
+holding it nearest to the root, and a large table (``_SUM_AHEAD_ABOVE``) is summed, once, over the
+axes that neither the evidence, nor a message, nor the query touches. A label (hard evidence) of a
+single case on a variable of a large table is not multiplied in: every table on the paths that holds
+it is sliced at its value, which shrinks the tables for the rest of the call. A joint query over
 variables of different cliques keeps their axes in the messages until the root (variable
 elimination along the same paths).
 
 A call passes one message per clique on the paths: a few numpy operations each, on tables that hold
 K cases along the last axis (one case for a single query; chunks of cases for ``predict_batch``,
-where labels are multiplied in like any other evidence). Compiling a plan costs less than one
-pyAgrum query, and the steps of one clique are shared between the plans that use it the same way;
-plans are cached per model.
+where a large step is one ``einsum`` that sums variables out early). A plan compiles in less time
+than one pyAgrum query, the steps of a clique are shared between the plans that use it the same way,
+and plans are cached per model. A tiny network (``_JOINT_ENTRIES``) answers a single query from its
+joint table instead (``JointPlan``: the evidence multiplied in, one sum, nothing to compile).
 """
 
 from __future__ import annotations
 
+import abc
 import math
 import weakref
 from typing import Mapping, NamedTuple, Sequence
@@ -229,7 +232,7 @@ class QueryEngine:
                      tuple(a for a, v in enumerate(axes) if v not in keep), order, carries, size, contraction)
 
 
-class QueryPlan:
+class QueryPlan(abc.ABC):
     """p(query | evidence) for one model, query and evidence pattern: ``TreePlan`` or, for a tiny network,
     ``JointPlan``. Call it with {variable index: likelihoods (K, card)}.
     """
@@ -244,11 +247,11 @@ class QueryPlan:
             check_totals(total)
         return joint
 
+    @abc.abstractmethod
     def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
         """(p(query | evidence) (K, *query cards), NaN for a case whose evidence is impossible; the totals of
         a pass that normalised every message, 0 or NaN for those cases, or None when that pass was not needed).
         """
-        raise NotImplementedError
 
 
 class TreePlan(QueryPlan):
