@@ -55,7 +55,8 @@ def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarra
             continue
         means, covs, moments = _mixture(sensor)
         both = weights @ moments
-        mean, second = both[:, :sensor.dim], both[:, sensor.dim:]              # (K, d) each
+        d = means.shape[1]
+        mean, second = both[:, :d], both[:, d:]                                  # (K, d) each
         stddev = np.sqrt(np.maximum(second - mean * mean, 0.0))
         out[name] = ReadingPrediction(name, sensor.names, weights, means, covs, mean, stddev)
     return out
@@ -238,7 +239,7 @@ def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPr
         most_probable = np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
         marginals = {name: joint.sum(axis=tuple(1 + a for a in range(len(names)) if a != j))
                      for j, name in enumerate(names)}
-    return BatchPrediction(names, marginals, most_probable, flat[np.arange(len(best)), best], joint,
+    return BatchPrediction(names, marginals, most_probable, np.maximum.reduce(flat, axis=1), joint,
                            predict_readings(model, marginals))
 
 

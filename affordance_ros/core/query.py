@@ -19,18 +19,25 @@ variables of different cliques keeps their axes in the messages until the root (
 elimination along the same paths).
 
 A call passes one message per clique on the paths: a few numpy operations each, on tables that hold
-K cases along the last axis (one case for a single query; chunks of cases for ``predict_batch``,
-where a large step is one ``einsum`` that sums variables out early). A plan compiles in less time
-than one pyAgrum query, the steps of a clique are shared between the plans that use it the same way,
-and plans are cached per model. A tiny network (``_JOINT_ENTRIES``) answers a single query from its
-joint table instead (``JointPlan``: the evidence multiplied in, one sum, nothing to compile).
+K cases along the last axis. A plan for one case compiles in less time than one pyAgrum query, the
+steps of a clique are shared between the plans that use it the same way, and plans are cached per
+model. A tiny network (``_JOINT_ENTRIES``) answers a single query from its joint table instead
+(``JointPlan``: the evidence multiplied in, one sum, nothing to compile).
+
+Many cases (``predict_batch``) run in chunks. Their plan is made on the junction tree of the part of
+the network the query needs (Bayes-ball, Shachter 1998: barren and d-separated nodes left out, hard
+evidence blocking paths, soft evidence on X acting as an observed virtual child of X), which can have
+much smaller cliques, and pays for itself over the cases; each case's labels are gathered from the
+tables, and a large step is one ``einsum`` that sums variables out early.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import math
 import weakref
+from collections import deque
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -38,6 +45,7 @@ import numpy as np
 from .errors import ModelFormatError
 from .evidence import Evidence
 from .inference import JunctionTree
+from .network import AffordanceNetwork
 
 _ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
@@ -51,6 +59,53 @@ _ALL = slice(None)
 _SUM, _SMALLEST = np.add.reduce, np.minimum.reduce
 
 
+def requisite(parents: Sequence[Sequence[int]], query: Sequence[int], hard: Sequence[int],
+              soft: Sequence[int], children: Sequence[Sequence[int]] | None = None) -> tuple[set, set]:
+    """Bayes-ball: (nodes whose CPTs the query needs, soft-evidence nodes whose likelihood it needs).
+
+    ``parents[i]``: the parents of node i (``children``: the other way round, derived when not given).
+    Query nodes must not be in ``hard``. Soft evidence on i acts as an observed virtual child of i: a ball
+    passed down to i comes back up to it from that child.
+    """
+    if children is None:
+        children = [[] for _ in parents]
+        for i, ps in enumerate(parents):
+            for p in ps:
+                children[p].append(i)
+    hard, soft = set(hard), set(soft)
+    top, bottom, soft_used = set(), set(), set()
+    schedule = deque((q, True) for q in query)
+    while schedule:
+        j, from_child = schedule.popleft()
+        if j in hard:
+            if from_child or j in top:
+                continue
+            top.add(j)                                   # j's CPT is needed: the ball goes to its parents
+            schedule.extend((p, True) for p in parents[j])
+            continue
+        if from_child and j not in top:
+            top.add(j)
+            schedule.extend((p, True) for p in parents[j])
+        if j not in bottom:                              # the ball goes down to j's children
+            bottom.add(j)
+            schedule.extend((c, False) for c in children[j])
+            if j in soft:
+                soft_used.add(j)
+                schedule.append((j, True))
+    return top, soft_used
+
+
+def _ancestors(parents: Sequence[Sequence[int]], nodes: set) -> set:
+    """``nodes`` and all their ancestors."""
+    out, todo = set(nodes), list(nodes)
+    while todo:
+        for p in parents[todo.pop()]:
+            if p not in out:
+                out.add(p)
+                todo.append(p)
+    return out
+
+
 class _Step(NamedTuple):
     """One clique of a plan: its table without evidence (axes: the clique's variables it needs, the query
     variables its kids' messages carry, the cases), the labels it is sliced at, how each evidence vector and
@@ -61,7 +116,8 @@ class _Step(NamedTuple):
 
     clique: int
     table: np.ndarray
-    slots: tuple          # (the slices before a label's axis, its variable), the last axis first
+    slots: tuple          # ((the slices before a label's axis, its variable) per label, the last axis first;
+    #                       the axes a batch's gather indexes; where the cases' axis lands), or () without labels
     evidence: tuple       # (variable, shape)
     kids: tuple           # (clique, shape)
     sum_axes: tuple
@@ -89,6 +145,10 @@ class QueryEngine:
         self.in_large_table = {v for c, clique in enumerate(self.cliques) if self.beliefs[c].size > _SUM_AHEAD_ABOVE
                                for v in clique}
         self.cards = [v.card for v in model.variables]
+        self.variables = model.variables
+        self.parents = [model.parent_indices(i) for i in range(n)]
+        self.children = [[i for i in range(n) if j in self.parents[i]] for j in range(n)]
+        self.has_zero = {i for i, v in enumerate(model.variables) if np.any(v.cpt == 0)}
         # a tiny network: its joint distribution (*cards, 1), and how each variable's vector broadcasts into it
         self.joint = _joint(model) if math.prod(self.cards) <= _JOINT_ENTRIES else None
         self.unit_shapes = [(*(k if j == i else 1 for j in range(n)), -1) for i, k in enumerate(self.cards)]
@@ -110,19 +170,44 @@ class QueryEngine:
 
     def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = (),
              one_case: bool = True) -> "QueryPlan":
-        """The cached ``QueryPlan`` of this query and evidence pattern, for one case at a time (labels are
-        sliced at, a tiny network answers from its joint table) or for many (labels are multiplied in, and
-        the tree's small tables cost less per case than the joint table).
+        """The cached ``QueryPlan`` of this query and evidence pattern, for one case at a time (a tiny network
+        answers from its joint table) or for many (the tree's small tables cost less per case than the joint).
         """
-        if not one_case:
-            hard, soft = (), (*hard, *soft)
         key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)), one_case)
         found = self.plans.get(key)
         if found is None:
             if len(self.plans) >= _MAX_PLANS:
                 self.plans.pop(next(iter(self.plans)))
-            found = self.plans[key] = (JointPlan if one_case and self.joint is not None else TreePlan)(self, *key[:3])
+            if not one_case:
+                found = self._pruned_plan(*key[:3])
+            else:
+                found = (TreePlan if self.joint is None else JointPlan)(self, *key[:3])
+            self.plans[key] = found
         return found
+
+    def _pruned_plan(self, query: tuple, hard: tuple, soft: tuple) -> "QueryPlan":
+        """For many cases of one pattern: the plan on the junction tree of the part of the network the query
+        needs (Bayes-ball; leaving barren and d-separated nodes out can shrink the cliques a lot), compiled per
+        pattern, which pays for itself over the cases. The whole tree's plan when nothing is left out, or when
+        a CPT left out has zero entries (the evidence could then be impossible for a reason only it tells).
+        """
+        hard_kept = [h for h in hard if h not in query]            # a query given by label: soft
+        soft_kept = [*soft, *(h for h in hard if h in query)]
+        cpt_nodes, soft_needed = requisite(self.parents, query, hard_kept, soft_kept, self.children)
+        if len(cpt_nodes) == len(self.cards) or self.has_zero & (
+                _ancestors(self.parents, {*hard_kept, *soft_kept}) - cpt_nodes):
+            return TreePlan(self, query, hard, soft)
+        hard_needed = [h for h in hard_kept if h in cpt_nodes or any(c in cpt_nodes for c in self.children[h])]
+        keep = sorted({*cpt_nodes, *query, *hard_needed})
+        number = {v: j for j, v in enumerate(keep)}
+        # the nodes kept for their label only get a uniform prior (a label overrides it)
+        part = AffordanceNetwork([dataclasses.replace(self.variables[v], sensor=None) if v in cpt_nodes else
+                                  dataclasses.replace(self.variables[v], sensor=None, parents=(),
+                                                      cpt=np.full(self.cards[v], 1.0 / self.cards[v]))
+                                  for v in keep])
+        inner = TreePlan(QueryEngine(part), [number[q] for q in query], [number[h] for h in hard_needed],
+                         [number[v] for v in soft_needed])
+        return _Renumbered(inner, query, keep, {v: number[v] for v in (*hard_needed, *soft_needed)})
 
     def _rooted(self, root: int) -> tuple[list, list]:
         """The tree rooted at ``root``: (each clique's neighbour toward the root, each clique's place in a
@@ -190,8 +275,11 @@ class QueryEngine:
             carried += carries
         table = self.table(c, toward, clique)
         table = table.reshape(table.shape + (1,) * (len(carried) + 1))
-        # slicing the last label's axis first leaves the axes before it where they are
+        # one case: slicing the last label's axis first leaves the axes before it where they are
         slots = tuple(((_ALL,) * a, v) for a, v in reversed(list(enumerate(clique))) if v in labels)
+        if labels:    # many cases: one gather of every label's axis (and the cases' placeholder) at once
+            at = [a for a, v in enumerate(clique) if v in labels] + [table.ndim - 1]
+            slots = (slots, tuple(at), at[0] if at == list(range(at[0], at[0] + len(at))) else 0)
         axes = (tuple(v for v in clique if v not in labels) if labels else clique) + carried
         position = {v: a for a, v in enumerate(axes)}
         ones = [1] * len(axes) + [-1]
@@ -319,9 +407,8 @@ class TreePlan(QueryPlan):
         falls below ``_TINY``, where something on the way may have underflowed; then the cases are computed
         again, normalising every message, which also tells the impossible ones.
         """
-        if self.labels and n_cases != 1:
-            raise ValueError("a plan with labels to slice at answers one case at a time")
-        codes = {v: int(likelihoods[v].argmax()) for v in self.labels}
+        codes = ({v: int(likelihoods[v].argmax()) for v in self.labels} if n_cases == 1 else
+                 {v: likelihoods[v].argmax(axis=1) for v in self.labels})
         table = self._collect(likelihoods, codes, False, n_cases)
         total = _totals(table)
         if _SMALLEST(total) >= _TINY:
@@ -382,6 +469,19 @@ def _totals(table: np.ndarray) -> np.ndarray:
     return _SUM(table.reshape(-1, table.shape[-1]), axis=0)
 
 
+class _Renumbered(QueryPlan):
+    """A plan on a part of the network (``QueryEngine._pruned_plan``): the evidence it needs, renumbered."""
+
+    def __init__(self, plan: QueryPlan, query: Sequence[int], kept: Sequence[int], numbers: dict):
+        self.query, self.max_table = tuple(query), plan.max_table
+        self.kept = tuple(kept)        # the variables of the part of the network it runs on
+        self._plan, self._numbers = plan, numbers
+
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """``QueryPlan.evaluate``."""
+        return self._plan.evaluate({new: likelihoods[old] for old, new in self._numbers.items()}, n_cases)
+
+
 def _answer(joint: np.ndarray, n_cases: int, order: tuple) -> np.ndarray:
     """A plan's normalised table (*query axes, K or 1) as the answer: (K, *query cards in the query's order)."""
     if joint.shape[-1] != n_cases:
@@ -389,13 +489,31 @@ def _answer(joint: np.ndarray, n_cases: int, order: tuple) -> np.ndarray:
     return joint.transpose(order)
 
 
+def _sliced(step: _Step, codes: dict) -> np.ndarray:
+    """A step's table at its labels: sliced (one case, ``codes`` ints), or gathered per case (``codes`` (K,)
+    arrays: the table's label axes and its cases' placeholder give way to one cases' axis, moved last).
+    """
+    per_label, axes, lands = step.slots
+    table = step.table
+    first = codes[per_label[0][1]]
+    if isinstance(first, int):
+        for before, v in per_label:
+            table = table[(*before, codes[v])]
+        return table
+    index = [_ALL] * table.ndim
+    index[-1] = np.zeros_like(first)
+    for a, (_, v) in zip(axes, reversed(per_label)):
+        index[a] = codes[v]
+    return np.moveaxis(table[tuple(index)], lands, -1)
+
+
 def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], codes: dict, messages: dict) -> np.ndarray:
     """A step's table sliced at its labels, times its evidence and its kids' messages, summed over what it
     leaves out.
     """
     table = step.table
-    for before, v in step.slots:
-        table = table[(*before, codes[v])]
+    if step.slots:
+        table = _sliced(step, codes)
     for v, shape in step.evidence:
         table = table * likelihoods[v].T.reshape(shape)
     for d, shape in step.kids:
@@ -491,4 +609,4 @@ def check_totals(totals: np.ndarray) -> None:
 
 
 __all__ = ["JointPlan", "QueryEngine", "QueryPlan", "TreePlan", "check_totals", "engine", "plan", "posterior",
-           "posterior_in_chunks"]
+           "posterior_in_chunks", "requisite"]

@@ -12,7 +12,7 @@ from helpers import brute_force_joint, random_network
 from affordance_ros.core import AffordanceNetwork, EvidenceError, Variable, benchmark_network, predict, predict_batch
 from affordance_ros.core import query as query_module
 from affordance_ros.core.ground_truth import random_cpts
-from affordance_ros.core.query import JointPlan, QueryPlan, TreePlan, engine, plan, posterior
+from affordance_ros.core.query import JointPlan, QueryPlan, TreePlan, engine, plan, posterior, requisite
 
 PLANS = {"joint": {}, "tree": {"_JOINT_ENTRIES": 0}, "tree, large tables": {"_JOINT_ENTRIES": 0, "_SUM_AHEAD_ABOVE": 0}}
 
@@ -87,7 +87,36 @@ def test_plans_are_the_ones_asked_for(plans):
     compiled = plan(net, [0], (), [1])
     assert isinstance(compiled, JointPlan if plans == "joint" else TreePlan)
     assert isinstance(compiled, QueryPlan)
-    assert isinstance(plan(net, [0], (), [1], one_case=False), TreePlan)     # many cases: on the tree
+    assert not isinstance(plan(net, [0], (), [1], one_case=False), JointPlan)     # many cases: on a tree
+
+
+def test_bayes_ball_prunes_barren_and_d_separated_nodes():
+    # chain A -> B -> C -> D, and E a child of A: p(B | C observed) needs A, B, C's CPT? no:
+    # Bayes-ball: CPTs of A, B, C (C observed, its CPT relates B), never D (barren) nor E (barren)
+    parents = [(), (0,), (1,), (2,), (0,)]
+    needed, soft_used = requisite(parents, [1], hard=[2], soft=[3])
+    assert needed == {0, 1, 2} and soft_used == set()
+    # A observed blocks: p(D | A) needs B, C, D, not A's CPT nor E
+    needed, _ = requisite(parents, [3], hard=[0], soft=[])
+    assert needed == {1, 2, 3}
+    # soft evidence on E is used for p(D) (E's virtual child is an observed descendant of A)
+    needed, soft_used = requisite(parents, [3], hard=[], soft=[4])
+    assert soft_used == {4} and needed == {0, 1, 2, 3, 4}
+
+
+def test_a_batch_runs_on_the_part_of_the_network_it_needs():
+    """Many cases: barren nodes (D, E) are left out of the batch's tree; the answers equal the whole tree's."""
+    rng = np.random.default_rng(4)
+    net = random_cpts(AffordanceNetwork([
+        Variable("A", "object", ("a0", "a1", "a2"), ()), Variable("B", "object", ("b0", "b1"), ("A",)),
+        Variable("C", "effect", ("c0", "c1"), ("B",)), Variable("D", "effect", ("d0", "d1"), ("C",)),
+        Variable("E", "effect", ("e0", "e1", "e2"), ("A", "D"))]), rng)
+    liks = {2: rng.uniform(0.1, 1.0, (50, 2)), 0: np.eye(3)[rng.integers(0, 3, 50)]}
+    batch = plan(net, [1], [0], [2], one_case=False)
+    assert batch.kept == (0, 1, 2)     # A for its label only, B, C
+    got = posterior(net, [1], liks, hard=[0])
+    for k in (0, 17, 49):
+        np.testing.assert_allclose(got[k], _brute(net, [1], liks, k), atol=1e-12)
 
 
 def test_chunked_batch_equals_one_at_a_time(plans, monkeypatch):
