@@ -31,11 +31,6 @@ LAYERS = ("core", "data", "nodes", "tools")
 TESTS = Path(__file__).parent
 GENERATED = ("msg", "srv", "action")  # the interfaces rosidl generates
 MAX_CLASS_LINES = {"ModelManager": 150}  # and 200 for every other class of data/, nodes/, tools/
-# Private names of another module read by the core's side, which issue 17's core part removes: empty this
-# list when that part is merged (the test fails on an entry that no longer offends).
-CORE_PRIVATE_READS = {
-    ("affordance_ros/core/query.py", "_spanning_tree"), ("affordance_ros/core/query.py", "_triangulate"),
-}
 
 
 def imports(path: Path):
@@ -196,8 +191,7 @@ def test_no_module_and_no_test_reads_another_modules_private_names():
     ours = set().union(*(private_definitions(tree) for tree in trees.values()))
     offences = {(name, private_name): f"{name}:{line} {what}" for name, tree in trees.items()
                 for line, private_name, what in private_reads(tree, ours)}
-    assert sorted(offences[key] for key in offences.keys() - CORE_PRIVATE_READS) == []
-    assert sorted(CORE_PRIVATE_READS - offences.keys()) == [], "no longer read: take them off CORE_PRIVATE_READS"
+    assert sorted(offences.values()) == []
 
 
 def test_the_private_name_check_sees_each_form():

@@ -331,7 +331,8 @@ class StreamingEStep(EStep):
     def __init__(self, tree: JunctionTree, evidence_chunks, n_cases: int, chunk_size: int = 512):
         self.tree, self.n_cases, self.chunk_size = tree, n_cases, chunk_size
         self._evidence_chunks = evidence_chunks
-        self.log_scale = 0.0   # added per chunk instead
+        self.log_scale = 0.0   # added per chunk instead, into _pending_scale during a pass
+        self._pending_scale = 0.0
 
     def _chunks(self):
         for evidence in self._evidence_chunks():
@@ -339,7 +340,7 @@ class StreamingEStep(EStep):
             for start in range(0, evidence.n_cases, self.chunk_size):
                 part = evidence.take(slice(start, start + self.chunk_size))
                 yield part.n_cases, self.tree.evidence_tables(part), {}
-            self._pending_scale = getattr(self, "_pending_scale", 0.0) + scale
+            self._pending_scale += scale
 
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
         """Total log p(evidence | CPTs), by the collect pass alone."""

@@ -6,18 +6,21 @@ model) and nothing (marginalised).
 
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
+from scipy.special import logsumexp
 
 from .cases import CaseSet
 from .errors import EvidenceError
-from .evidence import Evidence, evidence_from_log_likelihoods
 from .gaussian import log_density
-from .network import AffordanceNetwork
-from .query import posterior
+from .network import AffordanceNetwork, SensorModel
+from .numbers import is_finite_number
+from .query import posterior, posterior_in_chunks
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,7 @@ class ReadingPrediction:
     def log_density(self, readings: np.ndarray) -> np.ndarray:
         """Log p(readings) under each case's predictive mixture, (K,); readings (K, d), NaN marginalised."""
         x = np.asarray(readings, dtype=float).reshape(len(self.weights), -1)
-        log_comp = log_density(x, self.means, self.covariances)
-        with np.errstate(divide="ignore"):
-            joint = log_comp + np.log(self.weights)
-        top = joint.max(axis=1, keepdims=True)
-        return (top + np.log(np.exp(joint - top).sum(axis=1, keepdims=True)))[:, 0]
+        return logsumexp(log_density(x, self.means, self.covariances), axis=1, b=self.weights)
 
 
 def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarray]) -> dict:
@@ -55,12 +54,28 @@ def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarra
         sensor = model[name].sensor
         if sensor is None:
             continue
-        means, covs = sensor.component_means(), sensor.component_covariances()
-        mean = weights @ means                                                   # (K, d)
-        second = np.einsum("kj,jd->kd", weights, np.diagonal(covs, axis1=1, axis2=2) + means ** 2)
-        stddev = np.sqrt(np.maximum(second - mean ** 2, 0.0))
+        means, covs, moments = _mixture(sensor)
+        both = weights @ moments
+        d = means.shape[1]
+        mean, second = both[:, :d], both[:, d:]                                  # (K, d) each
+        stddev = np.sqrt(np.maximum(second - mean * mean, 0.0))
         out[name] = ReadingPrediction(name, sensor.names, weights, means, covs, mean, stddev)
     return out
+
+
+_MIXTURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_EVIDENCE_CASES = 8192    # predict_batch makes the likelihoods of this many cases at a time (bounded memory)
+
+
+def _mixture(sensor: SensorModel) -> tuple:
+    """A sensor model's component means (card, d), covariances (card, d, d), and its means next to the second
+    moments of each reading (card, 2d), computed once per sensor model (they are immutable).
+    """
+    found = _MIXTURES.get(sensor)
+    if found is None:
+        means, covs = sensor.component_means(), sensor.component_covariances()
+        found = _MIXTURES[sensor] = (means, covs, np.hstack([means, np.diagonal(covs, axis1=1, axis2=2) + means ** 2]))
+    return found
 
 
 @dataclass(frozen=True)
@@ -105,36 +120,34 @@ class Prediction:
 def predict_batch(model: AffordanceNetwork, query: Sequence[str],
                   sensors: Mapping[str, Sequence[float]] | None = None,
                   values: Mapping[str, Sequence[str]] | None = None) -> BatchPrediction:
-    """Posterior of the query (names or groups) for K cases of evidence given column-wise."""
+    """Posterior of the query (names or groups) for K cases of evidence given column-wise.
+
+    A reading or label that is None is not observed in that case: each case has its own evidence pattern.
+    """
     names = model.resolve_query(query)
-    columns = {}
-    for sensor, readings in (sensors or {}).items():
-        model.sensor(sensor)
-        arr = np.asarray(readings, dtype=float).reshape(-1)
-        if not np.all(np.isfinite(arr)):
-            raise EvidenceError(f"reading of sensor '{sensor}' is not a finite number")
-        columns[sensor] = arr
-    for name, labels in (values or {}).items():
-        model[name]
-        columns[name] = [str(x) for x in np.atleast_1d(np.asarray(labels, dtype=object))]
-    if columns:
+    _check_names(model, sensors or {}, values or {})
+    # (CaseSet.from_columns takes None as not observed and refuses NaN, infinities and unknown labels)
+    columns = {name: np.atleast_1d(column) for name, column in {**(sensors or {}), **(values or {})}.items()}
+    query_idx = [model.index(n) for n in names]
+    if not columns:
+        return _answer(model, names, posterior(model, query_idx, {}))
+    try:
+        cases = CaseSet.from_columns(model, columns)
+    except ValueError as exc:
+        raise EvidenceError(str(exc)) from None
+    return _answer(model, names, posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases)))
+
+
+def _evidence_chunks(model: AffordanceNetwork, cases: CaseSet):
+    """(rows, likelihoods, the variables one-hot in every case) of ``_EVIDENCE_CASES`` cases at a time."""
+    for start in range(0, cases.n_cases, _EVIDENCE_CASES):
+        rows = slice(start, min(start + _EVIDENCE_CASES, cases.n_cases))
         try:
-            evidence = CaseSet.from_columns(model, columns).evidence(model)
+            evidence = cases.take(rows).evidence(model)
         except ValueError as exc:
             raise EvidenceError(str(exc)) from None
-    else:
-        evidence = Evidence.empty(len(model))
-    query_idx = [model.index(n) for n in names]
-    joint = _posterior(model, query_idx, evidence)
-    flat = joint.reshape(joint.shape[0], -1)
-    best = flat.argmax(axis=1)
-    most_probable = np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
-    marginals = {}
-    for j, name in enumerate(names):
-        axes = tuple(1 + a for a in range(len(names)) if a != j)
-        marginals[name] = joint.sum(axis=axes) if axes else joint
-    return BatchPrediction(names, marginals, most_probable, flat[np.arange(flat.shape[0]), best], joint,
-                           predict_readings(model, marginals))
+        likelihoods = {i: lik for i, lik in enumerate(evidence.likelihoods) if lik is not None}
+        yield rows, likelihoods, [i for i, lik in likelihoods.items() if np.all(np.count_nonzero(lik, axis=1) == 1)]
 
 
 def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float] | None = None,
@@ -143,62 +156,92 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
 
     E.g. ``predict(model, ["action"], sensors={"obj_vel": 7.2}, values={"Shape": "box"})``.
     """
-    for sensor, x in (sensors or {}).items():
-        if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
-            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
-    batch = _predict_one(model, query, sensors or {}, values or {})
-    marginals = {name: dict(zip(model[name].values, map(float, batch.marginals[name][0])))
-                 for name in batch.variables}
-    best = {name: model[name].values[int(code)] for name, code in zip(batch.variables, batch.most_probable[0])}
+    names = model.resolve_query(query)
+    likelihoods, hard = _one_case(model, sensors or {}, values or {})
+    batch = _answer(model, names, posterior(model, [model.index(n) for n in names], likelihoods, hard))
+    marginals = {name: dict(zip(model[name].values, batch.marginals[name][0].tolist())) for name in names}
+    best = {name: model[name].values[code] for name, code in zip(names, batch.most_probable[0].tolist())}
     readings, mixtures = {}, {}
     for name, r in batch.readings.items():
-        for j, reading in enumerate(r.names):
-            readings[reading] = {"mean": float(r.mean[0, j]), "stddev": float(r.stddev[0, j])}
+        for reading, mean, stddev in zip(r.names, r.mean[0].tolist(), r.stddev[0].tolist()):
+            readings[reading] = {"mean": mean, "stddev": stddev}
         mixtures[name] = {"names": list(r.names), "weights": r.weights[0].tolist(), "means": r.means.tolist(),
                           "covariances": r.covariances.tolist()}
     return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures)
 
 
-def _posterior(model: AffordanceNetwork, query: list, evidence: Evidence) -> np.ndarray:
-    """p(query | evidence) (K, *cards) by the cached plan of this evidence pattern (core.query)."""
-    model.engine  # noqa: B018  (raises ModelFormatError when the model has no parameters)
-    likelihoods = {i: lik for i, lik in enumerate(evidence.likelihoods) if lik is not None}
-    hard = [i for i, lik in likelihoods.items() if np.all(np.count_nonzero(lik, axis=1) == 1)]
-    return posterior(model, query, likelihoods, hard)
+def _check_names(model: AffordanceNetwork, sensors: Mapping, values: Mapping) -> None:
+    """EvidenceError naming the first reading or variable that ``model`` does not have."""
+    for sensor in sensors:
+        if sensor not in model.sensor_variable:
+            raise EvidenceError(f"unknown sensor '{sensor}'; the network has {sorted(model.sensor_variable)}")
+    for name in values:
+        if name not in model.names:
+            raise EvidenceError(f"unknown variable '{name}'; the network has {list(model.names)}")
 
 
-def _predict_one(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float],
-                 values: Mapping[str, str]) -> BatchPrediction:
-    """``predict_batch`` for one case, its evidence built without a CaseSet (the per-call cost of a planner)."""
-    names = model.resolve_query(query)
+def _check_reading(sensor: str, x) -> None:
+    if not is_finite_number(x):
+        raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+
+
+def _one_case(model: AffordanceNetwork, sensors: Mapping[str, float], values: Mapping[str, str]) -> tuple:
+    """The likelihoods {variable index: (1, card), maximum 1} of one case and the variables given by label,
+    built without a CaseSet (the per-call cost of a planner).
+    """
+    _check_names(model, sensors, values)
     log_lik, vectors = {}, {}
     for sensor, x in sensors.items():
-        var, sensor_model = model.sensor(sensor)
+        _check_reading(sensor, x)
+        i = model.index(model.sensor_variable[sensor])
+        sensor_model = model.variables[i].sensor
         if sensor_model.vector:  # the readings of one vector sensor go in together, the missing ones NaN
-            vector = vectors.setdefault(var.name, np.full((1, sensor_model.dim), np.nan))
-            vector[0, sensor_model.names.index(sensor)] = x
-            continue
-        i = model.index(var.name)
-        log_lik[i] = log_lik.get(i, 0.0) + sensor_model.log_likelihood(np.array([x], dtype=float))
-    for name, vector in vectors.items():
-        i = model.index(name)
-        log_lik[i] = log_lik.get(i, 0.0) + model[name].sensor.log_likelihood(vector)
+            vectors.setdefault(i, np.full((1, sensor_model.dim), np.nan))[0, sensor_model.names.index(sensor)] = x
+        else:
+            log_lik[i] = sensor_model.log_likelihood(np.array([x], dtype=float))
+    for i, vector in vectors.items():
+        log_lik[i] = model.variables[i].sensor.log_likelihood(vector)
+    likelihoods, labelled = {}, []
     for name, label in values.items():
-        var = model[name]
-        i = model.index(var.name)
-        hard = np.full((1, var.card), -np.inf)
-        hard[0, var.code(str(label))] = 0.0
-        log_lik[i] = log_lik.get(i, 0.0) + hard
-    evidence = evidence_from_log_likelihoods([log_lik.get(i) for i in range(len(model))], 1)
-    joint = _posterior(model, [model.index(n) for n in names], evidence)
-    flat = joint.reshape(1, -1)
-    best = int(flat[0].argmax())
-    most_probable = np.array([np.unravel_index(best, joint.shape[1:])])
-    marginals = {}
-    for j, name in enumerate(names):
-        axes = tuple(1 + a for a in range(len(names)) if a != j)
-        marginals[name] = joint.sum(axis=axes) if axes else joint
-    return BatchPrediction(names, marginals, most_probable, flat[:, best], joint, predict_readings(model, marginals))
+        i = model.index(name)
+        var = model.variables[i]
+        code = var.code(str(label))
+        if i in log_lik and not math.isfinite(log_lik.pop(i)[0, code]):
+            raise EvidenceError(_impossible(name))
+        likelihoods[i] = _identity(var.card)[code:code + 1]
+        labelled.append(i)
+    for i, ll in log_lik.items():
+        top = np.maximum.reduce(ll, axis=None)
+        if not math.isfinite(top):
+            raise EvidenceError(_impossible(model.names[i]))
+        likelihoods[i] = np.exp(ll - top)
+    return likelihoods, labelled
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(card: int) -> np.ndarray:
+    """The identity matrix of size ``card``, read-only: its rows are the likelihoods of labels."""
+    identity = np.eye(card)
+    identity.setflags(write=False)
+    return identity
+
+
+def _impossible(name: str) -> str:
+    return f"the evidence has zero likelihood for every value of '{name}' (a reading far outside its sensor model?)"
+
+
+def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPrediction:
+    """The ``BatchPrediction`` of the joint posterior (K, *cards) of the variables ``names``."""
+    flat = joint.reshape(joint.shape[0], -1)
+    best = flat.argmax(axis=1)
+    if len(names) == 1:
+        most_probable, marginals = best[:, None], {names[0]: joint}
+    else:
+        most_probable = np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
+        marginals = {name: joint.sum(axis=tuple(1 + a for a in range(len(names)) if a != j))
+                     for j, name in enumerate(names)}
+    return BatchPrediction(names, marginals, most_probable, np.maximum.reduce(flat, axis=1), joint,
+                           predict_readings(model, marginals))
 
 
 @dataclass(frozen=True)
@@ -231,8 +274,7 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     batch_values[var.name] = list(var.values)
     batch_sensors = {name: [x] * k for name, x in (sensors or {}).items()}
     for sensor, x in (sensors or {}).items():
-        if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
-            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+        _check_reading(sensor, x)
     batch = predict_batch(model, list(wanted), batch_sensors, batch_values)
     probability = batch.joint[(slice(None), *[wanted[n] for n in batch.variables])]
     ranked = np.argsort(-probability, kind="stable")

@@ -1,80 +1,98 @@
-"""Fast queries: a plan per model and evidence pattern, pruned to what the query needs.
+"""Fast queries: the model's junction tree calibrated once without evidence, collected per query.
 
-A planner asks the same kind of question again and again: the same query variables, evidence
-on the same variables, only the values change. ``QueryPlan`` compiles once per (model, query,
-evidence pattern) everything that depends only on those:
+A planner asks many quick questions whose evidence changes, often in which variables are
+observed as well as in their values. ``QueryEngine`` compiles once per model what no query
+changes: the junction tree of the model (``inference.JunctionTree``), its clique beliefs without
+evidence p(C), and, for every clique and neighbour, the conditional table p(C | separator). Then
 
-- the requisite part of the network by Bayes-ball (Shachter 1998): barren nodes and the
-  nodes d-separated from the query by the evidence are dropped; hard evidence blocks paths,
-  soft evidence on X acts as an observed virtual child of X. (When a CPT left out that way
-  has zero entries, the evidence itself could be impossible, which must be reported: then
-  only barren nodes are pruned, the whole ancestry of the query and the evidence is kept);
-- a junction tree over what is left, triangulated with the query as one family so that one
-  clique holds the whole query, rooted there;
-- the product of the CPTs assigned to each clique, and how each evidence vector and each
-  message broadcasts into its clique.
+    p(all variables) = p(C_root) * prod over the other cliques of p(C | separator toward the root),
 
-A call then multiplies the evidence into the cliques and collects toward the query's clique
-only: a fixed number of numpy operations per clique, on tables that hold K cases along the
-last axis (one case for a single query; chunks of cases for ``predict_batch``).
+so the evidence of a query only has to be multiplied into cliques that hold it and collected along
+the paths from them to a clique holding the query (any clique can be the root): every other subtree
+sums to one and is skipped. ``TreePlan`` compiles these paths once per evidence pattern (the query,
+which variables have hard and which soft evidence): each variable's evidence enters at the clique
+holding it nearest to the root, and a large table (``_SUM_AHEAD_ABOVE``) is summed, once, over the
+axes that neither the evidence, nor a message, nor the query touches. A label (hard evidence) of a
+single case on a variable of a large table is not multiplied in: every table on the paths that holds
+it is sliced at its value, which shrinks the tables for the rest of the call. A joint query over
+variables of different cliques keeps their axes in the messages until the root (variable
+elimination along the same paths).
+
+A call passes one message per clique on the paths: a few numpy operations each, on tables that hold
+K cases along the last axis. A plan for one case compiles in less time than one pyAgrum query, the
+steps of a clique are shared between the plans that use it the same way, and plans are cached per
+model. A tiny network (``_JOINT_ENTRIES``) answers a single query from its joint table instead
+(``JointPlan``: the evidence multiplied in, one sum, nothing to compile).
+
+Many cases (``predict_batch``) run in chunks. Their plan is made on the junction tree of the part of
+the network the query needs (Bayes-ball, Shachter 1998: barren and d-separated nodes left out, hard
+evidence blocking paths, soft evidence on X acting as an observed virtual child of X), which can have
+much smaller cliques, and pays for itself over the cases; each case's labels are gathered from the
+tables, and a large step is one ``einsum`` that sums variables out early.
 """
 
 from __future__ import annotations
 
+import abc
+import dataclasses
+import math
 import weakref
 from collections import deque
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .errors import EvidenceError
-from .inference import _spanning_tree, _triangulate
+from .errors import ModelFormatError
+from .evidence import Evidence
+from .inference import JunctionTree
+from .network import AffordanceNetwork
 
-_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
-_CHUNK_ELEMENTS = 1 << 16   # entries of the largest clique table times cases per chunk (stays in cache)
+_MAX_STEPS = 4096           # compiled steps kept for new plans to share (then forgotten, all at once)
+_CHUNK_ELEMENTS = 1 << 19   # entries of the largest table of a plan times the cases of a chunk (4 MB)
+_JOINT_ENTRIES = 1024      # a network with at most this many joint states is answered from its joint table
+_SUM_AHEAD_ABOVE = 512     # entries of a clique table above which it is summed ahead and sliced at labels
+_TINY = 1e-280              # a total at the root below it: compute again, normalising every message
+_ALL = slice(None)
+# ndarray.sum and .min go through a Python wrapper that costs as much as summing a small table: the ufuncs' own
+_SUM, _SMALLEST = np.add.reduce, np.minimum.reduce
 
 
 def requisite(parents: Sequence[Sequence[int]], query: Sequence[int], hard: Sequence[int],
-              soft: Sequence[int]) -> tuple[set, set]:
+              soft: Sequence[int], children: Sequence[Sequence[int]] | None = None) -> tuple[set, set]:
     """Bayes-ball: (nodes whose CPTs the query needs, soft-evidence nodes whose likelihood it needs).
 
-    ``parents[i]``: the parents of node i. Query nodes must not be in ``hard``.
+    ``parents[i]``: the parents of node i (``children``: the other way round, derived when not given).
+    Query nodes must not be in ``hard``. Soft evidence on i acts as an observed virtual child of i: a ball
+    passed down to i comes back up to it from that child.
     """
-    n = len(parents)
-    virtual = {i: n + k for k, i in enumerate(soft)}
-    # Soft evidence on i is an observed virtual child of i (its "CPT" is the likelihood).
-    parents = [*parents, *([i] for i in soft)]
-    children = [[] for _ in parents]
-    for i, ps in enumerate(parents):
-        for p in ps:
-            children[p].append(i)
-    observed = set(hard) | set(virtual.values())
-    top, bottom, visited = set(), set(), set()
+    if children is None:
+        children = [[] for _ in parents]
+        for i, ps in enumerate(parents):
+            for p in ps:
+                children[p].append(i)
+    hard, soft = set(hard), set(soft)
+    top, bottom, soft_used = set(), set(), set()
     schedule = deque((q, True) for q in query)
-
-    def up(j: int) -> None:  # j's CPT is needed: pass the ball to its parents
-        if j not in top:
-            top.add(j)
-            schedule.extend((p, True) for p in parents[j])
-
-    def down(j: int) -> None:  # pass the ball to j's children
-        if j not in bottom:
-            bottom.add(j)
-            schedule.extend((c, False) for c in children[j])
-
     while schedule:
         j, from_child = schedule.popleft()
-        visited.add(j)
-        if j in observed:
-            if not from_child:
-                up(j)
-        elif from_child:
-            up(j)
-            down(j)
-        else:
-            down(j)
-    return {j for j in top if j < n}, {i for i, v in virtual.items() if v in visited}
+        if j in hard:
+            if from_child or j in top:
+                continue
+            top.add(j)                                   # j's CPT is needed: the ball goes to its parents
+            schedule.extend((p, True) for p in parents[j])
+            continue
+        if from_child and j not in top:
+            top.add(j)
+            schedule.extend((p, True) for p in parents[j])
+        if j not in bottom:                              # the ball goes down to j's children
+            bottom.add(j)
+            schedule.extend((c, False) for c in children[j])
+            if j in soft:
+                soft_used.add(j)
+                schedule.append((j, True))
+    return top, soft_used
 
 
 def _ancestors(parents: Sequence[Sequence[int]], nodes: set) -> set:
@@ -88,164 +106,507 @@ def _ancestors(parents: Sequence[Sequence[int]], nodes: set) -> set:
     return out
 
 
-class QueryPlan:
-    """p(query | evidence) for one model, query and evidence pattern, compiled once.
-
-    ``hard``: variables whose evidence is one-hot in every case (a label); ``soft``: the other
-    variables with evidence. Call it with {variable index: likelihoods (K, card)}.
+class _Step(NamedTuple):
+    """One clique of a plan: its table without evidence (axes: the clique's variables it needs, the query
+    variables its kids' messages carry, the cases), the labels it is sliced at, how each evidence vector and
+    each kid's message broadcast into the sliced table, what it sums out, and how the result's axes move:
+    toward the next clique, its separator's variables then the query variables it carries; at the root, the
+    cases then the query in its order.
     """
 
-    def __init__(self, model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()):
-        self.query = tuple(query)
-        qset = set(self.query)
-        soft = sorted(set(soft) | (set(hard) & qset))       # a query with hard evidence: treat it as soft
-        hard = [h for h in hard if h not in qset]
-        parents = [model.parent_indices(i) for i in range(len(model))]
-        cpt_nodes, soft_needed = requisite(parents, self.query, hard, soft)
-        evidence_ancestry = _ancestors(parents, set(hard) | set(soft))
-        if any(np.any(model.variables[i].cpt == 0) for i in evidence_ancestry - cpt_nodes):
-            # zero CPT entries outside the requisite part could make this evidence impossible, which
-            # only the whole ancestry of the evidence can tell: barren-node pruning only
-            cpt_nodes, soft_needed = evidence_ancestry | _ancestors(parents, qset), set(soft)
-        self.pruned = len(model) - len(cpt_nodes)
-        hard_set = set(hard)
-        keep = set(cpt_nodes) | qset | {p for i in cpt_nodes for p in parents[i] if p in hard_set}
-        self.evidence_vars = tuple(sorted((keep & hard_set) | soft_needed))
-        self.variables = tuple(sorted(keep))
-        local = {v: j for j, v in enumerate(self.variables)}
-        cards = np.array([model.variables[v].card for v in self.variables])
-        families = [tuple(sorted(local[u] for u in (*parents[i], i))) for i in sorted(cpt_nodes)]
-        families.append(tuple(sorted(local[q] for q in self.query)))
-        cliques = _triangulate(len(self.variables), families, cards)
-        shapes = [tuple(int(cards[v]) for v in c) for c in cliques]
-        sizes = [int(np.prod(s)) for s in shapes]
-        tree_parent, _ = _spanning_tree(cliques, sizes)
-        qlocal = {local[q] for q in self.query}
-        root = min((c for c in range(len(cliques)) if qlocal <= set(cliques[c])), key=lambda c: sizes[c])
-        self._compile(model, cliques, shapes, tree_parent, root, local, sorted(cpt_nodes), parents)
-        self.max_clique = max(sizes)
+    clique: int
+    table: np.ndarray
+    slots: tuple          # ((the slices before a label's axis, its variable) per label, the last axis first;
+    #                       the axes a batch's gather indexes; where the cases' axis lands), or () without labels
+    evidence: tuple       # (variable, shape)
+    kids: tuple           # (clique, shape)
+    sum_axes: tuple
+    order: tuple | None   # a transpose of the summed table (None: none needed)
+    carries: tuple        # the query variables its message carries (at the root: the answer's)
+    size: int             # entries of its sliced table times its kids' carried axes, per case
+    contraction: list | None   # for many cases: [table, operands' axes, einsum path (once known), result's axes]
 
-    def _compile(self, model, cliques, shapes, tree_parent, root, local, cpt_nodes, parents) -> None:
-        m = len(cliques)
-        adjacent = [set() for _ in range(m)]
-        for c, p in enumerate(tree_parent):
+
+class QueryEngine:
+    """What every query of one model shares: its junction tree, the clique beliefs without evidence,
+    the conditional tables p(clique | separator) per clique and neighbour, and the plans compiled so far.
+    """
+
+    def __init__(self, model):
+        if not model.parameterised:
+            raise ModelFormatError("the network has no learned parameters yet: learn it first")
+        tree = model.engine
+        n = len(model)
+        prior = tree.calibrate([v.cpt for v in model.variables], Evidence.empty(n))
+        self.beliefs = [np.ascontiguousarray(b[..., 0]) for b in prior.beliefs]
+        self.cliques = tree.cliques
+        self.var_home = tree.var_home
+        self.holding = [{c for c, clique in enumerate(self.cliques) if i in clique} for i in range(n)]
+        self.in_large_table = {v for c, clique in enumerate(self.cliques) if self.beliefs[c].size > _SUM_AHEAD_ABOVE
+                               for v in clique}
+        self.cards = [v.card for v in model.variables]
+        self.variables = model.variables
+        self.parents = [model.parent_indices(i) for i in range(n)]
+        self.children = [[i for i in range(n) if j in self.parents[i]] for j in range(n)]
+        self.has_zero = {i for i, v in enumerate(model.variables) if np.any(v.cpt == 0)}
+        # a tiny network: its joint distribution (*cards, 1), and how each variable's vector broadcasts into it
+        self.joint = _joint(model) if math.prod(self.cards) <= _JOINT_ENTRIES else None
+        self.unit_shapes = [(*(k if j == i else 1 for j in range(n)), -1) for i, k in enumerate(self.cards)]
+        self.neighbours = [[] for _ in self.cliques]
+        self.separators = {}    # (clique, neighbour): the variables they share, ascending
+        for c, p in enumerate(tree.parent):
             if p is not None:
-                adjacent[c].add(p)
-                adjacent[p].add(c)
-        parent = {root: None}
-        order = [root]
-        for c in order:                                      # breadth first from the query's clique
-            for d in sorted(adjacent[c]):
-                if d not in parent:
-                    parent[d] = c
-                    order.append(d)
-        smallest = {}
-        for v in range(len(self.variables)):
-            smallest[v] = min((c for c in range(m) if v in cliques[c]), key=lambda c: np.prod(shapes[c]))
-        phis = [np.ones((*shape, 1)) for shape in shapes]
-        for i in cpt_nodes:
-            family = [local[u] for u in (*parents[i], i)]
-            home = min((c for c in range(m) if set(family) <= set(cliques[c])), key=lambda c: np.prod(shapes[c]))
-            clique = cliques[home]
-            perm = np.argsort(family)
-            shape = tuple(int(shapes[home][a]) if v in family else 1 for a, v in enumerate(clique)) + (1,)
-            phis[home] = phis[home] * np.transpose(model.variables[i].cpt, perm).reshape(shape)
-        evidence_home = {smallest[local[v]]: True for v in self.evidence_vars}
-        has_evidence = {}
-        for c in reversed(order):                            # leaves first: does c's subtree hold evidence?
-            has_evidence[c] = evidence_home.get(c, False) or any(
-                has_evidence[d] for d in order if parent[d] == c)
-        self._steps = []
-        for c in reversed(order):
-            clique = cliques[c]
-            evidence = []
-            for v in self.evidence_vars:
-                lv = local[v]
-                if smallest[lv] == c:
-                    shape = tuple(shapes[c][a] if u == lv else 1 for a, u in enumerate(clique)) + (-1,)
-                    evidence.append((v, shape))
-            kids = [d for d in order if parent[d] == c and has_evidence[d]]
-            if c == root:
-                qpos = [clique.index(local[q]) for q in self.query]
-                sum_axes = tuple(a for a in range(len(clique)) if a not in qpos)
-                # after summing, the query axes are in clique order; permute them to the query's order
-                kept = sorted(qpos)
-                self._root = (c, sum_axes, tuple(kept.index(a) for a in qpos) + (len(qpos),))
-                self._root_parts = (evidence, kids)
-                continue
-            p = parent[c]
-            sep = [v for v in clique if v in cliques[p]]
-            sum_axes = tuple(a for a, v in enumerate(clique) if v not in sep)
-            into = tuple(shapes[p][a] if v in sep else 1 for a, v in enumerate(cliques[p])) + (-1,)
-            if has_evidence[c]:
-                self._steps.append((c, evidence, kids, sum_axes, into))
+                self.neighbours[c].append(p)
+                self.neighbours[p].append(c)
+                self.separators[c, p] = self.separators[p, c] = tuple(v for v in self.cliques[c]
+                                                                       if v in self.cliques[p])
+        self.plans: dict = {}
+        # (clique, toward which neighbour (None: the root), its variables kept): p(clique | separator) summed
+        self._tables = {(c, d, self.cliques[c]): self._conditional(c, d) for c, d in self.separators}
+        self._tables.update({(c, None, clique): belief for c, (clique, belief) in enumerate(zip(self.cliques,
+                                                                                                 self.beliefs))})
+        self._steps: dict = {}
+        self.rooted = [self._rooted(c) for c in range(len(self.cliques))]   # per root: see _rooted
+
+    def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = (),
+             one_case: bool = True) -> "QueryPlan":
+        """The cached ``QueryPlan`` of this query and evidence pattern, for one case at a time (a tiny network
+        answers from its joint table) or for many (the tree's small tables cost less per case than the joint).
+        """
+        key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)), one_case)
+        found = self.plans.get(key)
+        if found is None:
+            if len(self.plans) >= _MAX_PLANS:
+                self.plans.pop(next(iter(self.plans)))
+            if not one_case:
+                found = self._pruned_plan(*key[:3])
             else:
-                # no evidence below c: its message depends on the CPTs only; fold it into the parent's table
-                msg = phis[c].sum(axis=sum_axes) if sum_axes else phis[c]
-                phis[p] = phis[p] * msg.reshape(into)
-        self._phis = phis
+                found = (TreePlan if self.joint is None else JointPlan)(self, *key[:3])
+            self.plans[key] = found
+        return found
+
+    def _pruned_plan(self, query: tuple, hard: tuple, soft: tuple) -> "QueryPlan":
+        """For many cases of one pattern: the plan on the junction tree of the part of the network the query
+        needs (Bayes-ball; leaving barren and d-separated nodes out can shrink the cliques a lot), compiled per
+        pattern, which pays for itself over the cases. The whole tree's plan when nothing is left out, or when
+        a CPT left out has zero entries (the evidence could then be impossible for a reason only it tells).
+        """
+        hard_kept = [h for h in hard if h not in query]            # a query given by label: soft
+        soft_kept = [*soft, *(h for h in hard if h in query)]
+        cpt_nodes, soft_needed = requisite(self.parents, query, hard_kept, soft_kept, self.children)
+        if len(cpt_nodes) == len(self.cards) or self.has_zero & (
+                _ancestors(self.parents, {*hard_kept, *soft_kept}) - cpt_nodes):
+            return TreePlan(self, query, hard, soft)
+        hard_needed = [h for h in hard_kept if h in cpt_nodes or any(c in cpt_nodes for c in self.children[h])]
+        keep = sorted({*cpt_nodes, *query, *hard_needed})
+        number = {v: j for j, v in enumerate(keep)}
+        # the nodes kept for their label only get a uniform prior (a label overrides it)
+        part = AffordanceNetwork([dataclasses.replace(self.variables[v], sensor=None) if v in cpt_nodes else
+                                  dataclasses.replace(self.variables[v], sensor=None, parents=(),
+                                                      cpt=np.full(self.cards[v], 1.0 / self.cards[v]))
+                                  for v in keep])
+        inner = TreePlan(QueryEngine(part), [number[q] for q in query], [number[h] for h in hard_needed],
+                         [number[v] for v in soft_needed])
+        return _Renumbered(inner, query, keep, {v: number[v] for v in (*hard_needed, *soft_needed)})
+
+    def _rooted(self, root: int) -> tuple[list, list]:
+        """The tree rooted at ``root``: (each clique's neighbour toward the root, each clique's place in a
+        breadth-first order from the root).
+        """
+        toward = [None] * len(self.cliques)
+        order, seen = [root], {root}
+        for c in order:
+            for d in self.neighbours[c]:
+                if d not in seen:
+                    seen.add(d)
+                    toward[d] = c
+                    order.append(d)
+        depth = [0] * len(order)
+        for place, c in enumerate(order):
+            depth[c] = place
+        return toward, depth
+
+    def table(self, c: int, toward: int | None, axes: tuple) -> np.ndarray:
+        """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its separator with
+        ``toward``) (0 where the separator has probability 0), p(clique c) at the root (``toward`` None).
+        """
+        key = (c, toward, axes)
+        found = self._tables.get(key)
+        if found is None:
+            found = self.beliefs[c] if toward is None else self._tables[c, toward, self.cliques[c]]
+            unused = tuple(a for a, v in enumerate(self.cliques[c]) if v not in axes)
+            found = self._tables[key] = found.sum(axis=unused)
+        return found
+
+    def _conditional(self, c: int, toward: int) -> np.ndarray:
+        """p(clique c | its separator with clique ``toward``), 0 where the separator has probability 0."""
+        sep = self.separators[c, toward]
+        belief = self.beliefs[c]
+        margin = belief.sum(axis=tuple(a for a, v in enumerate(self.cliques[c]) if v not in sep), keepdims=True)
+        return np.divide(belief, margin, out=np.zeros_like(belief), where=margin > 0)
+
+    def step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple, query) -> _Step:
+        """Clique c's ``_Step`` toward ``toward`` (None: c is the root), sliced at the ``labels`` of its
+        variables, with ``evidence`` multiplied in, messages from ``kids`` ((clique, the query variables its
+        message carries)), keeping the variables of ``query`` (at the root: the query, in its order).
+        """
+        key = (c, toward, labels, evidence, kids, query)
+        found = self._steps.get(key)
+        if found is None:
+            if len(self._steps) >= _MAX_STEPS:
+                self._steps.clear()
+            found = self._steps[key] = self._compile_step(*key)
+        return found
+
+    def _compile_step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple,
+                      query) -> _Step:
+        cards, separators = self.cards, self.separators
+        up = separators[c, toward] if toward is not None else ()
+        if labels:
+            up = tuple(v for v in up if v not in labels)
+        clique = self.cliques[c]
+        if self.beliefs[c].size > _SUM_AHEAD_ABOVE:     # a small table is summed by the step itself, not ahead
+            needed = {*up, *labels, *evidence, *query}
+            for d, _ in kids:
+                needed.update(separators[d, c])
+            clique = tuple(v for v in clique if v in needed)
+        carried = ()
+        for _, carries in kids:
+            carried += carries
+        table = self.table(c, toward, clique)
+        table = table.reshape(table.shape + (1,) * (len(carried) + 1))
+        # one case: slicing the last label's axis first leaves the axes before it where they are
+        slots = tuple(((_ALL,) * a, v) for a, v in reversed(list(enumerate(clique))) if v in labels)
+        if labels:    # many cases: one gather of every label's axis (and the cases' placeholder) at once
+            at = [a for a, v in enumerate(clique) if v in labels] + [table.ndim - 1]
+            slots = (slots, tuple(at), at[0] if at == list(range(at[0], at[0] + len(at))) else 0)
+        axes = (tuple(v for v in clique if v not in labels) if labels else clique) + carried
+        position = {v: a for a, v in enumerate(axes)}
+        ones = [1] * len(axes) + [-1]
+        kid_shapes = []
+        for d, carries in kids:
+            shape = ones.copy()
+            for v in (*separators[d, c], *carries):
+                if v in position:      # (not a label, sliced away on both sides)
+                    shape[position[v]] = cards[v]
+            kid_shapes.append((d, tuple(shape)))
+        evidence_shapes = []
+        for e in evidence:
+            shape = ones.copy()
+            shape[position[e]] = cards[e]
+            evidence_shapes.append((e, tuple(shape)))
+        keep = {*up, *query, *carried}
+        kept = [v for v in axes if v in keep]
+        if toward is None:   # the answer: the cases, then the query in its order
+            order, carries = (len(kept), *(kept.index(q) for q in query)), tuple(kept)
+        elif len(kept) == len(up):
+            order, carries = None, ()
+        else:
+            target = [*up, *(v for v in kept if v not in up)]
+            order = None if kept == target else (*(kept.index(v) for v in target), len(kept))
+            carries = tuple(target[len(up):])
+        size = math.prod([cards[v] for v in axes])
+        contraction = None
+        if size > _SUM_AHEAD_ABOVE and not labels and (evidence or kids):
+            # many cases at once: one einsum, in an order that sums variables out early (see _contracted)
+            k = len(axes)
+            target = kept if order is None else [*up, *carries]
+            contraction = [table.reshape(table.shape[:len(clique)]), [list(range(len(clique)))], None,
+                           [*(position[v] for v in target), k]]
+            contraction[1] += [[position[e], k] for e in evidence]
+            contraction[1] += [[*(position[v] for v in separators[d, c]), *(position[v] for v in carries_d), k]
+                               for d, carries_d in kids]
+        return _Step(c, table, slots, tuple(evidence_shapes), tuple(kid_shapes),
+                     tuple(a for a, v in enumerate(axes) if v not in keep), order, carries, size, contraction)
+
+
+class QueryPlan(abc.ABC):
+    """p(query | evidence) for one model, query and evidence pattern: ``TreePlan`` or, for a tiny network,
+    ``JointPlan``. Call it with {variable index: likelihoods (K, card)}.
+    """
+
+    query: tuple
+    max_table: int    # entries of its largest table, per case (chunks of a batch keep it in cache)
 
     def __call__(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> np.ndarray:
         """p(query | evidence) (K, *query cards); ``likelihoods[v]`` (K, card) for every evidence variable."""
-        msgs = {}
+        joint, total = self.evaluate(likelihoods, n_cases)
+        if total is not None:
+            check_totals(total)
+        return joint
+
+    @abc.abstractmethod
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """(p(query | evidence) (K, *query cards), NaN for a case whose evidence is impossible; the totals of
+        a pass that normalised every message, 0 or NaN for those cases, or None when that pass was not needed).
+        """
+
+
+class TreePlan(QueryPlan):
+    """A plan on the junction tree (the module docstring).
+
+    ``hard``: variables given by label, their likelihoods one-hot (the plan slices the tables at the label,
+    so it answers one case at a time); ``soft``: the other variables with evidence (any number of cases).
+    """
+
+    def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
+                 soft: Sequence[int] = ()):
+        self.query = tuple(query)
+        # a label is sliced at where a large table holds its variable; elsewhere (and on the query) it is
+        # multiplied in like soft evidence, which lets more plans share their steps
+        self.labels = tuple(v for v in hard if v not in self.query and v in engine.in_large_table)
+        soft = (*soft, *(v for v in hard if v not in self.labels))
+        home, holding = engine.var_home, engine.holding
+        if len(self.query) == 1:
+            shared, root = holding[self.query[0]], home[self.query[0]]     # (its smallest clique)
+        else:
+            shared = set.intersection(*(holding[q] for q in self.query))
+            root = min(shared, key=lambda c: engine.beliefs[c].size) if shared else home[self.query[0]]
+        toward, depth = engine.rooted[root]
+        # evidence (and a query variable the root lacks) enters at the clique holding its variable nearest to
+        # the root (the path there all holds it)
+        soft_at, starts = {}, {root}
+        for v in (*soft, *self.labels, *(q for q in self.query if q not in soft)):
+            c = home[v]
+            while toward[c] is not None and toward[c] in holding[v]:
+                c = toward[c]
+            starts.add(c)
+            if v in soft:
+                soft_at.setdefault(c, []).append(v)
+        active = set()
+        for c in starts:
+            while c is not None and c not in active:
+                active.add(c)
+                c = toward[c]
+        order = sorted(active, key=depth.__getitem__, reverse=True)     # leaves first, the root last
+        kids = {c: [] for c in order}
+        for c in order[:-1]:
+            kids[toward[c]].append(c)
+        while len(kids[root]) == 1 and root not in soft_at and kids[root][0] in shared and all(
+                kids[root][0] in holding[v] for v in self.labels if root in holding[v]):
+            order.pop()       # the root only passes one kid's message on, and that kid holds the query: drop it
+            active.discard(root)
+            root = order[-1]
+        labels_at = {}
+        for v in self.labels:
+            for c in holding[v] & active:
+                labels_at.setdefault(c, []).append(v)
+        kept = frozenset(self.query) if len(self.query) > 1 else frozenset()   # else the root's separators keep it
+        steps = {}
+        for c in order:
+            steps[c] = engine.step(c, toward[c] if c != root else None, tuple(labels_at.get(c, ())),
+                                   tuple(soft_at.get(c, ())), tuple((d, steps[d].carries) for d in kids[c]),
+                                   self.query if c == root else kept)
+        *self._passes, self._root = steps.values()
+        self.cliques = tuple(steps)        # the cliques it visits, leaves first, its root last
+        self.max_table = max(step.size for step in steps.values())
+
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """``QueryPlan.evaluate``. Messages are left unnormalised: every factor is at most 1, so they only
+        shrink, and the answer is exact unless a case's evidence is so improbable that its total at the root
+        falls below ``_TINY``, where something on the way may have underflowed; then the cases are computed
+        again, normalising every message, which also tells the impossible ones.
+        """
+        codes = ({v: int(likelihoods[v].argmax()) for v in self.labels} if n_cases == 1 else
+                 {v: likelihoods[v].argmax(axis=1) for v in self.labels})
+        table = self._collect(likelihoods, codes, False, n_cases)
+        total = _totals(table)
+        if _SMALLEST(total) >= _TINY:
+            return _answer(table / total, n_cases, self._root.order), None
         with np.errstate(divide="ignore", invalid="ignore"):
-            for c, evidence, kids, sum_axes, into in self._steps:
-                table = self._product(c, evidence, kids, likelihoods, msgs)
-                msg = table.sum(axis=sum_axes) if sum_axes else table
-                total = msg.reshape(-1, msg.shape[-1]).sum(axis=0)
-                msgs[c] = (msg / total).reshape(into)
-            c, sum_axes, perm = self._root
-            table = self._product(c, *self._root_parts, likelihoods, msgs)
-            joint = table.sum(axis=sum_axes) if sum_axes else table
-            joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases)).transpose(perm)
-            total = joint.reshape(-1, n_cases).sum(axis=0)
-            joint = joint / total
-        if not np.all(total > 0):
-            bad = np.flatnonzero(~(total > 0))
-            raise EvidenceError(f"the evidence of case(s) {bad[:10].tolist()} has probability zero under the model")
-        return np.moveaxis(joint, -1, 0)
+            table = self._collect(likelihoods, codes, True, n_cases)
+            total = _totals(table)
+            return _answer(table / total, n_cases, self._root.order), total
 
-    def _product(self, c, evidence, kids, likelihoods, msgs):
-        table = self._phis[c]
-        for v, shape in evidence:
-            table = table * likelihoods[v].T.reshape(shape)
-        for d in kids:
-            table = table * msgs[d]
+    def _collect(self, likelihoods: Mapping[int, np.ndarray], codes: dict, normalise: bool,
+                 n_cases: int) -> np.ndarray:
+        """The root's table summed onto the query (unnormalised), the messages on the way normalised or not."""
+        messages = {}
+        for step in self._passes:
+            if step.contraction is not None and n_cases > 1:
+                table = _contracted(step, likelihoods, messages, n_cases)
+            else:
+                table = _summed_product(step, likelihoods, codes, messages)
+                if step.order is not None:
+                    table = table.transpose(step.order)
+            messages[step.clique] = table / _totals(table) if normalise else table
+        if self._root.contraction is not None and n_cases > 1:
+            return _contracted(self._root, likelihoods, messages, n_cases)
+        return _summed_product(self._root, likelihoods, codes, messages)
+
+
+class JointPlan(QueryPlan):
+    """A plan for a tiny network (at most ``_JOINT_ENTRIES`` joint states): every evidence vector multiplied
+    into the joint distribution, then one sum; nothing depends on the evidence pattern but the answer's axes.
+    A case whose total falls below ``_TINY`` (see ``TreePlan.evaluate``) is answered by the tree's plan.
+    """
+
+    def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
+                 soft: Sequence[int] = ()):
+        self.query = tuple(query)
+        self._engine, self._pattern, self._tree = engine, (hard, soft), None
+        kept = sorted(set(self.query))
+        self._sum_axes = tuple(a for a in range(len(engine.cards)) if a not in kept)
+        self._order = (len(kept), *(kept.index(q) for q in self.query))
+        self.max_table = engine.joint.size
+
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """``QueryPlan.evaluate``."""
+        table = self._engine.joint
+        for v, lik in likelihoods.items():
+            table = table * lik.T.reshape(self._engine.unit_shapes[v])
+        table = _SUM(table, axis=self._sum_axes)
+        total = _totals(table)
+        if _SMALLEST(total) >= _TINY:
+            return _answer(table / total, n_cases, self._order), None
+        if self._tree is None:
+            self._tree = TreePlan(self._engine, self.query, *self._pattern)
+        return self._tree.evaluate(likelihoods, n_cases)
+
+
+def _totals(table: np.ndarray) -> np.ndarray:
+    """The sum over all but the last (the cases') axis, (K,)."""
+    return _SUM(table.reshape(-1, table.shape[-1]), axis=0)
+
+
+class _Renumbered(QueryPlan):
+    """A plan on a part of the network (``QueryEngine._pruned_plan``): the evidence it needs, renumbered."""
+
+    def __init__(self, plan: QueryPlan, query: Sequence[int], kept: Sequence[int], numbers: dict):
+        self.query, self.max_table = tuple(query), plan.max_table
+        self.kept = tuple(kept)        # the variables of the part of the network it runs on
+        self._plan, self._numbers = plan, numbers
+
+    def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
+        """``QueryPlan.evaluate``."""
+        return self._plan.evaluate({new: likelihoods[old] for old, new in self._numbers.items()}, n_cases)
+
+
+def _answer(joint: np.ndarray, n_cases: int, order: tuple) -> np.ndarray:
+    """A plan's normalised table (*query axes, K or 1) as the answer: (K, *query cards in the query's order)."""
+    if joint.shape[-1] != n_cases:
+        joint = np.broadcast_to(joint, (*joint.shape[:-1], n_cases))
+    return joint.transpose(order)
+
+
+def _sliced(step: _Step, codes: dict) -> np.ndarray:
+    """A step's table at its labels: sliced (one case, ``codes`` ints), or gathered per case (``codes`` (K,)
+    arrays: the table's label axes and its cases' placeholder give way to one cases' axis, moved last).
+    """
+    per_label, axes, lands = step.slots
+    table = step.table
+    first = codes[per_label[0][1]]
+    if isinstance(first, int):
+        for before, v in per_label:
+            table = table[(*before, codes[v])]
         return table
+    index = [_ALL] * table.ndim
+    index[-1] = np.zeros_like(first)
+    for a, (_, v) in zip(axes, reversed(per_label)):
+        index[a] = codes[v]
+    return np.moveaxis(table[tuple(index)], lands, -1)
 
 
-def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = ()) -> QueryPlan:
-    """The cached ``QueryPlan`` of ``model`` for this query and evidence pattern."""
-    key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)))
-    plans = _PLANS.get(model)
-    if plans is None:
-        plans = _PLANS[model] = {}
-    found = plans.get(key)
+def _summed_product(step: _Step, likelihoods: Mapping[int, np.ndarray], codes: dict, messages: dict) -> np.ndarray:
+    """A step's table sliced at its labels, times its evidence and its kids' messages, summed over what it
+    leaves out.
+    """
+    table = step.table
+    if step.slots:
+        table = _sliced(step, codes)
+    for v, shape in step.evidence:
+        table = table * likelihoods[v].T.reshape(shape)
+    for d, shape in step.kids:
+        table = table * messages.pop(d).reshape(shape)
+    return _SUM(table, axis=step.sum_axes) if step.sum_axes else table
+
+
+def _contracted(step: _Step, likelihoods: Mapping[int, np.ndarray], messages: dict, n_cases: int) -> np.ndarray:
+    """``_summed_product`` of a large step for many cases, by one einsum whose order of contractions (greedy,
+    found on the first call) sums variables out as early as it can; the result's axes in the order the
+    message (or the answer) takes. Multiplying everything into the full table first would make a temporary of
+    the table's size times the cases for every factor.
+    """
+    table, axes, path, result = step.contraction
+    operands = [table, axes[0]]
+    for (v, _), sub in zip(step.evidence, axes[1:]):
+        operands += [likelihoods[v].T, sub]
+    for (d, _), sub in zip(step.kids, axes[1 + len(step.evidence):]):
+        message = messages.pop(d)
+        operands += [np.broadcast_to(message, (*message.shape[:-1], n_cases)), sub]
+    operands.append(result)
+    if path is None:
+        path = step.contraction[2] = np.einsum_path(*operands, optimize="greedy")[0]
+    return np.einsum(*operands, optimize=path)
+
+
+def _joint(model) -> np.ndarray:
+    """p(all variables) (*cards, 1): the product of the CPTs."""
+    n = len(model)
+    joint = np.ones((1,) * n)
+    for i, var in enumerate(model.variables):
+        axes = [*model.parent_indices(i), i]
+        joint = joint * np.transpose(var.cpt, np.argsort(axes)).reshape(
+            [var.cpt.shape[axes.index(a)] if a in axes else 1 for a in range(n)])
+    return joint[..., None]
+
+
+def engine(model) -> QueryEngine:
+    """The ``QueryEngine`` of ``model``, compiled on its first query."""
+    found = _ENGINES.get(model)
     if found is None:
-        if len(plans) >= _MAX_PLANS:
-            plans.pop(next(iter(plans)))
-        found = plans[key] = QueryPlan(model, *key)
+        found = _ENGINES[model] = QueryEngine(model)
     return found
+
+
+def plan(model, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = (),
+         one_case: bool = True) -> QueryPlan:
+    """The cached ``QueryPlan`` of ``model`` for this query and evidence pattern (``QueryEngine.plan``)."""
+    return engine(model).plan(query, hard, soft, one_case)
 
 
 def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray],
               hard: Sequence[int] = ()) -> np.ndarray:
     """p(query jointly | evidence) (K, *query cards) for K cases; ``likelihoods[v]`` (K, card) per
-    evidence variable (``hard``: those that are one-hot in every case). Large K runs in chunks
-    sized so that the largest clique table of a chunk stays in cache.
+    evidence variable (``hard``: those that are one-hot in every case, which one case is sliced at).
+    EvidenceError naming the cases whose evidence is impossible.
     """
-    hard = [v for v in hard if v in likelihoods]
-    soft = [v for v in likelihoods if v not in set(hard)]
-    compiled = plan(model, query, hard, soft)
     n_cases = next(iter(likelihoods.values())).shape[0] if likelihoods else 1
-    chunk = max(1, _CHUNK_ELEMENTS // compiled.max_clique)
-    if n_cases <= chunk:
-        return compiled(likelihoods, n_cases)
-    out = np.empty((n_cases, *[model.variables[q].card for q in query]))
-    for start in range(0, n_cases, chunk):
-        rows = slice(start, min(start + chunk, n_cases))
-        out[rows] = compiled({v: lik[rows] for v, lik in likelihoods.items()}, rows.stop - rows.start)
+    return posterior_in_chunks(model, query, n_cases, [(slice(0, n_cases), likelihoods, hard)])
+
+
+def posterior_in_chunks(model, query: Sequence[int], n_cases: int, chunks) -> np.ndarray:
+    """``posterior`` of ``n_cases`` cases whose evidence comes in ``chunks`` of consecutive cases: (their
+    rows, a slice; their likelihoods; hard). Each chunk runs in parts of at most ``_CHUNK_ELEMENTS`` entries
+    of its plan's largest table; EvidenceError names the impossible cases by their row.
+    """
+    out = totals = None
+    for rows, likelihoods, hard in chunks:
+        n = rows.stop - rows.start
+        hard = [v for v in hard if v in likelihoods]
+        compiled = plan(model, query, hard, [v for v in likelihoods if v not in hard], n == 1)
+        part = max(1, _CHUNK_ELEMENTS // compiled.max_table)
+        if n == n_cases <= part:      # one call (one case: no copy, no checks beyond the plan's own)
+            return compiled(likelihoods, n)
+        if out is None:
+            out = np.empty((n_cases, *[model.variables[q].card for q in query]))
+        for start in range(0, n, part):
+            stop = min(start + part, n)
+            joint, total = compiled.evaluate({v: lik[start:stop] for v, lik in likelihoods.items()}, stop - start)
+            out[rows.start + start:rows.start + stop] = joint
+            if total is not None:
+                totals = np.ones(n_cases) if totals is None else totals
+                totals[rows.start + start:rows.start + stop] = total
+    if totals is not None:
+        check_totals(totals)
     return out
 
 
-__all__ = ["QueryPlan", "plan", "posterior", "requisite"]
+def check_totals(totals: np.ndarray) -> None:
+    """EvidenceError naming the cases whose total of a normalised pass (``QueryPlan.evaluate``) is 0 or NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        JunctionTree.check_possible(np.log(totals))
+
+
+__all__ = ["JointPlan", "QueryEngine", "QueryPlan", "TreePlan", "check_totals", "engine", "plan", "posterior",
+           "posterior_in_chunks", "requisite"]

@@ -175,8 +175,19 @@ def test_inference_quick(tmp_path):
     for r in doc["results"]:
         assert r["max_abs_difference"] < 1e-12, r
         assert 0 < r["ours_warm"] < 1 and 0 < r["pyagrum_warm"] < 1 and r["ours_batch"] > 0
+        # the largest difference covers the mixed patterns through predict and the mixed batches too
+        assert r["max_abs_difference"] >= max(r["mixed"]["max_abs_difference"], r["mixed_batch"]["max_abs_difference"])
+        for name in ("new", "seen"):
+            assert 0 < r["mixed"][f"{name}_ours"] <= r["mixed"][f"{name}_ours_p99"] < 1
+            assert r["mixed"][f"{name}_ratio"] > 0
+        for k in ("200", "1000"):
+            assert r["mixed_batch"][k]["ours_cases_per_second"] > 0 and r["mixed_batch"][k]["ours_peak_mb"] > 0
     assert len(table_rows((tmp_path / "inference_table.md").read_text())) == 6
-    assert "largest difference to pyAgrum" in stdout
+    assert "largest difference to pyAgrum" in stdout and stdout.count("largest difference to pyAgrum") == 6
+    if importlib.util.find_spec("rclpy") is not None:
+        dds = doc["dds_predict"]
+        assert 0 < dds["in_process_median"] <= dds["in_process_p99"] and 0 < dds["predict_median"] <= dds["predict_p99"]
+        assert 0 < dds["busy_predict_median"] <= dds["busy_predict_p99"] and dds["busy_learns"] >= 1
 
 
 @pytest.mark.ros

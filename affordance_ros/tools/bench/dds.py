@@ -134,10 +134,16 @@ class ServiceClient:
         self.rclpy.try_shutdown(context=self.context)
 
 
+# The timed ~/predict request: the Action given two object labels and the four effect readings.
+PREDICT_QUERY = ["action"]
+PREDICT_SENSORS = {"obj_vel": 5.3, "obj_hand_vel": 4.1, "hand_vel": 0.4, "contact": 6.2}
+PREDICT_VALUES = {"Shape": "box", "Size": "small"}
+
+
 def predict_request(Predict):
-    return Predict.Request(query=["action"], sensor_names=["obj_vel", "obj_hand_vel", "hand_vel", "contact"],
-                           sensor_values=[5.3, 4.1, 0.4, 6.2], variable_names=["Shape", "Size"],
-                           variable_values=["box", "small"])
+    return Predict.Request(query=PREDICT_QUERY, sensor_names=list(PREDICT_SENSORS),
+                           sensor_values=list(PREDICT_SENSORS.values()), variable_names=list(PREDICT_VALUES),
+                           variable_values=list(PREDICT_VALUES.values()))
 
 
 def _predict_times(client: ServiceClient, predict, request, calls: int) -> np.ndarray:
@@ -237,6 +243,18 @@ def run_learner(tmp: Path, env: dict, client: ServiceClient, extra: dict, n_tria
         print(f"  note: the learner exited with status {status} on SIGINT; the end of its log:")
         print("\n".join(f"    {line}" for line in log[-12:]))
     return {**throughput, "learner_exit": status, "learner_summary": stopping}, services
+
+
+def predict_latencies(tmp: Path, n_trials: int, calls: int) -> dict:
+    """A learner that stored ``n_trials`` trials from the robot (model file ``tmp/run/model.json``):
+    ``service_figures`` and ``predict_while_learning`` (the ~/predict round trips idle and while learning)."""
+    env = bench_env(tmp)
+    os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
+    client = ServiceClient()
+    try:
+        return run_learner(tmp / "run", env, client, {}, n_trials, calls)[1]
+    finally:
+        client.close()
 
 
 def run(args) -> int:
