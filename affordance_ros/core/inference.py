@@ -221,52 +221,6 @@ class JunctionTree:
             out.append(cal.beliefs[c].sum(axis=axes).T)
         return out
 
-    def joint(self, cal: Calibration, query: Sequence[int]) -> np.ndarray:
-        """p(query variables jointly | evidence), (K, *cards in query order).
-
-        Within one clique: marginalise its belief. Otherwise eliminate along the smallest
-        subtree covering the query, using p(tree) = prod beliefs / prod separators.
-        """
-        query = list(query)
-        if int(np.prod([self.cards[q] for q in query])) > _MAX_JOINT_STATES:
-            raise EvidenceError(f"the joint of {len(query)} query variables has too many states; "
-                                "query fewer variables at once")
-        qset = set(query)
-        inside = [c for c in range(len(self.cliques)) if qset <= set(self.cliques[c])]
-        if inside:
-            c = min(inside, key=lambda c: np.prod(self.shapes[c]))
-            return np.moveaxis(_contract([(cal.beliefs[c], self.cliques[c])], query), -1, 0)
-        tree = self._covering_subtree({self.var_home[q] for q in query})
-        top = min(tree, key=self.order.index)
-        messages = {}
-        for c in sorted(tree, key=self.order.index, reverse=True):
-            factors = [(cal.beliefs[c], self.cliques[c])]
-            factors += [messages.pop(d) for d in self.children[c] if d in tree]
-            if c == top:
-                return np.moveaxis(_contract(factors, query), -1, 0)
-            conditional = np.divide(cal.beliefs[c], cal.separators[c].reshape(self.sep_in_c[c]),
-                                    out=np.zeros_like(cal.beliefs[c]),
-                                    where=cal.separators[c].reshape(self.sep_in_c[c]) > 0)
-            factors[0] = (conditional, self.cliques[c])
-            keep = sorted(set(self.separator[c]) | (qset & {v for _, vs in factors for v in vs}))
-            messages[c] = (_contract(factors, keep), tuple(keep))
-        raise AssertionError("unreachable: the covering subtree has a top clique")
-
-    def _covering_subtree(self, homes: set) -> set:
-        tree = set()
-        for c in homes:
-            while c is not None and c not in tree:
-                tree.add(c)
-                c = self.parent[c]
-        top = self.root
-        while top not in homes:
-            kids = [d for d in self.children[top] if d in tree]
-            if len(kids) != 1:
-                break
-            tree.discard(top)
-            top = kids[0]
-        return tree
-
 
 class EStep:
     """Expected family counts for many CPT settings over the same cases (EM's E-step).
@@ -353,6 +307,55 @@ class StreamingEStep(EStep):
         self._pending_scale = 0.0
         counts, total = super().__call__(cpts)
         return counts, total + self._pending_scale
+
+
+def joint_posterior(tree: JunctionTree, cal: Calibration, query: Sequence[int]) -> np.ndarray:
+    """p(query variables jointly | evidence), (K, *cards in query order).
+
+    Within one clique: marginalise its belief. Otherwise eliminate along the smallest
+    subtree covering the query, using p(subtree) = prod beliefs / prod separators.
+    """
+    query = list(query)
+    if int(np.prod([tree.cards[q] for q in query])) > _MAX_JOINT_STATES:
+        raise EvidenceError(f"the joint of {len(query)} query variables has too many states; "
+                            "query fewer variables at once")
+    qset = set(query)
+    inside = [c for c in range(len(tree.cliques)) if qset <= set(tree.cliques[c])]
+    if inside:
+        c = min(inside, key=lambda c: np.prod(tree.shapes[c]))
+        return np.moveaxis(_contract([(cal.beliefs[c], tree.cliques[c])], query), -1, 0)
+    covering = _covering_subtree(tree, {tree.var_home[q] for q in query})
+    top = min(covering, key=tree.order.index)
+    messages = {}
+    for c in sorted(covering, key=tree.order.index, reverse=True):
+        factors = [(cal.beliefs[c], tree.cliques[c])]
+        factors += [messages.pop(d) for d in tree.children[c] if d in covering]
+        if c == top:
+            return np.moveaxis(_contract(factors, query), -1, 0)
+        conditional = np.divide(cal.beliefs[c], cal.separators[c].reshape(tree.sep_in_c[c]),
+                                out=np.zeros_like(cal.beliefs[c]),
+                                where=cal.separators[c].reshape(tree.sep_in_c[c]) > 0)
+        factors[0] = (conditional, tree.cliques[c])
+        keep = sorted(set(tree.separator[c]) | (qset & {v for _, vs in factors for v in vs}))
+        messages[c] = (_contract(factors, keep), tuple(keep))
+    raise AssertionError("unreachable: the covering subtree has a top clique")
+
+
+def _covering_subtree(tree: JunctionTree, homes: set) -> set:
+    """The smallest subtree of cliques that connects ``homes``."""
+    subtree = set()
+    for c in homes:
+        while c is not None and c not in subtree:
+            subtree.add(c)
+            c = tree.parent[c]
+    top = tree.root
+    while top not in homes:
+        kids = [d for d in tree.children[top] if d in subtree]
+        if len(kids) != 1:
+            break
+        subtree.discard(top)
+        top = kids[0]
+    return subtree
 
 
 def _reading_powers(x: np.ndarray) -> np.ndarray:

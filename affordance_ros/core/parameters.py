@@ -11,7 +11,7 @@ from .cases import CaseEvidence, CaseSet
 from .errors import DataError, ModelFormatError
 from .estep import SeparatorEStep
 from .evidence import Evidence
-from .inference import JunctionTree, StreamingEStep
+from .inference import JunctionTree, StreamingEStep, joint_posterior
 from .network import AffordanceNetwork, SensorModel
 from .options import LearningOptions
 from .progress import Progress, report
@@ -347,7 +347,7 @@ def family_priors(prior_model: AffordanceNetwork, network: AffordanceNetwork) ->
     engine = prior_model.engine
     calibration = engine.calibrate([v.cpt for v in prior_model.variables],
                                    Evidence.empty(len(prior_model)))
-    return [engine.joint(calibration, [prior_model.index(n) for n in (*v.parents, v.name)])[0]
+    return [joint_posterior(engine, calibration, [prior_model.index(n) for n in (*v.parents, v.name)])[0]
             for v in network.variables]
 
 

@@ -27,6 +27,7 @@ from scipy.special import gammaln
 from .cases import CaseEvidence
 from .errors import EvidenceError, ModelFormatError
 from .evidence import Evidence
+from .inference import joint_posterior
 from .network import GROUPS, AffordanceNetwork
 from .options import LearningOptions
 from .progress import Progress, report
@@ -145,12 +146,12 @@ class ExpectedCounts(FamilyCounts):
 
     def table(self, child: int, parents: tuple) -> np.ndarray:
         """Expected counts (parent configurations, child values)."""
-        joint = self.model.engine.joint(self.calibration, [*parents, child]).sum(axis=0)
+        joint = joint_posterior(self.model.engine, self.calibration, [*parents, child]).sum(axis=0)
         return joint.reshape(-1, self.cards[child])
 
     def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
         """Expected counts per fold, (CV_FOLDS, *CPT shape)."""
-        joint = self.model.engine.joint(self.calibration, [*parents, child])        # (K, *family cards)
+        joint = joint_posterior(self.model.engine, self.calibration, [*parents, child])  # (K, *family cards)
         fold = self.fold_of_case()
         return np.stack([joint[fold == f].sum(axis=0) for f in range(CV_FOLDS)])
 

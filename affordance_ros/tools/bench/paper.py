@@ -34,6 +34,7 @@ from ...core import (
     sample_cases,
 )
 from ...core.ground_truth import random_cpts
+from ...core.inference import joint_posterior
 from ...core.parameters import rms_difference
 from .common import machine, machine_line, markdown_table, output_dir, pyplot, write_json
 
@@ -105,7 +106,7 @@ def parent_weights(truth) -> list:
     weights = []
     for i, v in enumerate(truth.variables):
         parents = truth.parent_indices(i)
-        weights.append(engine.joint(calibration, parents)[0] if parents else np.ones(()))
+        weights.append(joint_posterior(engine, calibration, parents)[0] if parents else np.ones(()))
     return weights
 
 
