@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # Build/install, lint (ruff, pyproject.toml), then run the tests in test/ against an INSTALLED package.
 # A lint error fails the run before any test.
-#   ./test.sh                      lint + all tests, against .venv (below)
-#   ./test.sh -k learn -x          extra pytest arguments
+#   ./test.sh                      lint + all tests, on every install (all, below): what CI runs
+#   ./test.sh -k learn -x          extra pytest arguments (against .venv only, unless asked below)
 #   ./test.sh test/test_foo.py     only these paths (lint still runs)
 #
 # Which install the tests run against: AFFORDANCE_ROS_TEST_INSTALL (docs/install.md)
-#   venv    (default) .venv: ROS 2 from the PyPI wheels and the package built by plain CMake
+#   venv    (the default with arguments) .venv: ROS 2 from the PyPI wheels and the package built by plain CMake
 #           (tools/setup_env.sh); with ROS 2 sourced, colcon into install/ instead. All tests.
 #   pip     a throwaway venv without ROS: `pip install .`, then `pip install ".[bags,eval]"`; the tests that
 #           need no ROS (the packaging and command-line tests on the first, the other core, data and tools
 #           tests on the second).
 #   colcon  `colcon build` against .venv's ROS 2 wheels into install/, `source install/setup.bash`;
 #           the node, interface and packaging tests.
-#   all     venv, pip, colcon one after the other: what CI runs (.ci/run).
+#   all     (the default without arguments) venv, pip, colcon one after the other: what CI runs (.ci/run).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
 
-INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-venv}"
+if [ $# -eq 0 ]; then INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-all}"; else INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-venv}"; fi
 case "$INSTALL" in
   venv|pip|colcon) KINDS=("$INSTALL") ;;
   all) KINDS=(venv pip colcon) ;;

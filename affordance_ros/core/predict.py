@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .cases import CaseSet
 from .errors import EvidenceError
-from .gaussian import log_density
+from .gaussian import log_density, log_sum_exp_rows
 from .network import AffordanceNetwork, SensorModel
 from .numbers import is_finite_number
 from .query import posterior, posterior_in_chunks
@@ -44,7 +43,9 @@ class ReadingPrediction:
     def log_density(self, readings: np.ndarray) -> np.ndarray:
         """Log p(readings) under each case's predictive mixture, (K,); readings (K, d), NaN marginalised."""
         x = np.asarray(readings, dtype=float).reshape(len(self.weights), -1)
-        return logsumexp(log_density(x, self.means, self.covariances), axis=1, b=self.weights)
+        with np.errstate(divide="ignore"):  # (a weight of 0 is a component of log-weight -inf)
+            log_joint = log_density(x, self.means, self.covariances) + np.log(self.weights)
+        return log_sum_exp_rows(log_joint)[:, 0]
 
 
 def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarray]) -> dict:

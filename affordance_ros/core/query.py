@@ -11,7 +11,7 @@ so the evidence of a query only has to be multiplied into cliques that hold it a
 the paths from them to a clique holding the query (any clique can be the root): every other subtree
 sums to one and is skipped. ``TreePlan`` compiles these paths once per evidence pattern (the query,
 which variables have hard and which soft evidence): each variable's evidence enters at the clique
-holding it nearest to the root, and a large table (``_SUM_AHEAD_ABOVE``) is summed, once, over the
+holding it nearest to the root, and a large table (``SUM_AHEAD_ABOVE``) is summed, once, over the
 axes that neither the evidence, nor a message, nor the query touches. A label (hard evidence) of a
 single case on a variable of a large table is not multiplied in: every table on the paths that holds
 it is sliced at its value, which shrinks the tables for the rest of the call. A joint query over
@@ -21,7 +21,7 @@ elimination along the same paths).
 A call passes one message per clique on the paths: a few numpy operations each, on tables that hold
 K cases along the last axis. A plan for one case compiles in less time than one pyAgrum query, the
 steps of a clique are shared between the plans that use it the same way, and plans are cached per
-model. A tiny network (``_JOINT_ENTRIES``) answers a single query from its joint table instead
+model. A tiny network (``JOINT_ENTRIES``) answers a single query from its joint table instead
 (``JointPlan``: the evidence multiplied in, one sum, nothing to compile).
 
 Many cases (``predict_batch``) run in chunks. Their plan is made on the junction tree of the part of
@@ -50,9 +50,9 @@ from .network import AffordanceNetwork
 _ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_PLANS = 256
 _MAX_STEPS = 4096           # compiled steps kept for new plans to share (then forgotten, all at once)
-_CHUNK_ELEMENTS = 1 << 19   # entries of the largest table of a plan times the cases of a chunk (4 MB)
-_JOINT_ENTRIES = 1024      # a network with at most this many joint states is answered from its joint table
-_SUM_AHEAD_ABOVE = 512     # entries of a clique table above which it is summed ahead and sliced at labels
+CHUNK_ELEMENTS = 1 << 19   # entries of the largest table of a plan times the cases of a chunk (4 MB)
+JOINT_ENTRIES = 1024      # a network with at most this many joint states is answered from its joint table
+SUM_AHEAD_ABOVE = 512     # entries of a clique table above which it is summed ahead and sliced at labels
 _TINY = 1e-280              # a total at the root below it: compute again, normalising every message
 _ALL = slice(None)
 # ndarray.sum and .min go through a Python wrapper that costs as much as summing a small table: the ufuncs' own
@@ -142,7 +142,7 @@ class QueryEngine:
         self.cliques = tree.cliques
         self.var_home = tree.var_home
         self.holding = [{c for c, clique in enumerate(self.cliques) if i in clique} for i in range(n)]
-        self.in_large_table = {v for c, clique in enumerate(self.cliques) if self.beliefs[c].size > _SUM_AHEAD_ABOVE
+        self.in_large_table = {v for c, clique in enumerate(self.cliques) if self.beliefs[c].size > SUM_AHEAD_ABOVE
                                for v in clique}
         self.cards = [v.card for v in model.variables]
         self.variables = model.variables
@@ -150,7 +150,7 @@ class QueryEngine:
         self.children = [[i for i in range(n) if j in self.parents[i]] for j in range(n)]
         self.has_zero = {i for i, v in enumerate(model.variables) if np.any(v.cpt == 0)}
         # a tiny network: its joint distribution (*cards, 1), and how each variable's vector broadcasts into it
-        self.joint = _joint(model) if math.prod(self.cards) <= _JOINT_ENTRIES else None
+        self.joint = _joint(model) if math.prod(self.cards) <= JOINT_ENTRIES else None
         self.unit_shapes = [(*(k if j == i else 1 for j in range(n)), -1) for i, k in enumerate(self.cards)]
         self.neighbours = [[] for _ in self.cliques]
         self.separators = {}    # (clique, neighbour): the variables they share, ascending
@@ -265,7 +265,7 @@ class QueryEngine:
         if labels:
             up = tuple(v for v in up if v not in labels)
         clique = self.cliques[c]
-        if self.beliefs[c].size > _SUM_AHEAD_ABOVE:     # a small table is summed by the step itself, not ahead
+        if self.beliefs[c].size > SUM_AHEAD_ABOVE:     # a small table is summed by the step itself, not ahead
             needed = {*up, *labels, *evidence, *query}
             for d, _ in kids:
                 needed.update(separators[d, c])
@@ -307,7 +307,7 @@ class QueryEngine:
             carries = tuple(target[len(up):])
         size = math.prod([cards[v] for v in axes])
         contraction = None
-        if size > _SUM_AHEAD_ABOVE and not labels and (evidence or kids):
+        if size > SUM_AHEAD_ABOVE and not labels and (evidence or kids):
             # many cases at once: one einsum, in an order that sums variables out early (see _contracted)
             k = len(axes)
             target = kept if order is None else [*up, *carries]
@@ -436,7 +436,7 @@ class TreePlan(QueryPlan):
 
 
 class JointPlan(QueryPlan):
-    """A plan for a tiny network (at most ``_JOINT_ENTRIES`` joint states): every evidence vector multiplied
+    """A plan for a tiny network (at most ``JOINT_ENTRIES`` joint states): every evidence vector multiplied
     into the joint distribution, then one sum; nothing depends on the evidence pattern but the answer's axes.
     A case whose total falls below ``_TINY`` (see ``TreePlan.evaluate``) is answered by the tree's plan.
     """
@@ -577,7 +577,7 @@ def posterior(model, query: Sequence[int], likelihoods: Mapping[int, np.ndarray]
 
 def posterior_in_chunks(model, query: Sequence[int], n_cases: int, chunks) -> np.ndarray:
     """``posterior`` of ``n_cases`` cases whose evidence comes in ``chunks`` of consecutive cases: (their
-    rows, a slice; their likelihoods; hard). Each chunk runs in parts of at most ``_CHUNK_ELEMENTS`` entries
+    rows, a slice; their likelihoods; hard). Each chunk runs in parts of at most ``CHUNK_ELEMENTS`` entries
     of its plan's largest table; EvidenceError names the impossible cases by their row.
     """
     out = totals = None
@@ -585,7 +585,7 @@ def posterior_in_chunks(model, query: Sequence[int], n_cases: int, chunks) -> np
         n = rows.stop - rows.start
         hard = [v for v in hard if v in likelihoods]
         compiled = plan(model, query, hard, [v for v in likelihoods if v not in hard], n == 1)
-        part = max(1, _CHUNK_ELEMENTS // compiled.max_table)
+        part = max(1, CHUNK_ELEMENTS // compiled.max_table)
         if n == n_cases <= part:      # one call (one case: no copy, no checks beyond the plan's own)
             return compiled(likelihoods, n)
         if out is None:

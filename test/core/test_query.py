@@ -14,7 +14,7 @@ from affordance_ros.core import query as query_module
 from affordance_ros.core.ground_truth import random_cpts
 from affordance_ros.core.query import JointPlan, QueryPlan, TreePlan, engine, plan, posterior, requisite
 
-PLANS = {"joint": {}, "tree": {"_JOINT_ENTRIES": 0}, "tree, large tables": {"_JOINT_ENTRIES": 0, "_SUM_AHEAD_ABOVE": 0}}
+PLANS = {"joint": {}, "tree": {"JOINT_ENTRIES": 0}, "tree, large tables": {"JOINT_ENTRIES": 0, "SUM_AHEAD_ABOVE": 0}}
 
 
 @pytest.fixture(params=list(PLANS))
@@ -122,13 +122,13 @@ def test_a_batch_runs_on_the_part_of_the_network_it_needs():
 def test_chunked_batch_equals_one_at_a_time(plans, monkeypatch):
     rng = np.random.default_rng(5)
     net = random_network(rng, n_vars=7, max_parents=3, max_card=4)
-    monkeypatch.setattr(query_module, "_CHUNK_ELEMENTS", 1 << 10)    # chunks of a few cases
+    monkeypatch.setattr(query_module, "CHUNK_ELEMENTS", 1 << 10)    # chunks of a few cases
     hard, soft, liks = _random_pattern(net, rng, n_cases=1)
     soft = [v for v in range(len(net)) if v not in hard][:3]
     liks = {v: rng.uniform(0.05, 1, (700, net.variables[v].card)) for v in soft}
     query = [next(v for v in range(len(net)) if v not in soft)]
     compiled = plan(net, query, (), soft)
-    assert query_module._CHUNK_ELEMENTS // compiled.max_table < 700
+    assert query_module.CHUNK_ELEMENTS // compiled.max_table < 700
     many = posterior(net, query, liks)
     for k in (0, 333, 699):
         one = compiled({v: x[k:k + 1] for v, x in liks.items()})
@@ -136,7 +136,7 @@ def test_chunked_batch_equals_one_at_a_time(plans, monkeypatch):
 
 
 def test_an_impossible_case_is_named_by_its_row_in_the_whole_batch(plans, monkeypatch):
-    monkeypatch.setattr(query_module, "_CHUNK_ELEMENTS", 1 << 6)
+    monkeypatch.setattr(query_module, "CHUNK_ELEMENTS", 1 << 6)
     a = Variable("A", "object", ("a0", "a1"), (), cpt=np.array([1.0, 0.0]))
     b = Variable("B", "effect", ("b0", "b1"), ("A",), cpt=np.array([[0.3, 0.7], [0.6, 0.4]]))
     net = AffordanceNetwork([a, b])
@@ -185,7 +185,7 @@ def test_the_joint_table_hands_a_vanishing_total_to_the_tree():
 
 
 def test_a_plan_visits_only_the_paths_from_the_evidence_to_the_query(monkeypatch):
-    monkeypatch.setattr(query_module, "_JOINT_ENTRIES", 0)
+    monkeypatch.setattr(query_module, "JOINT_ENTRIES", 0)
     rng = np.random.default_rng(1)
     chain = random_cpts(AffordanceNetwork([Variable(f"X{i}", "effect", ("a", "b"), (f"X{i - 1}",) if i else ())
                                            for i in range(10)]), rng)
@@ -198,11 +198,11 @@ def test_a_plan_visits_only_the_paths_from_the_evidence_to_the_query(monkeypatch
 
 def test_the_joint_table_and_the_tree_agree_on_montesano(monkeypatch):
     truth = benchmark_network("montesano", sigma=2.0, seed=3)
-    assert math.prod(truth.cards) > query_module._JOINT_ENTRIES           # by default: on the tree
+    assert math.prod(truth.cards) > query_module.JOINT_ENTRIES           # by default: on the tree
     sensors = {"obj_vel": 5.3, "contact": 6.2, "hand_vel": 0.4}
     values = {"Shape": "box", "Size": "small"}
     on_tree = predict(truth, ["effect"], sensors=sensors, values=values)
-    monkeypatch.setattr(query_module, "_JOINT_ENTRIES", math.prod(truth.cards))
+    monkeypatch.setattr(query_module, "JOINT_ENTRIES", math.prod(truth.cards))
     again = AffordanceNetwork(truth.variables)
     from_joint = predict(again, ["effect"], sensors=sensors, values=values)
     assert isinstance(next(iter(engine(again).plans.values())), JointPlan)
