@@ -16,8 +16,11 @@ from .cases import CaseSet
 from .errors import EvidenceError
 from .evidence import Evidence, evidence_from_log_likelihoods
 from .gaussian import log_density
-from .network import AffordanceNetwork
+from .network import AffordanceNetwork, out_of_range
 from .query import posterior
+
+# actions whose probabilities differ by at most this fraction of the largest are tied (rounding, not the model)
+TIE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -143,9 +146,7 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
 
     E.g. ``predict(model, ["action"], sensors={"obj_vel": 7.2}, values={"Shape": "box"})``.
     """
-    for sensor, x in (sensors or {}).items():
-        if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
-            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+    _check_readings(model, sensors or {})
     batch = _predict_one(model, query, sensors or {}, values or {})
     marginals = {name: dict(zip(model[name].values, map(float, batch.marginals[name][0])))
                  for name in batch.variables}
@@ -157,6 +158,16 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
         mixtures[name] = {"names": list(r.names), "weights": r.weights[0].tolist(), "means": r.means.tolist(),
                           "covariances": r.covariances.tolist()}
     return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures)
+
+
+def _check_readings(model: AffordanceNetwork, sensors: Mapping[str, float]) -> None:
+    """EvidenceError for a reading that is not a finite number or lies outside its sensor's valid_range."""
+    for sensor, x in sensors.items():
+        if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
+            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+        bounds = model.sensor(sensor)[1].bounds
+        if not bounds[0] <= x <= bounds[1]:
+            raise EvidenceError(out_of_range(sensor, x, bounds))
 
 
 def _posterior(model: AffordanceNetwork, query: list, evidence: Evidence) -> np.ndarray:
@@ -203,11 +214,14 @@ def _predict_one(model: AffordanceNetwork, query: Sequence[str], sensors: Mappin
 
 @dataclass(frozen=True)
 class ActionRanking:
-    """Actions ordered by p(desired effects | action, evidence), most likely first."""
+    """Actions ordered by p(desired effects | action, evidence), most likely first; ``tied``: every action has
+    the same probability (within ``TIE_TOLERANCE`` of the largest), so the model cannot tell them apart.
+    """
 
     action_variable: str
     actions: list
     probabilities: list
+    tied: bool = False
 
 
 def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: Mapping[str, float] | None = None,
@@ -230,10 +244,9 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     batch_values = {name: [label] * k for name, label in (values or {}).items()}
     batch_values[var.name] = list(var.values)
     batch_sensors = {name: [x] * k for name, x in (sensors or {}).items()}
-    for sensor, x in (sensors or {}).items():
-        if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
-            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+    _check_readings(model, sensors or {})
     batch = predict_batch(model, list(wanted), batch_sensors, batch_values)
     probability = batch.joint[(slice(None), *[wanted[n] for n in batch.variables])]
     ranked = np.argsort(-probability, kind="stable")
-    return ActionRanking(var.name, [var.values[j] for j in ranked], [float(probability[j]) for j in ranked])
+    return ActionRanking(var.name, [var.values[j] for j in ranked], [float(probability[j]) for j in ranked],
+                         bool(np.ptp(probability) <= TIE_TOLERANCE * probability.max()))
