@@ -396,6 +396,11 @@ def main(argv=None) -> int:
     args.ros_args = ros_args
     command = args.command + (f" {args.service}" if args.command == "call" else "")
     try:
+        if ros_args:
+            from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)
+            problem = ros_arguments_problem(ros_args)
+            if problem:
+                raise UserError(problem)
         if getattr(args, "config", None):
             args.config = configuration_path(args.config)
         status = args.run(args)
