@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import rclpy
 from conftest import wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
+from test_docs import declared
 
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.nodes.simulated_robot import SimulatedRobot
@@ -54,27 +54,12 @@ def test_a_parameter_named_like_an_option_is_suggested():
     assert "has no parameter 'confg_path' (did you mean config_path?)" in out.stderr
 
 
-def descriptions(node_class) -> dict:
-    """{name: description} of the parameters a node of ``node_class`` declares (ROS's own left out)."""
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
-        node = node_class(context=context)
-        try:
-            return {name: node.describe_parameter(name).description for name in node.get_parameters_by_prefix("")
-                    if name not in ("use_sim_time", "start_type_description_service")}
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.try_shutdown(context=context)
-
-
 @pytest.mark.parametrize("executable, node_class", [("learner_node", LearnerNode),
                                                     ("simulated_robot", SimulatedRobot)])
 def test_help_lists_every_declared_parameter_with_its_description_and_starts_nothing(executable, node_class, tmp_path,
                                                                                       monkeypatch):
     monkeypatch.setenv("ROS_HOME", str(tmp_path))  # (where a learner that started would put its database)
-    declared = descriptions(node_class)
+    parameters = declared(node_class)
     for name in list(tmp_path.iterdir()):
         shutil.rmtree(name)
     for flag in ("--help", "-h"):
@@ -82,7 +67,7 @@ def test_help_lists_every_declared_parameter_with_its_description_and_starts_not
         assert out.returncode == 0 and out.stderr == "", out.stderr
         assert out.stdout.startswith(f"usage: {executable} [--help] [--ros-args")
         text = " ".join(out.stdout.split())
-        for name, description in declared.items():
+        for name, (_, _, description) in parameters.items():
             assert f" {name} (" in text and " ".join(description.split()) in text, name
         assert not any(tmp_path.iterdir())  # no node ran: no database
 

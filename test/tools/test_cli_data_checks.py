@@ -5,15 +5,7 @@ import csv
 import json
 
 import pytest
-from test_cli import run
-
-
-@pytest.fixture(scope="module")
-def cases_csv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data_checks") / "cases.csv"
-    out = run("simulate", "--scenario", "montesano", "--trials", "400", "--seed", "1", "--out", path)
-    assert out.returncode == 0, out.stderr
-    return path
+from test_cli import montesano_csv, run  # noqa: F401  (the fixture)
 
 
 def rewritten(source, target, change):
@@ -44,9 +36,9 @@ def emptied_column(name):
     (emptied_column("contact"), "no case has data for the variable 'Contact' (column 'contact' is empty)"),
 ])
 @pytest.mark.parametrize("command", ["learn", "evaluate"])
-def test_a_configured_column_missing_or_empty_is_an_error_unless_allowed(cases_csv, tmp_path, change, message,
-                                                                         command):
-    cases = rewritten(cases_csv, tmp_path / "cases.csv", change)
+def test_a_configured_column_missing_or_empty_is_an_error_unless_allowed(montesano_csv, tmp_path, change,  # noqa: F811
+                                                                         message, command):
+    cases = rewritten(montesano_csv, tmp_path / "cases.csv", change)
     args = (["learn", "--out", tmp_path / "model.json"] if command == "learn" else ["evaluate", "--folds", "3"])
     out = run(*args, "--cases", cases, "--config", "montesano")
     assert out.returncode == 2 and not (tmp_path / "model.json").exists()
@@ -58,19 +50,21 @@ def test_a_configured_column_missing_or_empty_is_an_error_unless_allowed(cases_c
                              "a variable without data is learned as a latent one, from what it causes\n"
 
 
-def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_range(cases_csv, tmp_path):
+def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_range(montesano_csv,  # noqa: F811
+                                                                                      tmp_path):
     def huge(header, row):
         if row is None or row[0] != "sim-000004":
             return row or header
         return ["1e300" if h == "size" else x for h, x in zip(header, row)]
-    cases = rewritten(cases_csv, tmp_path / "huge.csv", huge)
+    cases = rewritten(montesano_csv, tmp_path / "huge.csv", huge)
     expected = ("reading of sensor 'size' is 1e+300, outside its valid_range [-1e+09, 1e+09] (set 'valid_range' "
                 "in the sensor's configuration if such readings are real)")
     for args in (["learn", "--out", tmp_path / "model.json"], ["import", "--db", tmp_path / "cases.db"]):
         out = run(*args[:1], *(["--cases"] if args[0] == "learn" else []), cases, *args[1:], "--config", "montesano")
         assert out.returncode == 2
         assert out.stderr == f"affordance-ros {args[0]}: error: '{cases}': case 4 (trial 'sim-000004'): {expected}\n"
-    assert run("learn", "--cases", cases_csv, "--config", "montesano", "--out", tmp_path / "model.json").returncode == 0
+    learned = run("learn", "--cases", montesano_csv, "--config", "montesano", "--out", tmp_path / "model.json")
+    assert learned.returncode == 0, learned.stderr
     for reading in ("1e300", "-2e9"):
         out = run("predict", "--model", tmp_path / "model.json", "--query", "action", "--sensor", f"size={reading}")
         assert out.returncode == 2 and out.stdout == ""
