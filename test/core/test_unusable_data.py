@@ -1,4 +1,8 @@
-"""A configured variable or sensor column that no case has: an error naming it, unless latent or allowed."""
+"""Data a configuration cannot learn from: a configured variable or sensor column that no case has (an error naming
+it, unless latent or allowed), a reading outside its sensor's valid_range (refused, naming sensor, reading, range)."""
+
+import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -8,11 +12,15 @@ from affordance_ros.core import (
     AffordanceNetwork,
     CaseSet,
     DataError,
+    EvidenceError,
     LearningOptions,
     ModelFormatError,
     SensorModel,
     Variable,
     benchmark_network,
+    predict,
+    predict_batch,
+    rank_actions,
     sample_cases,
 )
 from affordance_ros.share import default_config_path
@@ -116,3 +124,23 @@ def test_latent_variables_of_the_configuration_need_no_data():
 def test_the_options_are_checked(options, message):
     with pytest.raises(ModelFormatError, match=message):
         LearningOptions(**options)
+
+
+def test_a_reading_outside_the_valid_range_is_refused_naming_the_sensor_the_reading_and_the_range(montesano):
+    config, cases = montesano
+    model = AffordanceLearner().fit(config, cases).model_
+    expected = ("reading of sensor 'size' is 1e+300, outside its valid_range [-1e+09, 1e+09] (set 'valid_range' in "
+                "the sensor's configuration if such readings are real)")
+    with pytest.raises(DataError) as error:
+        CaseSet.from_columns(config, {"size": [1.0, 1e300]}, ["t0", "t1"])
+    assert str(error.value) == f"case 1 (trial 't1'): {expected}"
+    for query in (lambda: predict(model, ["action"], sensors={"size": 1e300}),
+                  lambda: predict_batch(model, ["action"], sensors={"size": [1.0, 1e300]}),
+                  lambda: rank_actions(model, {"ObjVel": "fast"}, sensors={"size": 1e300})):
+        with pytest.raises(EvidenceError, match=re.escape(expected)):
+            query()
+    narrow = dataclasses.replace(config["Size"].sensor, valid_range=(0.0, 12.0))
+    config = config.replace_variables({"Size": {"sensor": narrow}})
+    with pytest.raises(DataError, match=re.escape("reading of sensor 'size' is -0.5, outside its valid_range [0, 12]")):
+        CaseSet.from_columns(config, {"size": [-0.5]})
+    assert predict(model, ["action"], sensors={"size": 1e9}).most_probable
