@@ -148,8 +148,7 @@ def missing_data_warnings(config: AffordanceNetwork, cases: CaseSet, options: Le
     text = "no case has data for the " + (missing[0] if len(missing) == 1 else
                                           f"{', '.join(missing[:-1])} and {missing[-1]}")
     if options.allow_missing:
-        return [f"{text}: learned without it (allow_missing); a variable without data is learned as a latent one, "
-                "from what it causes"]
+        return [f"{text}: learned all the same (allow_missing), as if every case had left that data out"]
     raise DataError(f"{text}. Give the cases that data; name a variable no case can observe in the learning "
                     "option 'latent'; or learn without it with the learning option allow_missing (--allow-missing)")
 

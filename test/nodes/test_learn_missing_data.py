@@ -31,6 +31,6 @@ def test_allowed_by_the_configuration_it_is_learned_with_the_warning(ros, tmp_pa
     ros.learner(config_path=str(write_config(tmp_path / "config.json", allow_missing=True)))
     answer = ros.learn()
     assert answer.success, answer.message
-    assert f"warning: {MISSING}: learned without it (allow_missing)" in answer.message
+    assert f"warning: {MISSING}: learned all the same (allow_missing)" in answer.message
     model = AffordanceNetwork.load(tmp_path / "model.json")
     assert model.metadata["learned"]["warnings"][0].startswith(MISSING)

@@ -46,8 +46,8 @@ def test_a_configured_column_missing_or_empty_is_an_error_unless_allowed(montesa
     assert "--allow-missing" in out.stderr and len(out.stderr.splitlines()) == 1
     allowed = run(*args, "--cases", cases, "--config", "montesano", "--allow-missing")
     assert allowed.returncode == 0, allowed.stderr
-    assert allowed.stderr == f"affordance-ros {command}: warning: {message}: learned without it (allow_missing); " \
-                             "a variable without data is learned as a latent one, from what it causes\n"
+    assert allowed.stderr == (f"affordance-ros {command}: warning: {message}: learned all the same (allow_missing), "
+                              "as if every case had left that data out\n")
 
 
 def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_range(montesano_csv,  # noqa: F811
