@@ -201,7 +201,8 @@ def test_interfaces_page_shows_every_interface_file_as_it_is():
 
 
 def declared(node_class) -> dict:
-    """{name: (type, default)} of the parameters ``node_class`` declares (ROS's own left out), with its defaults."""
+    """{name: (type, default, description)} of the parameters ``node_class`` declares (ROS's own left out), with
+    its defaults."""
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
@@ -210,7 +211,8 @@ def declared(node_class) -> dict:
             params = node.get_parameters_by_prefix("")
             names = [n for n in params if n not in ("use_sim_time", "start_type_description_service")]
             assert all(node.describe_parameter(n).description for n in names), "a parameter without a description"
-            return {n: (params[n].type_.name.lower(), params[n].value) for n in names}
+            return {n: (params[n].type_.name.lower(), params[n].value, node.describe_parameter(n).description)
+                    for n in names}
         finally:
             node.destroy_node()
     finally:
@@ -251,5 +253,5 @@ def test_parameters_page_has_every_declared_parameter_with_its_type_and_default(
     params = declared(node_class)
     rows = documented(section)
     assert sorted(rows) == sorted(params), f"docs/parameters.md, {section}: not the declared parameters"
-    for name, (kind, default) in params.items():
+    for name, (kind, default, _) in params.items():
         assert rows[name] == (TYPES[kind], shown_default(default)), f"docs/parameters.md, {section}: {name}"

@@ -104,6 +104,7 @@ EXPECTED_FIELDS = {
         ('action_variable', 'string'),
         ('actions', 'sequence<string>'),
         ('probabilities', 'sequence<double>'),
+        ('tied', 'boolean'),
     ],
 }
 

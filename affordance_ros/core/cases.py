@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import DataError, EvidenceError, UnknownColumnError
 from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
-from .network import AffordanceNetwork
+from .network import AffordanceNetwork, out_of_range
 
 MISSING = -1
 STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's evidence is built per chunk
@@ -66,12 +66,13 @@ class CaseSet:
     def from_columns(cls, network: AffordanceNetwork, columns: Mapping[str, Sequence],
                      trial_ids: Sequence[str] | None = None) -> "CaseSet":
         """Columns named by variable (labels, None or '' for unobserved) or sensor (readings,
-        None for unobserved). Non-finite readings and unknown labels raise, naming the case.
+        None for unobserved). Non-finite readings, readings outside their sensor's valid_range and
+        unknown labels raise, naming the case.
         """
         labels, readings = {}, {}
         for name, column in columns.items():
             if name in network.sensor_variable:
-                readings[name] = _parse_readings(name, column, trial_ids)
+                readings[name] = _parse_readings(name, column, trial_ids, network.sensor(name)[1].bounds)
             elif name in network.names:
                 labels[name] = _parse_labels(network[name], column, trial_ids)
             else:
@@ -197,6 +198,48 @@ class CaseSet:
             log_lik[i] = ll if log_lik[i] is None else log_lik[i] + ll
         return log_lik
 
+    def unobserved(self) -> list[str]:
+        """The variables that no case observes (no label, no reading of their sensor), in the network's order."""
+        seen = {name for name, codes in self.labels.items() if np.any(codes != MISSING)}
+        seen |= {self.network.sensor_variable[name] for name, x in self.readings.items() if not np.all(np.isnan(x))}
+        return [name for name in self.network.names if name not in seen]
+
+    def missing_data(self, latent: Iterable[str] = ()) -> list[str]:
+        """What the network expects and no case has, a phrase each naming the columns: every variable no case
+        observes (but those in ``latent``, unobserved by design), then every sensor some of whose readings the
+        cases have and others none (a column of a vector sensor left out). A variable observed by label only
+        needs no readings of its sensor.
+        """
+        unobserved, latent = self.unobserved(), set(latent)
+        missing = [f"variable '{name}' ({self._columns_state(self._columns_of(name))})"
+                   for name in unobserved if name not in latent]
+        for v in self.network.variables:
+            if v.sensor is None or v.name in unobserved:
+                continue
+            lacking = [n for n in v.sensor.names if n not in self.readings or np.all(np.isnan(self.readings[n]))]
+            if lacking and len(lacking) < len(v.sensor.names):
+                missing.append(f"sensor of '{v.name}' ({self._columns_state(lacking)})")
+        return missing
+
+    def _columns_of(self, name: str) -> tuple[str, ...]:
+        """The columns that would observe variable ``name``: its sensor's readings, and its label where the
+        variable has no sensor or the label column is there (empty).
+        """
+        sensor = self.network[name].sensor
+        if sensor is None:
+            return (name,)
+        return ((name,) if name in self.labels else ()) + sensor.names
+
+    def _columns_state(self, columns: Sequence[str]) -> str:
+        """'no column 'x'', 'columns 'y', 'z' are empty', or both: how ``columns`` lack data."""
+        absent = [c for c in columns if c not in self.labels and c not in self.readings]
+        empty = [c for c in columns if c not in absent]
+        parts = [f"no column{'s' if len(absent) > 1 else ''} {_listed(absent)}"] if absent else []
+        if empty:
+            parts.append(f"column{'s' if len(empty) > 1 else ''} {_listed(empty)} {'are' if len(empty) > 1 else 'is'} "
+                         "empty")
+        return "; ".join(parts)
+
     def sensor_readings(self, network: AffordanceNetwork | None = None) -> dict[str, np.ndarray]:
         """{variable: its sensor's readings} for every variable with at least one reading column:
         (K,) for a 1-D sensor, (K, d) for a vector sensor in the order of its ``names`` (NaN: missing).
@@ -276,11 +319,7 @@ class CaseEvidence:
     @cached_property
     def latent(self) -> list:
         """Indices of the variables that no case observes (no label, no reading)."""
-        network, cases = self.network, self.cases
-        seen = {network.index(n) for n, codes in cases.labels.items() if np.any(codes >= 0)}
-        seen |= {network.index(network.sensor_variable[name]) for name, x in cases.readings.items()
-                 if not np.all(np.isnan(x))}
-        return [i for i in range(len(network)) if i not in seen]
+        return [self.network.index(name) for name in self.cases.unobserved()]
 
     def map_values(self, priors=None) -> np.ndarray:
         """The most probable value of every variable in every case, argmax_v p(evidence | v) p(v), (K, n).
@@ -309,8 +348,10 @@ def _parse_labels(var, column: Sequence, trial_ids) -> np.ndarray:
     return codes_of_distinct[inverse.reshape(-1)]
 
 
-def _parse_readings(name: str, column: Sequence, trial_ids) -> np.ndarray:
-    """Readings as floats (None -> NaN: not observed); non-numbers and NaN/inf name the case."""
+def _parse_readings(name: str, column: Sequence, trial_ids, bounds: tuple[float, float]) -> np.ndarray:
+    """Readings as floats (None -> NaN: not observed); non-numbers, NaN/inf and readings outside ``bounds``
+    name the case.
+    """
     try:
         values = np.array([np.nan if x is None else x for x in column], dtype=float).reshape(-1)
         bad = ~np.isfinite(values) & np.array([x is not None for x in column], dtype=bool).reshape(-1)
@@ -326,6 +367,11 @@ def _parse_readings(name: str, column: Sequence, trial_ids) -> np.ndarray:
         k = int(np.flatnonzero(bad)[0])
         raise DataError(f"{_case_name(k, trial_ids)}: reading of sensor '{name}' is {column[k]}, "
                         "expected a finite number (leave it out when it is missing)")
+    with np.errstate(invalid="ignore"):
+        outside = np.flatnonzero((values < bounds[0]) | (values > bounds[1]))
+    if outside.size:
+        k = int(outside[0])
+        raise DataError(f"{_case_name(k, trial_ids)}: {out_of_range(name, values[k], bounds)}")
     return values
 
 
@@ -334,6 +380,10 @@ def _float(text: str, name: str, path: Path, line: int) -> float:
         return float(text)
     except ValueError:
         raise DataError(f"'{path}' line {line}: reading {text!r} of sensor '{name}' is not a number") from None
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
 
 
 def _case_name(k: int, trial_ids) -> str:

@@ -315,6 +315,9 @@ def evaluate(config: AffordanceNetwork, cases: CaseSet, fit: Callable, test_indi
     group the nearest-centroid baseline averages readings over (e.g. object_id).
     """
     start = time.perf_counter()
+    cases = CaseSet(cases.network, {name: c for name, c in cases.labels.items() if np.any(c != MISSING)},
+                    {name: x for name, x in cases.readings.items() if not np.all(np.isnan(x))}, cases.trial_ids,
+                    cases.extra)  # (a column without data, learned with allow_missing, is neither target nor input)
     resolved = resolve_targets(config, cases, targets)
     n = cases.n_cases
     groups = None if groups is None else np.asarray(groups, dtype=object)

@@ -35,6 +35,7 @@ class LearnResult:
     em: EMResult | None = None
     structure_result: StructureResult | None = None
     arc_probabilities: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
 
 class AffordanceLearner:
@@ -81,6 +82,7 @@ class AffordanceLearner:
             raise DataError("no cases to learn from: record some trials first")
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
+        warnings = missing_data_warnings(config, cases, opts)
         report(progress, "sensors", 0)
         network = fit_sensors(config, cases.readings, cases.labels, opts.seed)
         observed = CaseEvidence(cases, network)
@@ -112,7 +114,7 @@ class AffordanceLearner:
         self.result_ = LearnResult(
             num_cases=cases.n_cases, arcs=model.arcs, log_likelihood=ll, iterations=iterations,
             converged=converged, duration=duration, structure=opts.structure, em=em_result,
-            structure_result=structure_result, arc_probabilities=arc_probabilities)
+            structure_result=structure_result, arc_probabilities=arc_probabilities, warnings=warnings)
         metadata = dict(config.metadata)
         metadata["learned"] = {
             "num_cases": cases.n_cases, "structure": opts.structure, "score": opts.score,
@@ -123,11 +125,32 @@ class AffordanceLearner:
             "converged": converged, "duration": round(duration, 4),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+        if warnings:
+            metadata["learned"]["warnings"] = warnings
         if arc_probabilities:
             metadata["learned"]["arc_probabilities"] = {f"{a}->{b}": round(float(p), 4)
                                                         for (a, b), p in arc_probabilities.items()}
         self.model_ = AffordanceNetwork(model.variables, metadata, config.learning)
         return self
+
+
+def missing_data_warnings(config: AffordanceNetwork, cases: CaseSet, options: LearningOptions) -> list[str]:
+    """What the configuration expects and no case has (``CaseSet.missing_data``), but the variables
+    ``options.latent`` names: DataError saying so, or with ``options.allow_missing`` the warning to give.
+    """
+    unknown = [name for name in options.latent if name not in config.names]
+    if unknown:
+        raise ModelFormatError(f"learning option 'latent' names {unknown}, not variables of the configuration "
+                               f"{list(config.names)}")
+    missing = cases.with_network(config).missing_data(options.latent)
+    if not missing:
+        return []
+    text = "no case has data for the " + (missing[0] if len(missing) == 1 else
+                                          f"{', '.join(missing[:-1])} and {missing[-1]}")
+    if options.allow_missing:
+        return [f"{text}: learned all the same (allow_missing), as if every case had left that data out"]
+    raise DataError(f"{text}. Give the cases that data; name a variable no case can observe in the learning "
+                    "option 'latent'; or learn without it with the learning option allow_missing (--allow-missing)")
 
 
 def learning_config(config: AffordanceNetwork, structure: str, current: AffordanceNetwork | None = None,
@@ -151,4 +174,4 @@ def format_arcs(arcs) -> list[str]:
     return [f"{a}->{b}" for a, b in arcs]
 
 
-__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "format_arcs", "learning_config"]
+__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "format_arcs", "learning_config", "missing_data_warnings"]

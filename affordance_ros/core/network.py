@@ -39,6 +39,15 @@ DEFAULT_VALID_RANGE = (-1e9, 1e9)
 _NORMALISATION_TOLERANCE = 1e-6
 
 
+def out_of_range(sensor_name: str, reading: float, bounds: tuple[float, float]) -> str:
+    """What is wrong with a reading outside its sensor's valid_range (``SensorModel.bounds``): the node's
+    intake, a file's cases and a query say the same.
+    """
+    low, high = bounds
+    return (f"reading of sensor '{sensor_name}' is {reading:g}, outside its valid_range [{low:g}, {high:g}] "
+            "(set 'valid_range' in the sensor's configuration if such readings are real)")
+
+
 @dataclass(frozen=True, eq=False)
 class SensorModel:
     """Gaussian readings of the hidden variable a sensor observes: one Gaussian per value.
@@ -238,6 +247,16 @@ class AffordanceNetwork:
     def parent_indices(self, i: int) -> tuple[int, ...]:
         """Positions of the parents of the ``i``-th variable."""
         return tuple(self._index[p] for p in self.variables[i].parents)
+
+    def ancestors(self, name: str) -> set[str]:
+        """The variables from which a path of arcs leads to variable ``name``."""
+        found, todo = set(), list(self[name].parents or ())
+        while todo:
+            parent = todo.pop()
+            if parent not in found:
+                found.add(parent)
+                todo.extend(self[parent].parents or ())
+        return found
 
     def group(self, group: str) -> list[str]:
         """Names of the variables in ``group`` (action, object or effect)."""

@@ -72,6 +72,10 @@ class LearningOptions:
     n_init: int = _option(1, "EM starts (the first from em_init, the others random, seeded by seed); the best "
                              "is kept")
     em_acceleration: str = _option("squarem", "squarem (the same optimum in fewer iterations) or none (plain EM)")
+    latent: tuple = _option((), "variables no case observes by design (latent causes, learned from what they cause); "
+                                "any other variable, or sensor column, without data is an error")
+    allow_missing: bool = _option(False, "learn even when a configured variable or sensor column has no data at all "
+                                         "(a warning instead of the error; such a variable is learned as latent)")
 
     def __post_init__(self):
         for name, choices in CHOICES.items():
@@ -87,8 +91,9 @@ class LearningOptions:
             raise ModelFormatError("learning option 'score' 'cv' needs 'prior' > 0: without pseudo-counts a held-out "
                                    "case in a configuration no training case has gets probability 0; give e.g. "
                                    "prior 0.01, or another score")
-        if not isinstance(self.fit_sensors, bool):
-            raise ModelFormatError(f"learning option 'fit_sensors' must be true or false, got {self.fit_sensors!r}")
+        for name in ("fit_sensors", "allow_missing"):
+            if not isinstance(getattr(self, name), bool):
+                raise ModelFormatError(f"learning option '{name}' must be true or false, got {getattr(self, name)!r}")
         object.__setattr__(self, "forbidden_arcs", _pairs("forbidden_arcs", self.forbidden_arcs))
         object.__setattr__(self, "forbidden_group_arcs", _pairs("forbidden_group_arcs", self.forbidden_group_arcs))
         for pair in self.forbidden_group_arcs:
@@ -96,9 +101,8 @@ class LearningOptions:
                 raise ModelFormatError(f"learning option 'forbidden_group_arcs': {list(pair)} must name two of "
                                        f"the groups {list(GROUPS)}")
         if self.order is not None:
-            if isinstance(self.order, str) or not all(isinstance(n, str) for n in self.order):
-                raise ModelFormatError("learning option 'order' must be a list of variable names")
-            object.__setattr__(self, "order", tuple(self.order))
+            object.__setattr__(self, "order", _names("order", self.order))
+        object.__setattr__(self, "latent", _names("latent", self.latent))
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -156,6 +160,12 @@ def _number(name: str, value, minimum: float, strict: bool = False) -> None:
     if not ok:
         raise ModelFormatError(f"learning option '{name}' must be a finite number {'>' if strict else '>='} "
                                f"{minimum:g}, got {value!r}")
+
+
+def _names(name: str, value) -> tuple:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
+        raise ModelFormatError(f"learning option '{name}' must be a list of variable names, got {value!r}")
+    return tuple(value)
 
 
 def _pairs(name: str, value) -> tuple:

@@ -17,9 +17,12 @@ import numpy as np
 from .cases import CaseSet
 from .errors import EvidenceError
 from .gaussian import log_density, log_sum_exp_rows
-from .network import AffordanceNetwork, SensorModel
+from .network import AffordanceNetwork, SensorModel, out_of_range
 from .numbers import is_finite_number
 from .query import posterior, posterior_in_chunks
+
+# actions whose probabilities differ by at most this fraction of the largest are tied (rounding, not the model)
+TIE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,13 @@ def _check_names(model: AffordanceNetwork, sensors: Mapping, values: Mapping) ->
             raise EvidenceError(f"unknown variable '{name}'; the network has {list(model.names)}")
 
 
-def _check_reading(sensor: str, x) -> None:
+def _check_reading(model: AffordanceNetwork, sensor: str, x) -> None:
+    """EvidenceError for a reading that is not a finite number or lies outside its sensor's valid_range."""
     if not is_finite_number(x):
         raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+    bounds = model.sensor(sensor)[1].bounds
+    if not bounds[0] <= x <= bounds[1]:
+        raise EvidenceError(out_of_range(sensor, x, bounds))
 
 
 def _one_case(model: AffordanceNetwork, sensors: Mapping[str, float], values: Mapping[str, str]) -> tuple:
@@ -193,7 +200,7 @@ def _one_case(model: AffordanceNetwork, sensors: Mapping[str, float], values: Ma
     _check_names(model, sensors, values)
     log_lik, vectors = {}, {}
     for sensor, x in sensors.items():
-        _check_reading(sensor, x)
+        _check_reading(model, sensor, x)
         i = model.index(model.sensor_variable[sensor])
         sensor_model = model.variables[i].sensor
         if sensor_model.vector:  # the readings of one vector sensor go in together, the missing ones NaN
@@ -247,11 +254,14 @@ def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPr
 
 @dataclass(frozen=True)
 class ActionRanking:
-    """Actions ordered by p(desired effects | action, evidence), most likely first."""
+    """Actions ordered by p(desired effects | action, evidence), most likely first; ``tied``: every action has
+    the same probability (within ``TIE_TOLERANCE`` of the largest), so the model cannot tell them apart.
+    """
 
     action_variable: str
     actions: list
     probabilities: list
+    tied: bool = False
 
 
 def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: Mapping[str, float] | None = None,
@@ -274,9 +284,11 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     batch_values = {name: [label] * k for name, label in (values or {}).items()}
     batch_values[var.name] = list(var.values)
     batch_sensors = {name: [x] * k for name, x in (sensors or {}).items()}
+    _check_names(model, sensors or {}, {})
     for sensor, x in (sensors or {}).items():
-        _check_reading(sensor, x)
+        _check_reading(model, sensor, x)
     batch = predict_batch(model, list(wanted), batch_sensors, batch_values)
     probability = batch.joint[(slice(None), *[wanted[n] for n in batch.variables])]
     ranked = np.argsort(-probability, kind="stable")
-    return ActionRanking(var.name, [var.values[j] for j in ranked], [float(probability[j]) for j in ranked])
+    return ActionRanking(var.name, [var.values[j] for j in ranked], [float(probability[j]) for j in ranked],
+                         bool(np.ptp(probability) <= TIE_TOLERANCE * probability.max()))

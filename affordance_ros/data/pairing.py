@@ -29,6 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork
+from ..core.network import out_of_range
 from ..core.numbers import is_finite_number
 from .text import quoted
 from .trial import Trial
@@ -314,9 +315,7 @@ class PartValidator:
                                    "(leave a sensor out when it has no reading)")
             low, high = self.ranges[name]
             if not low <= readings[name] <= high:
-                raise OutOfRangeError(f"reading of sensor '{name}' is {value:g}, outside its valid_range "
-                                      f"[{low:g}, {high:g}] (set 'valid_range' in the sensor's configuration "
-                                      "if such readings are real)")
+                raise OutOfRangeError(out_of_range(name, readings[name], (low, high)))
         return readings
 
 

@@ -91,4 +91,19 @@ def select_action_into(request) -> Callable:
         response.action_variable = ranking.action_variable
         response.actions = list(ranking.actions)
         response.probabilities = list(ranking.probabilities)
+        response.tied = ranking.tied
+        if ranking.tied:
+            response.message = tie_message(model, ranking, effects)
     return fill
+
+
+def tie_message(model: AffordanceNetwork, ranking, effects: dict) -> str:
+    """What a ranking of equally likely actions means, and why when the model's arcs say it."""
+    action, wanted = ranking.action_variable, ", ".join(f"{name}={label}" for name, label in effects.items())
+    message = (f"every action gives {wanted} with the same probability ({ranking.probabilities[0]:.4g}): "
+               "the model cannot tell the actions apart here")
+    if not any(action in model.ancestors(name) for name in effects):
+        message += (f" ({' and '.join(effects)} {'does' if len(effects) == 1 else 'do'} not depend on {action} in "
+                    "the model: no arcs lead from it; learn from more trials, or see the learning options' "
+                    "forbidden arcs)")
+    return message

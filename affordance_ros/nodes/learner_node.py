@@ -41,6 +41,7 @@ from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
 from ..data.text import printable
 from . import shutdown
+from .command_line import check_command_line
 from .current_model import CurrentModel
 from .diagnostics import DiagnosticsPublisher
 from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters
@@ -79,12 +80,16 @@ class LearnerNode(LifecycleNode):
         self._active, self._periodic = [], []  # the endpoints (but learn) and timers while active
         self._logged_counts = None  # the counts of the last status line logged
         self._problem = ""  # why configure failed
+        self._autostarting = False  # while __init__ configures: a failure is main()'s to log (FATAL), once
         try:
             self.settings = declare_learner_parameters(self)
             if not self.settings.autostart:
                 self.get_logger().info("unconfigured (autostart false): waiting for ~/change_state configure")
-            elif self.trigger_configure() != SUCCESS or self.trigger_activate() != SUCCESS:
-                raise StartupError(self._problem or "could not start (see the log)")
+            else:
+                self._autostarting = True
+                if self.trigger_configure() != SUCCESS or self.trigger_activate() != SUCCESS:
+                    raise StartupError(self._problem or "could not start (see the log)")
+                self._autostarting = False
         except ParameterError as exc:
             self.destroy_node()
             raise StartupError(str(exc)) from None
@@ -103,7 +108,8 @@ class LearnerNode(LifecycleNode):
                                                   settings.online_learning, settings.limits)
         except StartupError as exc:
             self._problem = str(exc)
-            self.get_logger().error(f"configure failed: {exc}")
+            if not self._autostarting:
+                self.get_logger().error(f"configure failed: {exc}")
             return FAILURE
         self.intake = TrialIntake(manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
                                   manager.store.insert, manager.store.record_of,
@@ -265,6 +271,7 @@ def log_printable(logger, level: str, message: str) -> None:
 
 
 def main(args=None) -> int:
+    check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
     # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
     # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
     return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args,

@@ -40,6 +40,7 @@ from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
 from ..msg import Action, Features
 from . import shutdown
 from .exploration import ActiveExplorer
+from .command_line import check_command_line
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, publish_waiting, trial_qos
 from .trial_publisher import DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
@@ -347,6 +348,7 @@ def declare_robot_parameters(node: Node) -> dict:
 
 
 def main(args=None) -> int:
+    check_command_line("simulated_robot", NODE_NAME, declare_robot_parameters, __doc__, args)
     return shutdown.run(SimulatedRobot, (ValueError,), NODE_NAME, args, done=lambda node: node.done.done(),
                         stopped=_report_unconfirmed)
 

@@ -171,7 +171,8 @@ def _select_action(node, wait, args, sensors, values, effects) -> dict:
         variable_values=list(values.values()), effect_names=list(effects), effect_values=list(effects.values())),
         args.timeout)
     return {"action_variable": answer.action_variable,
-            "ranking": [{"action": a, "probability": p} for a, p in zip(answer.actions, answer.probabilities)]}
+            "ranking": [{"action": a, "probability": p} for a, p in zip(answer.actions, answer.probabilities)],
+            "tied": answer.tied, **({"message": answer.message} if answer.message else {})}
 
 
 def _suggest(node, wait, args, candidates) -> dict:

@@ -47,7 +47,7 @@ from .ros_args import candidate_objects, name_value_pairs, sensor_readings, spli
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
 LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
-                 "fit_sensors", "n_init", "em_acceleration", "prior_strength")
+                 "fit_sensors", "n_init", "em_acceleration", "prior_strength", "allow_missing")
 # pyAgrum opens XMLBIF files by this extension only (it refuses .xml and .xmlbif); pgmpy reads any name
 PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
 # the exit status of a command stopped by Ctrl-C (SIGINT), as the shell reports a process killed by it
@@ -137,6 +137,8 @@ def cmd_learn(args) -> int:
         learner.fit(config, cases, prior_model=prior_model, progress=progress)
     learner.model_.save(args.out)
     result = learner.result_
+    for warning in result.warnings:
+        print(f"affordance-ros learn: warning: {warning}", file=sys.stderr)
     print(f"learned from {result.num_cases} cases in {result.duration:.2f} s "
           f"({result.structure} structure, {result.iterations} EM iterations, "
           f"{'converged' if result.converged else 'NOT converged'})")
@@ -425,6 +427,11 @@ def main(argv=None) -> int:
     args.ros_args = ros_args
     command = args.command + (f" {args.service}" if args.command == "call" else "")
     try:
+        if ros_args:
+            from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)
+            problem = ros_arguments_problem(ros_args)
+            if problem:
+                raise UserError(problem)
         if getattr(args, "config", None):
             args.config = configuration_path(args.config)
         status = args.run(args)

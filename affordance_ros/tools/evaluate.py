@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import AffordanceNetwork, CaseSet
+from ..core import AffordanceLearner, AffordanceNetwork, CaseSet, LearningOptions
 from ..core.evaluation import METHODS, confusion_matrix, evaluate, group_indices, kfold_indices
 from ..core.ground_truth import benchmark_network, sample_values
+from ..core.learner import missing_data_warnings
 from ..core.scenarios import SCENARIOS, simulate
 from .progress import ProgressBar
 
@@ -63,6 +64,8 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     p.add_argument("--out", help="directory for evaluation.json and the PNGs (confusion matrices, predicted vs true)")
     p.add_argument("--progress", action="store_true", default=None,
                    help="show a progress bar on stderr (default: only on a terminal)")
+    p.add_argument("--allow-missing", action="store_true", default=None,
+                   help=f"{LearningOptions.describe('allow_missing').help} (default: the configuration's, else false)")
     s = simulate_parser
     s.add_argument("--scenario", choices=(ROBOT_SCENARIO, *SCENARIOS), required=True,
                    help="montesano: the simulated robot's trials (the ground truth of Montesano et al., sensor "
@@ -129,7 +132,9 @@ def run_evaluate(args, user_error) -> int:
             raise user_error(f"--folds {n_folds}: at least 2 folds")
         folds = kfold_indices(cases.n_cases, n_folds, args.seed)
         scheme = f"{n_folds}-fold cross-validation"
-    learner = AffordanceLearner()
+    learner = AffordanceLearner(allow_missing=args.allow_missing)
+    for warning in missing_data_warnings(config, cases, learner.options(config)):  # (said once, not every fold)
+        print(f"affordance-ros evaluate: warning: {warning}", file=sys.stderr)
 
     def fit(cfg, train):
         return learner.fit(cfg, train).model_

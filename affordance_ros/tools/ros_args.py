@@ -49,6 +49,12 @@ def run_executable(prog: str, description: str, add_arguments: Callable, run: Ca
     ``run(options, ros_args)``; ``errors`` are printed as one line and give exit status 2."""
     own, ros = split_ros_args(sys.argv[1:] if argv is None else argv)
     options = add_arguments(argparse.ArgumentParser(prog=prog, description=description)).parse_args(own)
+    if ros:
+        from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)
+        problem = ros_arguments_problem(ros)
+        if problem:
+            print(f"{prog}: error: {problem}", file=sys.stderr)
+            return 2
     try:
         return run(options, ros)
     except errors as exc:

@@ -131,7 +131,8 @@ def test_learning_options_n_init_and_acceleration_reach_the_learner():
     with pytest.raises(ModelFormatError, match="em_acceleration"):
         LearningOptions(em_acceleration="x")
     truth = latent_cause_network()
-    config = AffordanceNetwork([v for v in uniform(truth).variables], learning={"n_init": 3, "structure": "fixed"})
+    config = AffordanceNetwork([v for v in uniform(truth).variables],
+                             learning={"n_init": 3, "structure": "fixed", "latent": ["H"]})
     learner = AffordanceLearner(prior=0.0).fit(config, latent_cases(truth, n=500))
     assert len(learner.result_.em.restarts) == 3
     assert learner.model_.metadata["learned"]["n_init"] == 3

@@ -1,0 +1,160 @@
+"""The command line of the node executables (learner_node, simulated_robot), checked before rclpy starts.
+
+rclpy reads what follows ``--ros-args`` and ignores the rest: a parameter rule without its colon
+(``-p config_path=x.json``) ended in a traceback of rcl's, ``--config x.json`` and a parameter the
+node does not declare (``-p confg_path:=x.json``) were silently ignored, and ``--help`` started the
+node. ``check_command_line`` makes each one line on stderr and exit status 2 (as argparse does) and
+``--help`` print the parameters from the descriptors the node declares (``declared_parameters``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import rclpy
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.utilities import remove_ros_args
+
+# ROS's own parameters, declared by every node (listed apart in --help)
+ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
+USAGE = "usage: {prog} [--help] [--ros-args [-p NAME:=VALUE ...] [--params-file FILE] [-r FROM:=TO ...]]"
+# how rcl's messages about a rule it cannot parse go on: where in its sources, and its lexer's state
+_RCL_DETAIL = re.compile(r"(\. Error: Expected lexeme.*|, at /\S+:\d+)", re.S)
+_HINTS = {"parameter override rule": "a parameter is set with -p NAME:=VALUE",
+          "remap rule": "a name is remapped with -r FROM:=TO",
+          "log level": "--log-level takes debug, info, warn, error or fatal"}
+_TYPES = {Parameter.Type.BOOL: "bool", Parameter.Type.INTEGER: "int", Parameter.Type.DOUBLE: "double",
+          Parameter.Type.STRING: "string"}
+
+
+@dataclass(frozen=True)
+class DeclaredParameter:
+    """One parameter as the node declares it: its type, default and descriptor's text."""
+
+    name: str
+    type: str
+    default: object
+    description: str
+    constraints: str
+    read_only: bool
+
+
+def check_command_line(prog: str, node_name: str, declare: Callable, description: str,
+                       argv: Sequence[str] | None = None) -> None:
+    """Check the command line ``argv`` (default ``sys.argv``) of the executable ``prog`` before rclpy starts.
+
+    ``--help`` prints the usage, ``description``'s first line and the parameters ``declare(node)`` declares,
+    then exits 0. ROS arguments rcl cannot parse, arguments that are not ROS arguments and ``-p`` rules for
+    parameters the node does not declare each exit with status 2 after one line on stderr.
+    """
+    argv = list(sys.argv if argv is None else argv)
+    if "--help" in argv[1:] or "-h" in argv[1:]:
+        print(help_text(prog, description, declared_parameters(node_name, declare)))
+        raise SystemExit(0)
+    problem = ros_arguments_problem(argv[1:])
+    if problem:
+        _fail(prog, problem)
+    own = remove_ros_args(argv)[1:]
+    if own:
+        _fail(prog, f"unrecognized arguments: {' '.join(own)}; the node takes ROS arguments only, e.g. "
+                    f"{_instead(prog, own, [p.name for p in declared_parameters(node_name, declare)])} "
+                    f"({prog} --help lists the parameters)")
+    rules = parameter_rules(argv, node_name)
+    if rules:
+        names = [p.name for p in declared_parameters(node_name, declare)] + list(ROS_PARAMETERS)
+        for name, rule in rules:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                _fail(prog, f"-p {rule}: {node_name} has no parameter '{name}'"
+                            + (f" (did you mean {close[0]}?)" if close else "") + f"; {prog} --help lists them")
+
+
+def ros_arguments_problem(ros_args: Sequence[str]) -> str:
+    """What is wrong with ROS arguments (``--ros-args ...``, as rclpy.init takes them) that rcl cannot parse,
+    in one line; '' when it can."""
+    try:
+        remove_ros_args(["ros_args", *ros_args])
+    except _rclpy.RCLInvalidROSArgsError as exc:
+        text = _RCL_DETAIL.sub("", str(exc)).replace("Failed to parse ROS arguments: ", "").strip()
+        hint = next((h for kind, h in _HINTS.items() if kind in text), "")
+        return f"--ros-args: {text[0].lower()}{text[1:]}" + (f" ({hint})" if hint else "")
+    except _rclpy.UnknownROSArgsError as exc:
+        return (f"--ros-args: unknown ROS arguments {exc} (ROS arguments are -p NAME:=VALUE, --params-file FILE, "
+                "-r FROM:=TO, --log-level LEVEL, ...; put the program's own before --ros-args)")
+    return ""
+
+
+def parameter_rules(argv: Sequence[str], node_name: str) -> list[tuple[str, str]]:
+    """(parameter name, rule) of every ``-p``/``--param`` rule of ``argv``'s ROS arguments for the node
+    ``node_name`` (without a node prefix, or with its own)."""
+    rules, inside = [], False
+    for arg, following in zip(argv, [*argv[1:], ""]):
+        if arg == "--ros-args":
+            inside = True
+        elif arg == "--":
+            inside = False
+        elif inside and arg in ("-p", "--param"):
+            target, _, _ = following.partition(":=")
+            prefix, _, name = target.rpartition(":")
+            if prefix in ("", node_name):
+                rules.append((name, following))
+    return rules
+
+
+def declared_parameters(node_name: str, declare: Callable) -> list[DeclaredParameter]:
+    """The parameters ``declare(node)`` declares (ROS's own left out), read from a node of that name in a
+    context of its own (no parameter services, no /rosout), destroyed at once."""
+    context = rclpy.Context()
+    rclpy.init(args=[], context=context)
+    try:
+        node = Node(node_name, context=context, start_parameter_services=False, enable_rosout=False)
+        try:
+            declare(node)
+            out = []
+            for name in node.get_parameters_by_prefix(""):
+                if name in ROS_PARAMETERS:
+                    continue
+                parameter, descriptor = node.get_parameter(name), node.describe_parameter(name)
+                out.append(DeclaredParameter(name, _TYPES.get(parameter.type_, parameter.type_.name.lower()),
+                                             parameter.value, descriptor.description,
+                                             descriptor.additional_constraints, descriptor.read_only))
+            return out
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def help_text(prog: str, description: str, parameters: Sequence[DeclaredParameter]) -> str:
+    """--help: the usage, what the executable is, and every parameter with its type, default and meaning."""
+    lines = [USAGE.format(prog=prog), "", description.strip().split("\n")[0], "",
+             "parameters (--ros-args -p NAME:=VALUE, or in a --params-file; docs/parameters.md):"]
+    for p in parameters:
+        default = '""' if p.default == "" else str(p.default).lower() if isinstance(p.default, bool) else p.default
+        lines.append(f"  {p.name} ({p.type}, default {default}"
+                     + ("" if p.read_only else "; can be changed while the node runs") + ")")
+        text = p.description + (f" [{p.constraints}]" if p.constraints else "")
+        lines += textwrap.wrap(text, width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    lines += ["", f"and ROS's own: {', '.join(ROS_PARAMETERS)}"]
+    return "\n".join(lines)
+
+
+def _instead(prog: str, own: Sequence[str], names: Sequence[str]) -> str:
+    """What to write instead of arguments that are not ROS arguments: ``own`` after --ros-args when they are
+    ROS rules, a parameter for an option named like one (``--config x.json``: ``-p config_path:=x.json``)."""
+    if any(":=" in arg for arg in own):
+        return f"{prog} --ros-args {' '.join(own)}"
+    match = difflib.get_close_matches(own[0].lstrip("-"), names, n=1) if own[0].startswith("-") else []
+    return f"{prog} --ros-args -p " + (f"{match[0]}:={own[1] if len(own) > 1 else 'VALUE'}" if match else "NAME:=VALUE")
+
+
+def _fail(prog: str, message: str) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)

@@ -1,0 +1,113 @@
+"""The executables' command lines, as a user types them: a mistake is one line and exit status 2, --help lists
+the parameters the node declares, and a node that cannot start says why once, at the right severity."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from test_docs import declared
+
+from affordance_ros.nodes.learner_node import LearnerNode
+from affordance_ros.nodes.simulated_robot import SimulatedRobot
+from affordance_ros.share import share_directory
+
+LIB = share_directory().parents[1] / "lib" / "affordance_ros"
+CLI = Path(sys.executable).parent / "affordance-ros"
+
+
+def run(*command, timeout=60):
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("executable", ["learner_node", "simulated_robot"])
+@pytest.mark.parametrize("args, message", [
+    (["--ros-args", "-p", "count=3"],
+     "error: --ros-args: couldn't parse parameter override rule: '-p count=3' "
+     "(a parameter is set with -p NAME:=VALUE)"),
+    (["--config", "x.json"], "error: unrecognized arguments: --config x.json; the node takes ROS arguments only"),
+    (["-p", "count:=3"], "e.g. {exe} --ros-args -p count:=3"),
+    (["--ros-args", "-p", "cuont:=3"], "error: -p cuont:=3: {node} has no parameter 'cuont'"),
+    (["--ros-args", "--params-file", "/nowhere/params.yaml"],
+     "error: --ros-args: couldn't parse params file: '--params-file /nowhere/params.yaml'"),
+    (["--ros-args", "--log-level", "loud"], "(--log-level takes debug, info, warn, error or fatal)"),
+])
+def test_a_mistake_on_the_command_line_is_one_line_and_exit_2(executable, args, message):
+    out = run(LIB / executable, *args)
+    node = {"learner_node": "affordance_learner"}.get(executable, executable)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(f"{executable}: ") and message.format(exe=executable, node=node) in out.stderr
+    assert len(out.stderr.splitlines()) == 1 and out.stdout == ""
+
+
+def test_a_parameter_named_like_an_option_is_suggested():
+    out = run(LIB / "learner_node", "--config", "x.json")
+    assert "e.g. learner_node --ros-args -p config_path:=x.json (learner_node --help lists the parameters)" in \
+        out.stderr
+    out = run(LIB / "learner_node", "--ros-args", "-p", "affordance_learner:confg_path:=x.json")
+    assert "has no parameter 'confg_path' (did you mean config_path?)" in out.stderr
+
+
+@pytest.mark.parametrize("executable, node_class", [("learner_node", LearnerNode),
+                                                    ("simulated_robot", SimulatedRobot)])
+def test_help_lists_every_declared_parameter_with_its_description_and_starts_nothing(executable, node_class, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("ROS_HOME", str(tmp_path))  # (where a learner that started would put its database)
+    parameters = declared(node_class)
+    for name in list(tmp_path.iterdir()):
+        shutil.rmtree(name)
+    for flag in ("--help", "-h"):
+        out = run(LIB / executable, flag)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        assert out.stdout.startswith(f"usage: {executable} [--help] [--ros-args")
+        text = " ".join(out.stdout.split())
+        for name, (_, _, description) in parameters.items():
+            assert f" {name} (" in text and " ".join(description.split()) in text, name
+        assert not any(tmp_path.iterdir())  # no node ran: no database
+
+
+def test_the_tools_check_their_ros_arguments_too(tmp_path):
+    for command in ([LIB / "replay", tmp_path / "bag"], [LIB / "record", tmp_path / "bag"],
+                    [CLI, "call", "predict", "--query", "action"], [CLI, "replay", tmp_path / "bag"]):
+        out = run(*command, "--ros-args", "-p", "x=1")
+        assert out.returncode == 2, out.stderr
+        assert "--ros-args: couldn't parse parameter override rule: '-p x=1'" in out.stderr
+        assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def start(tmp_path, *ros_args):
+    log = open(tmp_path / "learner.log", "w")
+    return subprocess.Popen([str(LIB / "learner_node"), "--ros-args", *ros_args], stdout=log,
+                            stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def test_a_learner_that_cannot_start_says_why_once_at_fatal(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "affordance_ros/model/1", "variables": []}')
+    learner = start(tmp_path, "-p", f"config_path:={bad}", "-p", f"database_path:={tmp_path / 'c.db'}")
+    assert learner.wait(60) == 1
+    lines = [line for line in (tmp_path / "learner.log").read_text().splitlines() if "no variables" in line]
+    assert len(lines) == 1 and lines[0].startswith("[FATAL]"), lines
+
+
+def test_a_configure_that_fails_on_request_is_one_error(ros, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "affordance_ros/model/1", "variables": []}')
+    learner = start(tmp_path, "-r", "__ns:=/command_line_test", "-p", "autostart:=false", "-p", f"config_path:={bad}",
+                    "-p", f"database_path:={tmp_path / 'c.db'}")
+    try:
+        assert not ros.call(ChangeState, "/command_line_test/affordance_learner/change_state",
+                            transition=Transition(id=Transition.TRANSITION_CONFIGURE)).success
+        wait_for(lambda: "no variables" in (tmp_path / "learner.log").read_text(), what="the error logged")
+    finally:
+        learner.send_signal(signal.SIGINT)
+        assert learner.wait(30) == 0
+    lines = [line for line in (tmp_path / "learner.log").read_text().splitlines() if "no variables" in line]
+    assert len(lines) == 1 and lines[0].startswith("[ERROR]") and "configure failed" in lines[0], lines
+

@@ -1,0 +1,73 @@
+"""What `learn`, `evaluate`, `import` and `predict` say of data the configuration cannot use: a configured column
+missing or empty, a reading outside its sensor's valid_range (each one line, exit 2, naming what to fix)."""
+
+import csv
+import json
+
+import pytest
+from test_cli import montesano_csv, run  # noqa: F401  (the fixture)
+
+
+def rewritten(source, target, change):
+    """``source`` with ``change(header, row)`` applied to every data row (and ``change(header, None)`` returning
+    the new header), written to ``target``."""
+    rows = list(csv.reader(source.open()))
+    header = rows[0]
+    with target.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(change(header, None))
+        for row in rows[1:]:
+            writer.writerow(change(header, row))
+    return target
+
+
+def without_column(name):
+    return lambda header, row: [x for h, x in zip(header, row or header) if h != name]
+
+
+def emptied_column(name):
+    return lambda header, row: header if row is None else ["" if h == name else x for h, x in zip(header, row)]
+
+
+@pytest.mark.parametrize("change, message", [
+    (without_column("Action"), "no case has data for the variable 'Action' (no column 'Action')"),
+    (without_column("size"), "no case has data for the variable 'Size' (no column 'size')"),
+    (emptied_column("Action"), "no case has data for the variable 'Action' (column 'Action' is empty)"),
+    (emptied_column("contact"), "no case has data for the variable 'Contact' (column 'contact' is empty)"),
+])
+@pytest.mark.parametrize("command", ["learn", "evaluate"])
+def test_a_configured_column_missing_or_empty_is_an_error_unless_allowed(montesano_csv, tmp_path, change,  # noqa: F811
+                                                                         message, command):
+    cases = rewritten(montesano_csv, tmp_path / "cases.csv", change)
+    args = (["learn", "--out", tmp_path / "model.json"] if command == "learn" else ["evaluate", "--folds", "3"])
+    out = run(*args, "--cases", cases, "--config", "montesano")
+    assert out.returncode == 2 and not (tmp_path / "model.json").exists()
+    assert out.stderr.startswith(f"affordance-ros {command}: error: {message}. Give the cases that data;")
+    assert "--allow-missing" in out.stderr and len(out.stderr.splitlines()) == 1
+    allowed = run(*args, "--cases", cases, "--config", "montesano", "--allow-missing")
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.stderr == (f"affordance-ros {command}: warning: {message}: learned all the same (allow_missing), "
+                              "as if every case had left that data out\n")
+
+
+def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_range(montesano_csv,  # noqa: F811
+                                                                                      tmp_path):
+    def huge(header, row):
+        if row is None or row[0] != "sim-000004":
+            return row or header
+        return ["1e300" if h == "size" else x for h, x in zip(header, row)]
+    cases = rewritten(montesano_csv, tmp_path / "huge.csv", huge)
+    expected = ("reading of sensor 'size' is 1e+300, outside its valid_range [-1e+09, 1e+09] (set 'valid_range' "
+                "in the sensor's configuration if such readings are real)")
+    for args in (["learn", "--out", tmp_path / "model.json"], ["import", "--db", tmp_path / "cases.db"]):
+        out = run(*args[:1], *(["--cases"] if args[0] == "learn" else []), cases, *args[1:], "--config", "montesano")
+        assert out.returncode == 2
+        assert out.stderr == f"affordance-ros {args[0]}: error: '{cases}': case 4 (trial 'sim-000004'): {expected}\n"
+    learned = run("learn", "--cases", montesano_csv, "--config", "montesano", "--out", tmp_path / "model.json")
+    assert learned.returncode == 0, learned.stderr
+    for reading in ("1e300", "-2e9"):
+        out = run("predict", "--model", tmp_path / "model.json", "--query", "action", "--sensor", f"size={reading}")
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr == f"affordance-ros predict: error: {expected.replace('1e+300', f'{float(reading):g}')}\n"
+    inside = run("predict", "--model", tmp_path / "model.json", "--query", "action", "--sensor", "size=1e9")
+    assert inside.returncode == 0 and json.loads(inside.stdout)["most_probable"]
