@@ -31,6 +31,18 @@ from affordance_ros.srv import Learn, Predict  # noqa: E402
 MONTESANO_CONFIG = default_config_path()
 
 
+def committed_events(intake, writer, timeout=20.0):
+    """The events of the trials ``writer`` (a CaseWriter) stored for ``intake`` (a TrialIntake), once every trial
+    the intake gave it is stored, as the node takes them."""
+    events = intake.committed(writer.take())
+    deadline = time.monotonic() + timeout
+    while intake.storing:
+        assert time.monotonic() < deadline, f"the writer did not store {intake.storing} trials in {timeout} s"
+        time.sleep(0.001)
+        events += intake.committed(writer.take())
+    return events
+
+
 def wait_for(predicate, timeout=20.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
