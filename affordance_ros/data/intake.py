@@ -104,7 +104,7 @@ class TrialIntake:
                 return events + [Event("unconfirmed_parts")]
             return events + [self._again(kind, trial_id, fields, record, what)]
         if self.max_stamp_skew > 0 and now > 0 and stamp - now > self.max_stamp_skew:
-            reason = (f"its header stamp is {stamp - now:.0f} s ahead of the learner's clock, more than "
+            reason = (f"its header stamp is {stamp - now:.0f} s ahead of the node's clock, more than "
                       f"max_stamp_skew {self.max_stamp_skew:g} s (is the learner's clock right? use_sim_time "
                       "with a /clock of another time?); send it again later")
             return events + [Event("clock_ahead_parts", f"not taking the {what} now: {reason}",

@@ -72,14 +72,12 @@ class CaseStore:
     """Records of trials in an SQLite file; ``insert`` and ``insert_many`` commit before they return.
 
     ``read_only``: open an existing database for reading only (it is never created or changed).
-    ``busy_timeout``: seconds a statement waits for another program's lock before it fails
-    (``sqlite3.OperationalError``, "database is locked").
+    ``busy_timeout``: seconds a statement waits for another program's lock before it fails ("database is locked").
 
-    A writable store reads on a connection of its own, so that a read (another thread's) never waits for
-    a commit, nor for another program's lock (WAL readers do not wait for writers). It keeps the file it
-    opened open (``OpenedFile``): ``file_problem`` says when its path no longer names that file (removed,
-    or replaced by another), and ``recover`` writes what the open database holds to a new file at the path
-    and goes on in it.
+    A writable store reads on a connection of its own (a read never waits for a commit, nor for another
+    program's lock: WAL readers do not wait for writers) and keeps its file open (``OpenedFile``):
+    ``file_problem`` says when the path no longer names it (removed, replaced), and ``recover`` writes what
+    the open database holds to a new file at the path and goes on in it.
     """
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, busy_timeout: float = 10.0):
@@ -93,8 +91,8 @@ class CaseStore:
         self._file: OpenedFile | None = None
         self._open()
 
-    def _open(self) -> None:
-        self._conn = self._reader = _connect(self.path, self.read_only, self.busy_timeout)
+    def _open(self, create: bool = True) -> None:
+        self._conn = self._reader = _connect(self.path, self.read_only, self.busy_timeout, create)
         if not self.read_only:
             try:
                 self._file = OpenedFile(self.path)
@@ -155,14 +153,15 @@ class CaseStore:
     # ------------------------------------------------------------ the file
     def file_problem(self) -> str:
         """'' while the path names the database file this store opened; else what happened to it."""
-        return "" if self._file is None else self._file.problem()
+        with self._lock:
+            return "" if self._file is None else self._file.problem()
 
     def recover(self) -> str:
         """When the file was removed while open: write what the open database holds to a new file at the
         path (a backup through the open connection) and go on in that file. '' once the path names this
         store's database again, else why that cannot be done now (nothing is then changed)."""
         with self._lock, self._read_lock:
-            problem = self.file_problem()
+            problem = "" if self.read_only else self._file.problem()
             if not problem:
                 return ""
             if not self.path.parent.is_dir():
@@ -176,7 +175,11 @@ class CaseStore:
             for leftover in (f"{self.path}-wal", f"{self.path}-shm"):  # the removed database's, if it left them
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(leftover)
-            self._open()
+            try:
+                self._open(create=False)  # (never an empty database, if the file went again meanwhile)
+            except CaseStoreError as exc:
+                self._file = OpenedFile(self.path, gone=f"{exc}: restart the node")
+                raise
         return ""
 
     # ------------------------------------------------------------------- read
@@ -271,14 +274,17 @@ class OpenedFile:
     """A database file as it was opened: its identity (device, inode) and a descriptor of it held open, so
     that ``problem`` can tell whether its path still names it (a removed file lives on while it is open)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, gone: str = ""):
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        status = os.fstat(self.fd)
-        self.identity = (status.st_dev, status.st_ino)
+        self.gone = gone  # why the store lost it for good (then nothing is opened)
+        self.fd = None if gone else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        status = None if gone else os.fstat(self.fd)
+        self.identity = None if gone else (status.st_dev, status.st_ino)
 
     def problem(self) -> str:
         """'' while the path names this file; else what happened (removed, its folder removed, replaced)."""
+        if self.gone:
+            return self.gone
         try:
             status = os.stat(self.path)
         except FileNotFoundError:
@@ -290,7 +296,8 @@ class OpenedFile:
         return ""
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd is not None:
+            os.close(self.fd)
 
 
 def _recover(conn: sqlite3.Connection, path: Path) -> None:
@@ -316,13 +323,14 @@ def _recover(conn: sqlite3.Connection, path: Path) -> None:
         os.close(folder)
 
 
-def _connect(path: Path, read_only: bool, busy_timeout: float) -> sqlite3.Connection:
-    """A connection to the case database at ``path`` (created if missing, unless ``read_only``), checked and
-    prepared (WAL, synchronous FULL, the schema); CaseStoreError saying what is wrong."""
+def _connect(path: Path, read_only: bool, busy_timeout: float, create: bool = True) -> sqlite3.Connection:
+    """A connection to the case database at ``path`` (created if missing when ``create`` and not ``read_only``),
+    checked and prepared (WAL, synchronous FULL, the schema); CaseStoreError saying what is wrong."""
     try:
-        if read_only:
+        if read_only or not create:
             if not path.is_file():
                 raise CaseStoreError(f"case database '{path}' does not exist")
+        if read_only:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout,
                                    check_same_thread=False, isolation_level=None)
         else:

@@ -44,6 +44,15 @@ def quoted(text, limit: int = MAX_QUOTED_LENGTH) -> str:
     return printable(text, limit)
 
 
+_VARYING = re.compile(r"'[^']*'|-?\d[\d.e+-]*")
+
+
+def shape(message: str) -> str:
+    """``message`` without what varies between messages of one kind (quoted names, numbers): a key under which
+    ``RepeatedMessages`` counts them."""
+    return _VARYING.sub("_", message[:300])
+
+
 class RepeatedMessages:
     """Log lines a flood cannot multiply: per kind of message (``key``), the first is logged at once and the
     others within ``period`` seconds are only counted, then told in one line (how many, the latest of them)
@@ -77,4 +86,4 @@ class RepeatedMessages:
     def _tell(self, key: str, held: list, now: float) -> None:
         start, count, level, latest = held
         if count:
-            self.log(level, f"{count} more like that ({key}) in the last {now - start:.0f} s; the latest: {latest}")
+            self.log(level, f"{count} more like that in the last {now - start:.0f} s; the latest: {latest}")

@@ -19,7 +19,7 @@ from typing import Callable
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
 from ..data.intake import Event
-from ..data.text import RepeatedMessages, printable
+from ..data.text import RepeatedMessages, printable, shape
 from ..data.trial import TrialRecord
 from ..msg import TrialStatus
 from .qos import KEEP_ALL, trial_qos
@@ -49,7 +49,7 @@ class TrialEvents:
             for counter in (event.counter, *event.also):
                 self.count(counter)
             if event.message:
-                self.repeated(event.counter, event.level, event.message)
+                self.repeated(shape(event.message), event.level, event.message)
             if event.status is not None:
                 self._answer(*event.status)
             if event.case is not None:

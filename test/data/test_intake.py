@@ -78,7 +78,7 @@ def test_stamps_too_far_ahead_of_the_clock_are_not_taken_counted_and_answered_re
     events = intake.take("action", "f", 1000.0 + 3601.0, "tap", now=1000.0)
     # the clock may be the learner's fault (use_sim_time and another /clock): not the trial's, so not rejected
     (ahead,) = [e for e in events if e.counter == "clock_ahead_parts"]
-    assert "ahead of the learner's clock" in ahead.message and "send it again later" in ahead.status[2]
+    assert "ahead of the node's clock" in ahead.message and "send it again later" in ahead.status[2]
     assert ahead.status[:2] == ("f", RETRY) and not any(e.counter == "rejected_parts" for e in events)
     assert intake.assembler.data_time is None
     assert statuses(send(intake, "ok", stamp=1000.0 + 3599.0)) == [("ok", STORED, "")]

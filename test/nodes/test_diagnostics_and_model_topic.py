@@ -1,6 +1,7 @@
 """/diagnostics (OK / WARN / ERROR with key values) and the ~/model topic (transient local)."""
 
 import json
+import shutil
 import threading
 
 from conftest import sampled_records, wait_for
@@ -42,11 +43,12 @@ def learner_status(listener, level=None, text=""):
 
 
 def test_diagnostics_say_ok_warn_and_error_with_key_values(ros, tmp_path):
-    with CaseStore(tmp_path / "cases.db") as store:
+    db = tmp_path / "db" / "cases.db"
+    with CaseStore(db) as store:
         for record in sampled_records(80):
             store.add(record)
     diagnostics = Listener(ros, DiagnosticArray, "/diagnostics")
-    ros.learner(diagnostics_period=0.2)
+    learner = ros.learner(diagnostics_period=0.2, database_path=str(db))
 
     wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.WARN, "no model yet"), what="WARN: no model")
     values = {kv.key: kv.value for kv in learner_status(diagnostics).values}
@@ -66,8 +68,14 @@ def test_diagnostics_say_ok_warn_and_error_with_key_values(ros, tmp_path):
     wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.WARN, "1 parts rejected"), what="WARN: rejected")
     assert {kv.key: kv.value for kv in learner_status(diagnostics).values}["rejected parts"] == "1"
 
-    (tmp_path / "cases.db").unlink()  # the database is gone: new cases would be lost
-    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.ERROR, "case database"), what="ERROR")
+    db.unlink()  # the database file is removed: the node writes what it holds back to its path
+    wait_for(lambda: db.exists() and learner.manager.store.file_problem() == "", what="the database written back")
+    with CaseStore(db, read_only=True) as store:
+        assert store.count() == 80
+    shutil.rmtree(db.parent)  # and its folder: nowhere to write it back, trials would be lost at a restart
+    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.ERROR, "case database was removed"),
+             what="ERROR")
+    assert "not confirming trials" in learner_status(diagnostics).message
     assert learner_status(diagnostics).hardware_id == "/affordance_learner"
 
 
