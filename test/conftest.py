@@ -8,6 +8,8 @@ its process id).
 
 import json
 import os
+import signal
+import subprocess
 import threading
 import time
 
@@ -22,13 +24,15 @@ from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 
 from affordance_ros.core.ground_truth import benchmark_network, sample_values  # noqa: E402
+from affordance_ros.data.storage import CaseStore, CaseStoreError  # noqa: E402
 from affordance_ros.data.trial import Trial  # noqa: E402
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.nodes.simulated_robot import SimulatedRobot  # noqa: E402
-from affordance_ros.share import default_config_path  # noqa: E402
+from affordance_ros.share import default_config_path, share_directory  # noqa: E402
 from affordance_ros.srv import Learn, Predict  # noqa: E402
 
 MONTESANO_CONFIG = default_config_path()
+LIB = share_directory().parents[1] / "lib" / "affordance_ros"  # the installed executables
 
 
 def committed_events(intake, writer, timeout=20.0):
@@ -132,6 +136,64 @@ class Ros:
             node.destroy_node()
         rclpy.try_shutdown(context=self.context)
         self._thread.join(timeout=10.0)
+
+
+class Listener:
+    """Keeps what arrives on a topic."""
+
+    def __init__(self, ros, msg_type, topic, qos=10):
+        self.messages, self.lock = [], threading.Lock()
+        ros.client_node.create_subscription(msg_type, topic, self._take, qos)
+
+    def _take(self, msg):
+        with self.lock:
+            self.messages.append(msg)
+
+    def last(self):
+        with self.lock:
+            return self.messages[-1] if self.messages else None
+
+    def all(self):
+        with self.lock:
+            return list(self.messages)
+
+
+def start(executable, tmp_path, name, **params):
+    """An installed executable as a process of its own (its output in ``tmp_path / f"{name}.log"``)."""
+    log = open(tmp_path / f"{name}.log", "a")
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+    args = [str(LIB / executable), "--ros-args"]
+    for key, value in params.items():
+        args += ["-p", f"{key}:={value}"]
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def stop(process, sig=signal.SIGINT, timeout=30.0):
+    """Stop a process as Ctrl-C does; its exit status (SIGKILL, and an error, if it does not end in time)."""
+    if process.poll() is None:
+        process.send_signal(sig)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+
+
+def stored_ids(db) -> set:
+    """The trial ids in the case database ``db`` (none if it does not exist)."""
+    if not db.exists():
+        return set()
+    with CaseStore(db, read_only=True) as store:
+        return {r.trial_id for r in store.records()}
+
+
+def stored_count(db) -> int:
+    try:
+        with CaseStore(db, read_only=True) as store:
+            return store.count()
+    except CaseStoreError:  # not created yet
+        return 0
 
 
 class Waiter:

@@ -26,6 +26,7 @@ The node converts its messages into (kind, trial_id, stamp, payload).
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -242,7 +243,7 @@ class TrialAssembler:
         dropped = self._drop(late, f"while the header stamps moved on by trial_timeout {self.trial_timeout:g} s")
         if self.max_pending and self.pending >= self.max_pending:
             dropped += self._drop(self._oldest(self.pending - self.max_pending + 1),
-                                  f"while more than max_pending_trials {self.max_pending} trials waited for parts")
+                                  f"while max_pending_trials {self.max_pending} trials waited for parts")
         return dropped
 
     def add(self, kind: str, trial_id: str, stamp: float | None, payload, now: float) -> Trial | None:
@@ -280,17 +281,14 @@ class TrialAssembler:
         return [*self._by_id.values(), *self._by_stamp.trials.values()]
 
     def _oldest(self, n: int) -> list[_Pending]:
-        """The ``n`` trials that started first."""
-        by_id, by_stamp = iter(self._by_id.values()), iter(self._by_stamp.trials.values())
-        a, b, oldest = next(by_id, None), next(by_stamp, None), []
-        while len(oldest) < n and (a or b):
-            if b is None or (a is not None and a.sequence < b.sequence):
-                oldest.append(a)
-                a = next(by_id, None)
-            else:
-                oldest.append(b)
-                b = next(by_stamp, None)
-        return oldest
+        """The ``n`` trials to drop when too many wait: those with one part first (a flood of parts of trials
+        that never complete goes before a trial whose last part is merely late), the oldest of each."""
+        lone, others = [], []
+        for trial in heapq.merge(self._by_id.values(), self._by_stamp.trials.values(), key=lambda t: t.sequence):
+            (lone if len(trial.parts) == 1 else others).append(trial)
+            if len(lone) >= n:
+                break
+        return lone + others[:n - len(lone)]
 
     def _drop(self, pendings: list[_Pending], why: str) -> list[DroppedTrial]:
         dropped = []

@@ -116,7 +116,8 @@ class LearnerNode(LifecycleNode):
                                                   owner=self.get_fully_qualified_name())
         except StartupError as exc:
             self._problem = str(exc)
-            self.get_logger().error(f"configure failed: {exc}")
+            if not settings.autostart:  # (autostarting, the node's start fails with it: logged once, by main)
+                self.get_logger().error(f"configure failed: {exc}")
             return FAILURE
         self.events = TrialEvents(self, self._committed, self.count, self.log, lambda *case: self.model.stored(*case))
         self.writer = CaseWriter(manager.store, self.events.notify)
@@ -189,8 +190,7 @@ class LearnerNode(LifecycleNode):
             self.model.save(stopping=True)
         unstored = self.writer.close(STORE_CLOSE_TIMEOUT)
         if unstored:
-            self.log("error", f"{unstored} trials could not be stored before the node stopped (see /diagnostics "
-                              "before): they were not confirmed, so a robot that confirms sends them again")
+            self.log("error", f"{unstored} trials could not be stored as the node stopped: not confirmed either")
         self.events.handle(self._committed())
         self.get_logger().info(f"stopping; {self.status_line()}")
         if self.diagnostics is not None:

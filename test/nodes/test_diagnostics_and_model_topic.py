@@ -2,9 +2,8 @@
 
 import json
 import shutil
-import threading
 
-from conftest import sampled_records, wait_for
+from conftest import Listener, sampled_records, wait_for
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
@@ -15,22 +14,6 @@ from affordance_ros.msg import Features
 
 NAME = "affordance_learner: learner"
 MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
-
-class Listener:
-    """Keeps what arrives on a topic."""
-
-    def __init__(self, ros, msg_type, topic, qos=10):
-        self.messages, self.lock = [], threading.Lock()
-        ros.client_node.create_subscription(msg_type, topic, self._take, qos)
-
-    def _take(self, msg):
-        with self.lock:
-            self.messages.append(msg)
-
-    def last(self):
-        with self.lock:
-            return self.messages[-1] if self.messages else None
 
 
 def learner_status(listener, level=None, text=""):
