@@ -30,12 +30,13 @@ executor delivers the same stream in milliseconds.
 
 from __future__ import annotations
 
+import functools
 import time
+import traceback
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from ..core import STRUCTURES
 from ..data.case_writer import CaseWriter
 from ..data.health import Counters, Health, HealthMonitor, status_line
 from ..data.intake import Event, TrialIntake
@@ -57,6 +58,20 @@ from .trial_topics import IngestGroup, TrialTopics
 NODE_NAME = "affordance_learner"
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 STORE_CLOSE_TIMEOUT = 30.0  # seconds the node waits at cleanup for the trials still queued to be stored
+
+
+def reported(transition):
+    """A transition callback whose unexpected exception is logged (rclpy's lifecycle turns it into ERROR
+    without a word)."""
+    @functools.wraps(transition)
+    def callback(node, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            return transition(node, state)
+        except Exception as exc:
+            log_printable(node.get_logger(), "error", f"{transition.__name__} failed: {exc!r}\n"
+                                                      + "".join(traceback.format_exc(limit=-8)))
+            return TransitionCallbackReturn.ERROR
+    return callback
 
 
 class LearnerNode(LifecycleNode):
@@ -87,9 +102,8 @@ class LearnerNode(LifecycleNode):
         self._logged_counts = None  # the counts of the last status line logged
         self._problem = ""  # why configure failed
         self.learn = LearnEndpoints(self, lambda: inactive(self.lifecycle_state), lambda: self.learn_worker,
-                                    self._learn_job,
-                                    lambda outcome: self.model.learned(outcome), CurrentModel.discard, self.count,
-                                    self.log)
+                                    self._learn_job, lambda outcome: self.model.learned(outcome), CurrentModel.discard,
+                                    self.count, self.log)
         try:
             self.settings = declare_learner_parameters(self)
             refuse_clock_changes(self, lambda: self.lifecycle_state == "active")
@@ -108,17 +122,20 @@ class LearnerNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         settings = self.settings
         try:
-            if self.get_parameter("structure").value not in STRUCTURES:
-                raise StartupError(f"structure '{self.get_parameter('structure').value}' is not one of "
-                                   f"{list(STRUCTURES)}")
-            self.manager = manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
-                                                  settings.online_learning, settings.limits,
-                                                  owner=self.get_fully_qualified_name())
-        except StartupError as exc:
-            self._problem = str(exc)
+            self.manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
+                                        settings.online_learning, settings.limits, self.get_fully_qualified_name())
+            self._configure(self.manager, settings)
+        except Exception as exc:  # StartupError says what to fix; anything else (the learning process cannot start)
+            self._problem = str(exc) if isinstance(exc, StartupError) else f"configure failed: {exc!r}"
             if not settings.autostart:  # (autostarting, the node's start fails with it: logged once, by main)
-                self.get_logger().error(f"configure failed: {exc}")
+                self.get_logger().error(f"configure failed: {self._problem}")
+            self._cleanup("configure failed")
             return FAILURE
+        self.lifecycle_state = "inactive"
+        return SUCCESS
+
+    def _configure(self, manager: ModelManager, settings: LearnerSettings) -> None:
+        """Storing, the learning process, the current model and /diagnostics, from ``manager``."""
         self.events = TrialEvents(self, self._committed, self.count, self.log, lambda *case: self.model.stored(*case))
         self.writer = CaseWriter(manager.store, self.events.notify)
         self.intake = TrialIntake(manager.parts, TrialAssembler(settings.slop, settings.trial_timeout,
@@ -139,9 +156,8 @@ class LearnerNode(LifecycleNode):
         if settings.diagnostics_period > 0:
             self.diagnostics = DiagnosticsPublisher(self, self.health, settings.diagnostics_period)
         self.get_logger().info(configured(manager, settings, self.writer.cases_at_start))
-        self.lifecycle_state = "inactive"
-        return SUCCESS
 
+    @reported
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         settings, manager, ingest = self.settings, self.manager, IngestGroup(lambda: self.writer.full)
         self._active = [TrialTopics(self, self.intake, settings.qos_depth, ingest, self.events.handle),
@@ -157,17 +173,20 @@ class LearnerNode(LifecycleNode):
         self.get_logger().info("active: taking trials and answering ~/learn, ~/predict, ~/select_action")
         return result
 
+    @reported
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._deactivate("the node was deactivated")
         self.get_logger().info("inactive: not taking trials nor answering")
         self.lifecycle_state = "inactive"
         return super().on_deactivate(state)
 
+    @reported
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._cleanup("the node was cleaned up")
         self.lifecycle_state = "unconfigured"
         return SUCCESS
 
+    @reported
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._deactivate("the node is shutting down")
         self._cleanup("the node is shutting down")
@@ -183,22 +202,23 @@ class LearnerNode(LifecycleNode):
         self._active, self._periodic = [], []
 
     def _cleanup(self, why: str) -> None:
+        """Undo configure (also when it stopped half-way)."""
         if self.manager is None:
             return
         self.learn.stop(why)
-        if self.manager.online is not None:
+        if self.model is not None and self.manager.online is not None:
             self.model.save(stopping=True)
-        unstored = self.writer.close(STORE_CLOSE_TIMEOUT)
+        unstored = self.writer.close(STORE_CLOSE_TIMEOUT) if self.writer is not None else 0
         if unstored:
             self.log("error", f"{unstored} trials could not be stored as the node stopped: not confirmed either")
-        self.events.handle(self._committed())
-        self.get_logger().info(f"stopping; {self.status_line()}")
-        if self.diagnostics is not None:
-            self.diagnostics.close()
-            self.diagnostics = None
-        for part in (self.events, self.model, self.learn_worker, self.manager):
-            part.close()
-        self.events = self.model = self.learn_worker = self.manager = self.intake = self.writer = None
+        if self.intake is not None:
+            self.events.handle(self._committed())
+            self.get_logger().info(f"stopping; {self.status_line()}")
+        for part in (self.diagnostics, self.events, self.model, self.learn_worker, self.manager):
+            if part is not None:
+                part.close()
+        self.diagnostics = self.events = self.model = self.learn_worker = self.manager = None
+        self.intake = self.writer = None
 
     # --------------------------------------------------------------- storing and learning
     def _committed(self) -> list[Event]:
@@ -244,11 +264,6 @@ class LearnerNode(LifecycleNode):
             model_metadata=None if model is None else model.metadata, last_learn=self.model.last_learn,
             online=self.settings.online_learning)
 
-    @property
-    def parts_received(self) -> int:
-        """Trial parts taken so far (how ``shutdown.drain`` sees that queued messages are still coming)."""
-        return sum(self.counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
-
     def finalize(self) -> None:
         """The shutdown transition (saves, last log lines), unless it happened already."""
         if self.lifecycle_state != "finalized":
@@ -288,12 +303,17 @@ def log_printable(logger, level: str, message: str) -> None:
         logger.warning(message)
 
 
+def parts_received(node: LearnerNode) -> int:
+    """Trial parts the node took so far (how ``shutdown.drain`` sees that queued messages are still coming)."""
+    return sum(node.counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
+
+
 def main(args=None) -> int:
     # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
     # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
     return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args,
                         done=lambda node: node.lifecycle_state == "finalized" and not node.learning,
-                        taken=lambda node: node.parts_received, finish=LearnerNode.finalize)
+                        taken=parts_received, finish=LearnerNode.finalize)
 
 
 if __name__ == "__main__":

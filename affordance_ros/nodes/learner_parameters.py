@@ -168,6 +168,8 @@ def declare_learner_parameters(node) -> LearnerSettings:
         raise ParameterError(str(exc)) from None
     for name in ("config_path", "database_path", "model_path"):
         value[name] = Path(value[name] or defaults[name])
+    if value["structure"] not in STRUCTURES:
+        raise ParameterError(f"structure '{value['structure']}' is not one of {list(STRUCTURES)}")
     return LearnerSettings(**value)
 
 

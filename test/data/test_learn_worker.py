@@ -87,10 +87,12 @@ def test_the_worker_ends_with_its_node_process_and_writes_nothing(tmp_path):
               f"w = LearnWorker()\nprint(w.start(), flush=True)\n"
               f"w.learn(m.learn_job('mcmc', 0.0), lambda step: print('step', flush=True))\n")
     node = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    worker_pid = int(node.stdout.readline())
-    assert node.stdout.readline().strip() == "step"  # learning
-    node.kill()
-    node.wait()
+    try:
+        worker_pid = int(node.stdout.readline())
+        assert node.stdout.readline().strip() == "step"  # learning
+    finally:
+        node.kill()
+        node.wait()
     deadline = time.monotonic() + 5.0
     while alive(worker_pid) and time.monotonic() < deadline:
         time.sleep(0.05)

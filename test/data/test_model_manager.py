@@ -142,3 +142,21 @@ def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_ever
     assert "unknown action 'fly'" in mistakes["rejected_parts"][-1].message
     writer.close()
     assert models.store.count() == 1
+
+
+def test_a_configuration_whose_tables_would_not_fit_is_refused_with_the_size(tmp_path):
+    values = [f"v{i}" for i in range(1000)]
+    doc = {"format": "affordance_ros/model/1", "variables": [
+        {"name": "Action", "group": "action", "values": values[:3], "sensor": None},
+        *({"name": f"O{k}", "group": "object", "values": values, "parents": [],
+           "sensor": {"name": f"o{k}", "means": [5.0 * i for i in range(1000)], "stddevs": [1.0] * 1000}}
+          for k in range(3)),
+        *({"name": f"E{k}", "group": "effect", "values": values, "parents": ["Action", "O0", "O1"],
+           "sensor": {"name": f"e{k}", "means": [5.0 * i for i in range(1000)], "stddevs": [1.0] * 1000}}
+          for k in range(3))]}
+    doc["variables"][0]["parents"] = []
+    config = tmp_path / "huge.json"
+    config.write_text(json.dumps(doc))
+    with pytest.raises(StartupError, match=r"would need 9,000,003,003 numbers \(72.0 GB; the largest, of 'E0' given "
+                                           r"\['Action', 'O0', 'O1'\], 3,000,000,000\)"):
+        manager(tmp_path, config=config)
