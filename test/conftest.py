@@ -18,11 +18,39 @@ import pytest  # noqa: E402
 
 from affordance_ros.core import AffordanceNetwork  # noqa: E402
 from affordance_ros.core.ground_truth import benchmark_network, sample_values  # noqa: E402
-from affordance_ros.data.storage import CaseStore  # noqa: E402
+from affordance_ros.data.storage import CaseStore, CaseStoreError  # noqa: E402
 from affordance_ros.data.trial import Trial  # noqa: E402
 from affordance_ros.share import default_config_path  # noqa: E402
 
 MONTESANO_CONFIG = default_config_path()
+
+
+def committed_events(intake, writer, timeout=20.0):
+    """The events of the trials ``writer`` (a CaseWriter) stored for ``intake`` (a TrialIntake), once every trial
+    the intake gave it is stored, as the node takes them."""
+    events = intake.committed(writer.take())
+    deadline = time.monotonic() + timeout
+    while intake.storing:
+        assert time.monotonic() < deadline, f"the writer did not store {intake.storing} trials in {timeout} s"
+        time.sleep(0.001)
+        events += intake.committed(writer.take())
+    return events
+
+
+def stored_ids(db) -> set:
+    """The trial ids in the case database ``db`` (none if it does not exist)."""
+    if not db.exists():
+        return set()
+    with CaseStore(db, read_only=True) as store:
+        return {r.trial_id for r in store.records()}
+
+
+def stored_count(db) -> int:
+    try:
+        with CaseStore(db, read_only=True) as store:
+            return store.count()
+    except CaseStoreError:  # not created yet
+        return 0
 
 
 def wait_for(predicate, timeout=20.0, what="condition"):

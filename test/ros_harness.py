@@ -4,6 +4,9 @@ Each test gets an rclpy context of its own, with the learner and a client node o
 SingleThreadedExecutor (as learner_node runs it) spinning in a thread.
 """
 
+import os
+import signal
+import subprocess
 import threading
 
 import rclpy
@@ -14,7 +17,10 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.nodes.simulated_robot import SimulatedRobot
+from affordance_ros.share import share_directory
 from affordance_ros.srv import Learn, Predict
+
+LIB = share_directory().parents[1] / "lib" / "affordance_ros"  # the installed executables
 
 
 class Ros:
@@ -112,3 +118,45 @@ class Waiter:
         if not self._event.wait(timeout):
             raise AssertionError(f"no service response within {timeout} s")
         return self.future.result()
+
+
+class Listener:
+    """Keeps what arrives on a topic."""
+
+    def __init__(self, ros, msg_type, topic, qos=10):
+        self.messages, self.lock = [], threading.Lock()
+        ros.client_node.create_subscription(msg_type, topic, self._take, qos)
+
+    def _take(self, msg):
+        with self.lock:
+            self.messages.append(msg)
+
+    def last(self):
+        with self.lock:
+            return self.messages[-1] if self.messages else None
+
+    def all(self):
+        with self.lock:
+            return list(self.messages)
+
+
+def start(executable, tmp_path, name, **params):
+    """An installed executable as a process of its own (its output in ``tmp_path / f"{name}.log"``)."""
+    log = open(tmp_path / f"{name}.log", "a")
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+    args = [str(LIB / executable), "--ros-args"]
+    for key, value in params.items():
+        args += ["-p", f"{key}:={value}"]
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def stop(process, sig=signal.SIGINT, timeout=30.0):
+    """Stop a process as Ctrl-C does; its exit status (SIGKILL, and an error, if it does not end in time)."""
+    if process.poll() is None:
+        process.send_signal(sig)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise

@@ -2,10 +2,14 @@
 
 ``Counters`` is what the node counts (thread-safe: learning runs in a worker thread).
 ``status_line`` is the line the node logs every ``status_period`` and when it stops.
-``HealthMonitor.assess`` turns the counters, the model and the case store into one status for
-/diagnostics: ERROR when the case database cannot be written (it is gone, read-only, or storing
-failed lately), WARN when rejected parts or dropped trials are rising or there is no model
-yet, else OK; with the key values a dashboard shows.
+``HealthMonitor.assess`` turns the counters, the model and the case writer's state into one status
+for /diagnostics, saying what is true: ERROR while the database file is not the one the node opened
+(removed: trials are stored and held, not confirmed, until it is written back), while storing fails
+(other than a lock for a moment) or failed lately; WARN while another program holds the database's
+lock, when its file or folder became read-only on disk (storing goes on in the open file, but the
+next start cannot open it for writing), when rejected parts, dropped trials or parts stamped ahead
+of the node's clock are rising, or when there is no model yet; else OK; with the key values a
+dashboard shows.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
+
+from .case_writer import WriterState
 
 OK, WARN, ERROR = "OK", "WARN", "ERROR"
 RISING_WINDOW = 10.0  # seconds: counters rising within this long make a WARN (ERROR for store errors)
@@ -51,8 +57,10 @@ def status_line(counts: Mapping[str, int], pending: int, online_learning: bool) 
     return (f"cases: {c['stored']} stored this run; trials pending: {pending}; "
             f"parts received: {c['received_action']} action, {c['received_object']} object, "
             f"{c['received_effect']} effect; rejected parts: {c['rejected_parts']} (out of range "
-            f"{c['out_of_range_parts']}, oversized {c['oversized_parts']}); re-sent parts of stored trials: "
-            f"{c['resent_parts']}; duplicate parts: {c['duplicate_parts']}; duplicate trials: "
+            f"{c['out_of_range_parts']}, oversized {c['oversized_parts']}); parts stamped ahead of the clock "
+            f"(answered retry): {c['clock_ahead_parts']}; re-sent parts of stored trials: {c['resent_parts']} "
+            f"(and {c['resent_trials']} whole trials; {c['unconfirmed_parts']} not answered while the database "
+            f"file was not the one opened); duplicate parts: {c['duplicate_parts']}; duplicate trials: "
             f"{c['duplicate_trials']}; incomplete trials dropped: {c['dropped_incomplete']}; store errors: "
             f"{c['store_errors']}; learn ok/failed/refused: {c['learn_ok']}/{c['learn_failed']}/"
             f"{c['learn_refused']}; predict ok/failed: {c['predict_ok']}/{c['predict_failed']}; "
@@ -87,12 +95,12 @@ def model_age(metadata: dict, now: float) -> float | None:
         return None
 
 
-def database_problem(path: Path) -> str:
-    """'' if the case database at ``path`` can be written, else why not."""
-    if not path.exists():
-        return f"the case database {path} is gone (removed while the node runs): new cases are lost at restart"
-    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
-        return f"the case database {path} (or its folder) is not writable"
+def read_only_on_disk(path: Path) -> str:
+    """'' if the database file and its folder may be written by this process, else what is true about them."""
+    for what, where in (("file", path), ("folder", path.parent)):
+        if where.exists() and not os.access(where, os.W_OK):
+            return (f"the case database's {what} {where} became read-only on disk: storing goes on in the open "
+                    "file, but the node cannot open it for writing at its next start")
     return ""
 
 
@@ -108,13 +116,14 @@ class HealthMonitor:
         oldest = self._history[0][1] if self._history else Counter()
         return counts[name] - oldest[name]
 
-    def assess(self, counts: Counter, now: float, *, state: str, database: Path, stored_total: int,
-               model_metadata: dict | None, last_learn: LastLearn | None, online: bool) -> Health:
-        """The health now; ``now`` is wall-clock time (for the model's age), ``state`` the lifecycle state."""
+    def assess(self, counts: Counter, now: float, *, state: str, writer: WriterState | None, database: Path,
+               pending: int, model_metadata: dict | None, last_learn: LastLearn | None, online: bool) -> Health:
+        """The health now; ``now`` is wall-clock time (for the model's age), ``state`` the lifecycle state,
+        ``writer`` the case writer's (None when not configured), ``pending`` the trials waiting for parts."""
         while self._history and self._history[0][0] < now - self.window:
             self._history.popleft()
-        rejected, dropped = self._rise(counts, "rejected_parts"), self._rise(counts, "dropped_incomplete")
-        store_errors = self._rise(counts, "store_errors")
+        rising = {name: self._rise(counts, name) for name in
+                  ("rejected_parts", "dropped_incomplete", "store_errors", "clock_ahead_parts")}
         self._history.append((now, counts))
         learned = (model_metadata or {}).get("learned") or {}
         age = model_age(model_metadata or {}, now) if model_metadata is not None else None
@@ -123,8 +132,11 @@ class HealthMonitor:
                                    float(learned.get("log_likelihood", float("nan"))))
         values = {
             "state": state,
-            "cases stored": str(stored_total),
+            "cases stored": "-" if writer is None else str(writer.cases),
             "cases stored this run": str(counts["stored"]),
+            "trials pending": str(pending),
+            "trials waiting to be stored": "-" if writer is None else str(writer.queued),
+            "trials held, not confirmed": "-" if writer is None else str(writer.held),
             "rejected parts": str(counts["rejected_parts"]),
             "dropped trials": str(counts["dropped_incomplete"]),
             "store errors": str(counts["store_errors"]),
@@ -133,21 +145,37 @@ class HealthMonitor:
             "last learn log-likelihood": "-" if last_learn is None else f"{last_learn.log_likelihood:.3f}",
             "online updates": str(counts["online_updates"]) if online else "off",
         }
-        problem = database_problem(database)
-        if problem or store_errors:
-            return Health(ERROR, problem or f"{store_errors} trials could not be stored in the last "
-                                            f"{self.window:g} s (see the log)", values)
-        warnings = []
-        if rejected or dropped:
-            warnings.append(f"{rejected} parts rejected and {dropped} incomplete trials dropped in the last "
-                            f"{self.window:g} s")
+        problem = self._storing_problem(writer, rising["store_errors"])
+        if problem:
+            return Health(*problem, values)
+        warnings = [read_only_on_disk(database)] if writer is not None else []
+        if rising["rejected_parts"] or rising["dropped_incomplete"]:
+            warnings.append(f"{rising['rejected_parts']} parts rejected and {rising['dropped_incomplete']} incomplete "
+                            f"trials dropped in the last {self.window:g} s")
+        if rising["clock_ahead_parts"]:
+            warnings.append(f"{rising['clock_ahead_parts']} parts stamped ahead of the node's clock by more than "
+                            f"max_stamp_skew in the last {self.window:g} s (answered retry): is its clock right?")
         if model_metadata is None:
             warnings.append("no model yet: call ~/learn")
+        warnings = [w for w in warnings if w]
         if warnings:
             return Health(WARN, "; ".join(warnings), values)
-        return Health(OK, f"{stored_total} cases stored; model " + ("in use" if age is None else f"{age:.0f} s old"),
-                      values)
+        return Health(OK, f"{values['cases stored']} cases stored; model "
+                          + ("in use" if age is None else f"{age:.0f} s old"), values)
+
+    def _storing_problem(self, writer: WriterState | None, store_errors: int) -> tuple[str, str] | None:
+        """(level, message) when storing is not as it should be."""
+        if writer is not None and not writer.confirming:
+            return ERROR, (f"{writer.problem}: not confirming trials ({writer.held} stored since are held, "
+                           f"{writer.queued} wait) until the database is written to its path again")
+        if writer is not None and writer.problem:
+            level = WARN if "locked" in writer.problem and writer.seconds < self.window else ERROR
+            return level, (f"{writer.problem} for {writer.seconds:.0f} s: {writer.queued} trials wait to be "
+                           "stored (not confirmed yet; the node takes no more parts while its queue is full)")
+        if store_errors:
+            return ERROR, f"{store_errors} trials could not be stored in the last {self.window:g} s (see the log)"
+        return None
 
 
-__all__ = ["Counters", "ERROR", "Health", "HealthMonitor", "LastLearn", "OK", "WARN", "database_problem",
-           "model_age", "status_line"]
+__all__ = ["Counters", "ERROR", "Health", "HealthMonitor", "LastLearn", "OK", "WARN", "model_age",
+           "read_only_on_disk", "status_line"]

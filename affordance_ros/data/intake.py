@@ -1,25 +1,29 @@
-"""From the parts of trials to stored cases: check each part, pair the parts, store the trial.
+"""From the parts of trials to stored cases: check each part, pair the parts, queue the trial for storing.
 
 ``TrialIntake`` is the learner node's path for every message, below ROS: the node hands it
 each part (kind, trial_id, header stamp, fields) with the receive clock, and on a timer the
-receive clock alone; it gets back ``Event``s to count, log and confirm, in order. A completed
-trial is committed to the case store before ``take`` returns.
+receive clock alone; it gets back ``Event``s to count, log and answer, in order. A completed
+trial goes to ``submit`` (the ``CaseWriter``, which commits in a thread of its own); the writer's
+results come back through ``committed``, which gives the events of the stored trials.
 
 End-to-end delivery: an event with a ``status`` is the learner's answer to the robot about one
-trial (published on ``~/stored``): ``stored`` once it is committed, and again for every part of it
-sent again (the store is idempotent by trial_id: a re-sent trial is confirmed, not an error);
-``duplicate`` when a part of a stored trial differs from what is stored (the stored case is kept);
-``rejected`` when a part of it cannot be used (the reason says why). An incomplete trial that is
-dropped gets no answer: the robot sends it again.
+trial (published on ``~/stored``): ``stored`` once it is committed (never before), and again for
+every part of it sent again (the store is idempotent by trial_id: a re-sent trial is confirmed, not
+an error); ``duplicate`` when a part of a stored trial differs from what is stored (the stored case
+is kept); ``rejected`` when a part of it cannot be used (the reason says why); ``retry`` when a part
+cannot be taken now for a reason of the learner's (its clock is far behind the part's stamp): the
+robot keeps the trial and sends it again later. An incomplete trial that is dropped gets no answer:
+the robot sends it again. While ``confirming()`` is false (the database file is not the one the
+node opened) no stored trial is confirmed.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
+from .case_writer import Committed
 from .pairing import (
     DroppedTrial,
     DuplicatePartError,
@@ -29,15 +33,17 @@ from .pairing import (
     PartValidator,
     TrialAssembler,
 )
-from .storage import CaseStoreError
 from .text import quoted
 from .trial import TrialRecord
 
 # The statuses of msg/TrialStatus (its constants), as the learner reports them.
-STORED, DUPLICATE, REJECTED = "stored", "duplicate", "rejected"
+STORED, DUPLICATE, REJECTED, RETRY = "stored", "duplicate", "rejected", "retry"
 # How many stored trial ids found re-sent with other content are remembered (their other parts count as
 # duplicates too, not as re-sent).
 _REMEMBERED_CONFLICTS = 1000
+# How many trials stored lately are remembered, to answer their parts sent again at once (an older one
+# sent again is paired again and answered once the writer finds it stored).
+REMEMBERED_RECORDS = 10000
 
 
 @dataclass(frozen=True)
@@ -55,25 +61,30 @@ class Event:
 
 
 class TrialIntake:
-    """Checks parts against the configuration, pairs them into trials and commits every trial.
+    """Checks parts against the configuration, pairs them into trials and queues every trial for storing.
 
-    ``store(record)`` commits a ``TrialRecord`` and returns its case id, or None if its trial_id is stored
-    already; ``stored(trial_id)`` returns the stored record of a trial (a ``TrialRecord``, or only something
-    true when the store cannot say more), or something false if there is none. ``expire_period``: how often the
+    ``submit(record)`` queues a ``TrialRecord`` for storing (its result comes back through ``committed``);
+    ``stored(trial_id)`` returns the stored record of a trial, or None (asked for the first part of a trial
+    that is neither being paired, nor being stored, nor among those stored lately); ``confirming()`` says
+    whether stored trials may be confirmed now. ``expire_period``: how often the
     node calls ``expire`` (a call late by more than two periods is skipped: see ``expire``).
-    ``max_stamp_skew``: a part stamped more than this many seconds after ``now`` is rejected (0: no limit;
-    not judged while ``now`` is 0, a simulated clock that has not started).
+    ``max_stamp_skew``: a part stamped more than this many seconds after ``now`` is answered ``retry``
+    (0: no limit; not judged while ``now`` is 0, a simulated clock that has not started).
     """
 
-    def __init__(self, parts: PartValidator, assembler: TrialAssembler, store: Callable[[TrialRecord], int | None],
-                 stored: Callable[[str], object], expire_period: float, max_stamp_skew: float = 0.0):
+    def __init__(self, parts: PartValidator, assembler: TrialAssembler, submit: Callable[[TrialRecord], None],
+                 stored: Callable[[str], TrialRecord | None], confirming: Callable[[], bool], expire_period: float,
+                 max_stamp_skew: float = 0.0):
         self.parts = parts
         self.assembler = assembler
-        self._store = store
+        self._submit = submit
         self._stored = stored
+        self._confirming = confirming
         self.expire_period = expire_period
         self.max_stamp_skew = max_stamp_skew
         self._last_expire = None
+        self._recent: OrderedDict[str, TrialRecord] = OrderedDict()  # stored lately
+        self._storing: set[str] = set()  # submitted, not committed yet
         self._conflicts: OrderedDict[str, None] = OrderedDict()
 
     def take(self, kind: str, trial_id: str, stamp: float, fields, now: float) -> list[Event]:
@@ -85,14 +96,20 @@ class TrialIntake:
         except OversizedError as exc:  # no answer: the robot could not match such an id anyway
             return events + [Event("rejected_parts", f"rejected a '{kind}' part: {exc}", also=("oversized_parts",))]
         what = f"'{kind}' part of trial '{quoted(trial_id)}'" if trial_id else f"'{kind}' part without trial_id"
-        if trial_id:
-            record = self._stored(trial_id)
-            if record:
-                return events + [self._again(kind, trial_id, fields, record, what)]
+        if trial_id in self._storing:  # sent again while it is being stored: the commit answers it
+            return events + [Event("resent_parts")]
+        record = self._stored_record(trial_id)
+        if record is not None:
+            if not self._confirming():  # not in the file the node would read at its next start: no answer
+                return events + [Event("unconfirmed_parts")]
+            return events + [self._again(kind, trial_id, fields, record, what)]
+        if self.max_stamp_skew > 0 and now > 0 and stamp - now > self.max_stamp_skew:
+            reason = (f"its header stamp is {stamp - now:.0f} s ahead of the node's clock, more than "
+                      f"max_stamp_skew {self.max_stamp_skew:g} s (is the learner's clock right? use_sim_time "
+                      "with a /clock of another time?); send it again later")
+            return events + [Event("clock_ahead_parts", f"not taking the {what} now: {reason}",
+                                   status=(trial_id, RETRY, reason) if trial_id else None)]
         try:
-            if self.max_stamp_skew > 0 and now > 0 and stamp - now > self.max_stamp_skew:
-                raise OutOfRangeError(f"its header stamp is {stamp - now:.0f} s ahead of the node's clock, more "
-                                      f"than max_stamp_skew {self.max_stamp_skew:g} s")
             payload = self.parts.action(fields) if kind == "action" else self.parts.readings(kind, *fields)
         except PairingError as exc:
             return events + [self._rejected(what, trial_id, exc)]
@@ -104,7 +121,31 @@ class TrialIntake:
         except PairingError as exc:
             return events + [self._rejected(what, trial_id, exc)]
         if trial is not None:
-            events.append(self._commit(trial.to_record(self.parts.action_variable)))
+            self._storing.add(trial.trial_id)
+            self._submit(trial.to_record(self.parts.action_variable))
+        return events
+
+    def committed(self, results: Iterable[Committed]) -> list[Event]:
+        """The events of the writer's results: stored (with the case for online learning), stored already
+        (the same trial sent again: confirmed; another one: duplicate), or not stored (no answer: the
+        robot sends it again)."""
+        events = []
+        for result in results:
+            record = result.record
+            trial_id = record.trial_id
+            self._storing.discard(trial_id)
+            if result.failed:
+                events.append(Event("store_errors", f"could not store trial '{quoted(trial_id)}': {result.failed}",
+                                    "error"))
+            elif result.case_id is not None:
+                self._remember(record)
+                events.append(Event("stored", case=(result.case_id, record), status=(trial_id, STORED, "")))
+            elif result.stored is not None and _same_trial(record, result.stored):
+                self._remember(result.stored)
+                events.append(Event("resent_trials", status=(trial_id, STORED, "already stored")))
+            else:
+                self._remember(result.stored or record)
+                events.append(self._conflict(trial_id, f"trial '{quoted(trial_id)}'"))
         return events
 
     def expire(self, now: float) -> list[Event]:
@@ -121,14 +162,40 @@ class TrialIntake:
         """Trials waiting for a part."""
         return self.assembler.pending
 
-    def _again(self, kind: str, trial_id: str, fields, record, what: str) -> Event:
+    @property
+    def storing(self) -> int:
+        """Trials complete and waiting to be committed."""
+        return len(self._storing)
+
+    def _stored_record(self, trial_id: str) -> TrialRecord | None:
+        """The stored record of ``trial_id``: one stored lately, else (unless its trial is being paired)
+        from the store."""
+        if not trial_id or self.assembler.waiting_for(trial_id):
+            return None
+        record = self._recent.get(trial_id)
+        if record is None:
+            record = self._stored(trial_id)
+            if record is not None:
+                self._remember(record)
+        return record
+
+    def _remember(self, record: TrialRecord) -> None:
+        self._recent[record.trial_id] = record
+        self._recent.move_to_end(record.trial_id)
+        if len(self._recent) > REMEMBERED_RECORDS:
+            self._recent.popitem(last=False)
+
+    def _again(self, kind: str, trial_id: str, fields, record: TrialRecord, what: str) -> Event:
         """A part of a stored trial: sent again (the same as stored: confirmed), or a conflict."""
         if trial_id not in self._conflicts and _same_part(kind, fields, record):
             return Event("resent_parts", status=(trial_id, STORED, "already stored"))
+        return self._conflict(trial_id, f"the {what}")
+
+    def _conflict(self, trial_id: str, what: str) -> Event:
         self._conflicts[trial_id] = None
         if len(self._conflicts) > _REMEMBERED_CONFLICTS:
             self._conflicts.popitem(last=False)
-        return Event("duplicate_trials", f"ignored the {what}: a case with this trial_id is already stored, "
+        return Event("duplicate_trials", f"ignored {what}: a case with this trial_id is already stored, "
                                          "with other content; kept the stored one",
                      status=(trial_id, DUPLICATE, "a trial with this trial_id is stored already, with other "
                                                   "content; kept the stored one"))
@@ -139,18 +206,6 @@ class TrialIntake:
                 else ("out_of_range_parts",) if isinstance(exc, OutOfRangeError) else ())
         return Event("rejected_parts", f"rejected the {what}: {exc}", also=also,
                      status=(trial_id, REJECTED, str(exc)) if trial_id else None)
-
-    def _commit(self, record: TrialRecord) -> Event:
-        trial_id = record.trial_id
-        try:
-            case_id = self._store(record)
-        except (CaseStoreError, sqlite3.Error) as exc:
-            self.assembler.forget(trial_id)  # no answer: the robot sends it again, and it can then be stored
-            return Event("store_errors", f"could not store trial '{quoted(trial_id)}': {exc}", "error")
-        if case_id is None:
-            return Event("duplicate_trials", f"trial '{quoted(trial_id)}' is already stored; kept the stored one",
-                         status=(trial_id, STORED, "already stored"))
-        return Event("stored", case=(case_id, record), status=(trial_id, STORED, ""))
 
     @staticmethod
     def _dropped(trials: list[DroppedTrial]) -> list[Event]:
@@ -163,10 +218,14 @@ class TrialIntake:
         return events
 
 
-def _same_part(kind: str, fields, record) -> bool:
+def _same_trial(record: TrialRecord, stored: TrialRecord) -> bool:
+    """Whether ``record`` holds what ``stored`` holds (its stamp and received time aside)."""
+    return (record.action == stored.action and dict(record.object_features) == dict(stored.object_features)
+            and dict(record.effects) == dict(stored.effects))
+
+
+def _same_part(kind: str, fields, record: TrialRecord) -> bool:
     """Whether a part (the action label, or (names, values)) is what the stored ``record`` holds."""
-    if not isinstance(record, TrialRecord):  # only told that it is stored: idempotent by trial_id
-        return True
     if kind == "action":
         return record.action == fields
     names, values = fields

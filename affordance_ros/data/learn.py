@@ -2,13 +2,18 @@
 
 ``learn(job)`` reads the stored cases that fit the configuration (``training_cases``), learns
 the network (``core.AffordanceLearner``), records in the model which stored cases it has seen,
-writes the model file atomically and returns the model with its report. It opens the case
-database read-only and changes nothing else, so it may run in any thread or process
-(``learn_worker`` runs it in a process of its own). A ``LearnJob`` holds everything it needs.
+writes it to a new file beside the model file (``LearnOutcome.file``, synced to disk) and returns
+the model with its report. It opens the case database read-only and changes nothing else, so it
+may run in any thread or process (``learn_worker`` runs it in a process of its own); the node
+alone puts the new file in place of the model file (``ModelManager.install_learned``: a learn
+that outlives its node replaces nothing). A ``LearnJob`` holds everything it needs.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +21,11 @@ from typing import Callable
 
 from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, LearnResult
 from ..core.learner import learning_config
+from ..core.network import current_umask
 from .storage import CaseStore, CaseStoreError
 from .training_cases import SkippedCases, new_cases, stored_cases
+
+LEARNED = ".learned-"  # in the name of a learned model's file until the node renames it
 
 
 @dataclass(frozen=True)
@@ -63,18 +71,20 @@ class LearnProgress:
 
 @dataclass(frozen=True)
 class LearnOutcome:
-    """A learned model (written to the model file already), what learning did, and the message for the user."""
+    """A learned model, written to ``file`` beside the model file (to be renamed over it), what learning did,
+    and the message for the user."""
 
     model: AffordanceNetwork
     result: LearnResult
     message: str
+    file: Path
 
 
 def learn(job: LearnJob, progress: Callable[[LearnProgress], None] | None = None) -> LearnOutcome:
     """Learn from the stored cases (with ``prior_strength`` > 0 and a current model: from the cases stored
-    since it, with it as the prior) and write the model file. Raises AffordanceError with the message for
-    the user. ``progress`` hears of every step; it may raise ``core.LearningCancelled`` to stop learning,
-    which then raises it here with nothing written (the current model stays)."""
+    since it, with it as the prior) and write the model to a new file beside the model file. Raises
+    AffordanceError with the message for the user. ``progress`` hears of every step; it may raise
+    ``core.LearningCancelled`` to stop learning, which then raises it here with nothing written."""
     started = time.monotonic()
     if job.structure not in STRUCTURES:
         raise AffordanceError(f"structure '{job.structure}' is not one of {list(STRUCTURES)}")
@@ -100,11 +110,28 @@ def learn(job: LearnJob, progress: Callable[[LearnProgress], None] | None = None
     model = learner.model_
     model.metadata["cases"] = marker
     try:
-        model.save(job.model_path)
+        written = write_beside(model, job.model_path)
     except OSError as exc:
         raise AffordanceError(
-            f"could not write the model to {job.model_path} ({exc}); the previous model stays") from None
-    return LearnOutcome(model, learner.result_, _report(job, learner.result_, prior is not None, skipped))
+            f"could not write the model beside {job.model_path} ({exc}); the previous model stays") from None
+    return LearnOutcome(model, learner.result_, _report(job, learner.result_, prior is not None, skipped), written)
+
+
+def write_beside(model: AffordanceNetwork, model_path: Path) -> Path:
+    """Write ``model`` to a new file in the folder of ``model_path`` (synced; named after it, this process and
+    ``LEARNED``), with the permissions of a new file; the new file's path."""
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{model_path.name}{LEARNED}{os.getpid()}-", dir=model_path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(model.to_dict(), f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
 
 
 def _report(job: LearnJob, result: LearnResult, with_prior: bool, skipped: SkippedCases) -> str:
@@ -123,4 +150,4 @@ def _report(job: LearnJob, result: LearnResult, with_prior: bool, skipped: Skipp
         + "".join(f"; warning: {warning}" for warning in result.warnings))
 
 
-__all__ = ["LearnJob", "LearnOutcome", "LearnProgress", "learn"]
+__all__ = ["LEARNED", "LearnJob", "LearnOutcome", "LearnProgress", "learn", "write_beside"]

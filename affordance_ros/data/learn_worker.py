@@ -1,140 +1,202 @@
-"""Learning in a worker process, so that the node's interpreter keeps answering while a learn runs.
+"""Learning in a process of its own, which dies with the node and never writes the model file.
 
 A learn is pure Python and numpy work for seconds; in a thread of the node's process it holds
 the interpreter lock often enough to delay every ~/predict by tens of milliseconds. Here it
-runs in a process of its own (the "spawn" context: a fresh interpreter, nothing of the
-node's DDS threads inherited), kept for the next learn. What it gets is a ``learn.LearnJob`` as
-plain data (the configuration and the current model as JSON, the paths); it runs ``learn.learn``
-(the case database opened read-only, the model file written atomically) and sends the
-``LearnOutcome`` back. The worker runs at a lower CPU priority (nice +10): on a busy machine the
-node's answers come first.
+runs in a child process (``python -m affordance_ros.data.learn_worker``: a fresh interpreter,
+nothing of the node's DDS threads inherited), kept for the next learn and restarted when it is
+found dead. What it gets is a ``learn.LearnJob`` as plain data (the configuration and the current
+model as JSON, the paths); it runs ``learn.learn`` (the case database opened read-only, the model
+written to a file of its own beside the model file, which the node renames over the model file,
+or not: ``ModelManager.install_learned``) and sends the ``LearnOutcome`` back. It runs at a lower
+CPU priority (nice +10): on a busy machine the node's answers come first.
 
-Progress and cancel cross the process boundary through a queue and an event handed to the
-worker when it starts: the worker puts every ``LearnProgress`` on the queue and stops (raising
-``LearningCancelled``, nothing written) at its next step once the event is set; the calling
-thread passes the steps to its own ``progress`` callback, which may ask to cancel.
+Node and worker talk over one socket pair (pickled messages): the job and "cancel" one way,
+progress and the outcome (or the error) the other. The worker reads its end in a thread of its
+own; when the node's process ends, however it ends (SIGKILL included), the kernel closes the
+node's end, that read sees the end of the stream, and the worker exits at once: it cannot finish
+a learn for a node that is gone. (``prctl(PR_SET_PDEATHSIG)`` would do the same for a child of
+a *thread*: the signal follows the thread that started the child, and the worker is restarted
+from whichever thread finds it dead; the socket follows the process.) Needing no semaphore (no
+``multiprocessing`` queue or event), it starts no resource tracker either.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
+import socket
+import subprocess
+import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+import time
+from multiprocessing.connection import Connection
 
 from ..core import AffordanceError, LearningCancelled
 from .learn import LearnJob, LearnOutcome, LearnProgress, learn
 
 NICENESS = 10
-POLL = 0.05  # seconds between looks at the worker's progress queue
-
-# In the worker process: where its progress goes and how it is told to stop (set by ``_background``).
-_steps = None
-_cancel = None
+POLL = 0.05            # seconds between looks at the worker while it learns
+PROGRESS_PERIOD = 0.02  # seconds between progress messages of one phase (every change of phase is sent)
 
 
-def run_job(job: dict) -> LearnOutcome:
-    """What the worker process runs: ``learn`` of the job (``LearnJob.to_dict``), its progress on the queue."""
-    def progress(step: LearnProgress) -> None:
-        if _cancel is not None and _cancel.is_set():
-            raise LearningCancelled("cancelled")
-        if _steps is not None:
-            _steps.put(step)
+class LearnWorker:
+    """One worker process for learning, started by ``start`` (or the first learn), restarted when found dead,
+    stopped by ``close``. ``learn`` may be called from any thread, one learn at a time."""
 
-    return learn(LearnJob.from_dict(job), progress)
+    def __init__(self):
+        self._process: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()       # starting and stopping the process
+        self._sending = threading.Lock()    # a job and a cancel may be sent from two threads
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id while it runs."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    def start(self) -> int:
+        """Start the process if it does not run (its imports take a second or two, which it spends while the
+        caller goes on); its process id."""
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                return self._process.pid
+            self._stop()
+            ours, theirs = socket.socketpair()
+            with theirs:
+                self._process = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno())],
+                                                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+            self._conn = Connection(ours.detach())
+            return self._process.pid
+
+    def learn(self, job: LearnJob, progress=None) -> LearnOutcome:
+        """``learn.learn(job)`` in the worker process; blocks the calling thread (not the interpreter).
+        ``progress(LearnProgress)`` hears of the steps in this thread; it may raise ``LearningCancelled``,
+        which stops the worker at its next step (nothing learned) and is raised here. A worker that died
+        while idle is replaced (also when it is found dead only as the job goes out); one that dies while
+        learning fails the learn (AffordanceError)."""
+        for attempt in (1, 2):
+            self.start()
+            conn, process = self._conn, self._process
+            try:
+                self._send(("learn", job.to_dict()))
+                return self._wait(conn, process, progress)
+            except (_Ended, OSError) as ended:
+                with self._lock:
+                    if self._process is process:
+                        self._stop()
+                if getattr(ended, "taken", True) or attempt == 2:
+                    raise AffordanceError("the learning process ended unexpectedly (out of memory? killed?); the "
+                                          "previous model stays") from None
+        raise AssertionError("unreachable")
+
+    def _wait(self, conn: Connection, process: subprocess.Popen, progress) -> LearnOutcome:
+        """The outcome of the job sent on ``conn``; _Ended if the process ends first."""
+        cancelled, taken = None, False
+        while True:
+            try:
+                if not conn.poll(POLL):
+                    if process.poll() is not None:
+                        raise EOFError
+                    continue
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                raise _Ended(taken) from None
+            if kind == "taken":
+                taken = True
+            elif kind == "progress":
+                try:
+                    if progress is not None and cancelled is None:
+                        progress(value)
+                except LearningCancelled as exc:
+                    cancelled = exc
+                    self.cancel()
+            elif kind == "done":
+                return value
+            else:
+                raise cancelled if cancelled is not None and isinstance(value, LearningCancelled) else value
+
+    def cancel(self) -> None:
+        """Ask a learn that is running to stop at its next step."""
+        try:
+            self._send(("cancel", None))
+        except (OSError, AttributeError):  # no worker, or it ended: nothing runs
+            pass
+
+    def close(self) -> None:
+        """Stop the worker process, a learn it is running included (nothing is then learned)."""
+        with self._lock:
+            self._stop()
+
+    def _send(self, message) -> None:
+        with self._sending:
+            self._conn.send(message)
+
+    def _stop(self) -> None:
+        process, conn, self._process, self._conn = self._process, self._conn, None, None
+        if conn is not None:
+            conn.close()  # the worker sees the end of its stream and exits
+        if process is not None:
+            if process.poll() is None:
+                process.kill()
+            process.wait(10.0)
 
 
-def _ready() -> int:
-    return os.getpid()
+class _Ended(Exception):
+    """The worker process ended before the outcome came; ``taken``: after it had taken the job."""
+
+    def __init__(self, taken: bool):
+        super().__init__(taken)
+        self.taken = taken
 
 
-def _background(steps=None, cancel=None) -> None:
-    """The worker's initializer: where progress goes, the cancel event, and a lower CPU priority, so that
-    the node's answers come first on a busy machine."""
-    global _steps, _cancel
-    _steps, _cancel = steps, cancel
+def serve(fd: int) -> int:
+    """The worker process: learn the jobs that come on the socket ``fd``, until the node's end closes."""
+    conn = Connection(fd)
     try:
         os.nice(NICENESS)
     except OSError:
         pass
+    jobs, cancel = queue.Queue(), threading.Event()
 
-
-class LearnWorker:
-    """One worker process for learning, started on first use (or ``start``) and kept until ``close``."""
-
-    def __init__(self, context: str = "spawn"):
-        self._context = multiprocessing.get_context(context)
-        self._pool: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
-        self._steps = self._cancel = None
-
-    def start(self):
-        """Start the process now (imports take a second or two) rather than at the first learn; a future
-        that is done once it runs, with the process id."""
-        with self._lock:
-            if self._pool is None:
-                self._steps, self._cancel = self._context.Queue(), self._context.Event()
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context, initializer=_background,
-                                                 initargs=(self._steps, self._cancel))
-            pool = self._pool
-        return pool.submit(_ready)
-
-    def learn(self, job: LearnJob, progress=None) -> LearnOutcome:
-        """``learn.learn(job)`` in the worker process; blocks the calling thread (not the interpreter).
-        ``progress(LearnProgress)`` hears of every step in this thread; it may raise ``LearningCancelled``,
-        which stops the worker at its next step (nothing written) and is raised here."""
-        try:
-            self.start()
-            self._cancel.clear()
-            self._drain(None)  # steps a cancelled learn left behind
-            future = self._pool.submit(run_job, job.to_dict())
-            cancelled = None
-            while not future.done():
-                try:
-                    self._drain(progress, timeout=POLL)
-                except LearningCancelled as exc:
-                    cancelled = exc
-                    self._cancel.set()
-            if cancelled is not None and future.exception() is not None:
-                raise cancelled  # (the worker stopped at its next step; a learn that finished first stands)
-            if cancelled is None:
-                self._drain(progress)
-            return future.result()
-        except BrokenProcessPool:
-            with self._lock:
-                self._pool = None   # the next learn starts a new process
-            raise AffordanceError("the learning process ended unexpectedly (out of memory?); the previous "
-                                  "model stays") from None
-
-    def _drain(self, progress, timeout: float = 0.0) -> None:
-        """Hand the worker's steps so far to ``progress`` (waiting up to ``timeout`` for the first)."""
+    def listen() -> None:  # the node's messages; the end of the stream (the node is gone) ends this process
         while True:
             try:
-                step = self._steps.get(timeout=timeout) if timeout else self._steps.get_nowait()
-            except (queue.Empty, OSError, ValueError):
-                return
-            timeout = 0.0
-            if progress is not None:
-                progress(step)
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                os._exit(0)
+            if kind == "cancel":
+                cancel.set()
+            else:
+                jobs.put(value)
 
-    def cancel(self) -> None:
-        """Ask a learn that is running to stop at its next step."""
-        if self._cancel is not None:
-            self._cancel.set()
-
-    def close(self) -> None:
-        """Stop the worker process, a learn it is running included (its model file is then not written)."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            processes = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in processes:
-                if process.is_alive():
-                    process.terminate()
-                process.join(5.0)
+    threading.Thread(target=listen, name="affordance_learn_node", daemon=True).start()
+    while True:
+        job = jobs.get()
+        cancel.clear()
+        conn.send(("taken", None))
+        try:
+            conn.send(("done", learn(LearnJob.from_dict(job), _progress(conn, cancel))))
+        except Exception as exc:  # noqa: BLE001 (the node raises it: AffordanceError, LearningCancelled, a bug)
+            conn.send(("error", exc))
 
 
-__all__ = ["LearnWorker", "run_job"]
+def _progress(conn: Connection, cancel: threading.Event):
+    """The progress callback of one learn in the worker: stops it when cancelled, sends the steps (every
+    change of phase, else at most every ``PROGRESS_PERIOD`` seconds)."""
+    last = {"phase": None, "time": 0.0}
+
+    def progress(step: LearnProgress) -> None:
+        if cancel.is_set():
+            raise LearningCancelled("cancelled")
+        now = time.monotonic()
+        if step.phase != last["phase"] or now - last["time"] >= PROGRESS_PERIOD:
+            last.update(phase=step.phase, time=now)
+            conn.send(("progress", step))
+    return progress
+
+
+__all__ = ["LearnWorker", "serve"]
+
+if __name__ == "__main__":
+    raise SystemExit(serve(int(sys.argv[1])))

@@ -1,10 +1,17 @@
 """The learner's state below ROS: the configuration, the case store, the current model, online updates.
 
 ``ModelManager`` is what the learner node owns below ROS: it loads the configuration and the
-model file and opens the case database; a learn (``learn.learn``, run by the node in its
-learning process: ``learn_worker``) is described by ``learn_job`` from this state, and its
-model made current by ``install``, which (with online learning) refines it with every newly
-stored case and writes it atomically to the model file on ``save_online``.
+model file and opens the case database (holding it against a second learner: ``DatabaseLock``);
+a learn (``learn.learn``, run by the node in its learning process: ``learn_worker``) is described
+by ``learn_job`` from this state, and its model put in place of the model file and made current
+by ``install_learned``; with online learning ``install`` refines it with every newly stored case
+and ``save_online`` writes it atomically to the model file.
+
+The model file is the node's: it remembers the file it loaded or wrote last (``FileIdentity``), and
+when another program has replaced or changed it since, an online save refuses to write over it (it
+says so) and a learn, which the user asked for, replaces it and says so. A model or configuration
+whose probability tables would not fit in memory is refused where it is loaded, with the size it
+would need (``table_problem``).
 
 Which stored cases a model has seen is kept in its metadata ("cases", see ``online_refiner``),
 so that online updates catch up on the cases stored while a learn ran or after a restart.
@@ -12,16 +19,22 @@ so that online updates catch up on the cases stored while a learn ran or after a
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import AffordanceError, AffordanceNetwork
-from .learn import LearnJob
+from .database_lock import DatabaseInUse, DatabaseLock
+from .learn import LEARNED, LearnJob, LearnOutcome
 from .online_refiner import OnlineRefiner
 from .pairing import PartValidator, SizeLimits
 from .storage import CaseStore, CaseStoreError
 from .training_cases import seen_until
 from .trial import TrialRecord
+
+# The largest probability tables a model may need, in numbers (8 bytes each): 10^8 is 800 MB.
+MAX_TABLE_ENTRIES = 100_000_000
 
 
 class StartupError(RuntimeError):
@@ -38,23 +51,33 @@ class OnlineUpdate:
 
 class ModelManager:
     """The configuration (and the ``parts`` it accepts), the case ``store``, the current ``model`` and,
-    with online learning, its ``online`` refiner. Used from one thread."""
+    with online learning, its ``online`` refiner. Used from one thread. ``owner`` (a node's name): hold the
+    database against other learners (StartupError naming the one that holds it)."""
 
     def __init__(self, config_path: str | Path, database_path: str | Path, model_path: str | Path,
-                 online_learning: bool = False, limits: SizeLimits = SizeLimits()):
+                 online_learning: bool = False, limits: SizeLimits = SizeLimits(), owner: str | None = None):
         self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
         try:
             self.config = AffordanceNetwork.load(self.config_path, what="configuration")
             self.parts = PartValidator(self.config, limits)
+            _check_tables(self.config, "the configuration")
         except (AffordanceError, ValueError) as exc:
             raise StartupError(f"config_path '{self.config_path}': {exc}") from None
         try:
+            self.lock = DatabaseLock(self.database_path, owner) if owner else None
+        except (DatabaseInUse, OSError) as exc:
+            raise StartupError(str(exc)) from None
+        try:
             self.store = CaseStore(self.database_path)
         except CaseStoreError as exc:
+            if self.lock is not None:
+                self.lock.release()
             raise StartupError(str(exc)) from None
         self.online_learning = online_learning
         self.model: AffordanceNetwork | None = None
         self.online: OnlineRefiner | None = None
+        self.model_file: FileIdentity | None = None  # the model file as the node loaded or wrote it last
+        _remove_leftovers(self.model_path)
 
     def load(self) -> str | None:
         """Load the model file if there is one; returns why it is not used, or None."""
@@ -67,10 +90,11 @@ class ModelManager:
             mismatch = config_mismatch(model, self.config)
             if mismatch:
                 raise AffordanceError(f"it does not fit the configuration: {mismatch}")
+            _check_tables(model, "it")
         except AffordanceError as exc:
             return (f"not using the model in {self.model_path}: {exc}. Predictions wait for the next ~/learn, "
                     "which replaces that file.")
-        self.model = model
+        self.model, self.model_file = model, FileIdentity.of(self.model_path)
         return None
 
     def current_model(self) -> AffordanceNetwork | None:
@@ -84,6 +108,22 @@ class ModelManager:
         ``prior_strength`` > 0), writing the model file."""
         return LearnJob(self.config, self.config_path, self.database_path, self.model_path, structure,
                         float(prior_strength), self.current_model())
+
+    def install_learned(self, outcome: LearnOutcome) -> tuple[list[OnlineUpdate], str]:
+        """A learned model replaces the model file (its file is renamed over it: atomic) and takes over
+        (``install``). AffordanceError, and nothing changed, when its tables are too large."""
+        try:
+            _check_tables(outcome.model, "the learned model")
+        except AffordanceError:
+            outcome.file.unlink(missing_ok=True)
+            raise
+        changed = self._changed_on_disk()
+        os.replace(outcome.file, self.model_path)
+        _sync_folder(self.model_path)
+        self.model_file = FileIdentity.of(self.model_path)
+        updates, message = self.install(outcome.model)
+        note = f"{changed}; the learned model replaced it" if changed else ""
+        return updates, "; ".join(m for m in (note, message) if m)
 
     def install(self, model: AffordanceNetwork) -> tuple[list[OnlineUpdate], str]:
         """``model`` takes over; with online learning, updates (re)start from it, first with the stored
@@ -117,14 +157,88 @@ class ModelManager:
         return self.online is not None and self.online.unsaved
 
     def save_online(self) -> None:
-        """Write the online-updated model to the model file (atomically). Raises OSError."""
+        """Write the online-updated model to the model file (atomically). Raises OSError (ModelFileChanged
+        when another program changed the model file since the node loaded or wrote it: it is not touched)."""
         if not self.unsaved:
             return
+        changed = self._changed_on_disk()
+        if changed:
+            raise ModelFileChanged(f"{changed}, so online updates are not written over it (restart the node to "
+                                   "use that file, or call ~/learn to replace it)")
         self.current_model().save(self.model_path)
+        self.model_file = FileIdentity.of(self.model_path)
         self.online.unsaved = False
+
+    def _changed_on_disk(self) -> str:
+        """'' if the model file is as the node loaded or wrote it last, else what happened to it."""
+        if FileIdentity.of(self.model_path) == self.model_file:
+            return ""
+        return f"the model file {self.model_path} was " + ("removed" if not self.model_path.exists() else
+                                                          "replaced or changed by another program")
 
     def close(self) -> None:
         self.store.close()
+        if self.lock is not None:
+            self.lock.release()
+
+
+class ModelFileChanged(OSError):
+    """The model file is not the one the node loaded or wrote last."""
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """A file as it was: device, inode, size and modification time (an atomic rename makes a new inode)."""
+
+    device: int
+    inode: int
+    size: int
+    modified: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileIdentity | None:
+        try:
+            status = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return cls(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def table_problem(network: AffordanceNetwork, limit: int = MAX_TABLE_ENTRIES) -> str:
+    """'' if the probability tables of ``network`` (each variable's values times its parents') fit in
+    ``limit`` numbers, else the size they would need."""
+    cards = {v.name: len(v.values) if v.values else 1 for v in network.variables}  # (values not known yet: 1)
+    sizes = {v.name: cards[v.name] * math.prod(cards[p] for p in v.parents or ()) for v in network.variables}
+    total = sum(sizes.values())
+    if total <= limit:
+        return ""
+    largest = max(sizes, key=sizes.get)
+    return (f"its probability tables would need {total:,} numbers ({total * 8 / 1e9:,.1f} GB; the largest, of "
+            f"'{largest}' given {list(network[largest].parents or ())}, {sizes[largest]:,}), more than the {limit:,} "
+            "the node allows: use fewer values or fewer parents")
+
+
+def _check_tables(network: AffordanceNetwork, what: str) -> None:
+    problem = table_problem(network)
+    if problem:
+        raise AffordanceError(f"{what}: {problem}")
+
+
+def _sync_folder(path: Path) -> None:
+    """The rename of ``path`` made durable."""
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _remove_leftovers(model_path: Path) -> None:
+    """Remove learned models' files a learning process that was killed left beside the model file."""
+    for leftover in model_path.parent.glob(f".{model_path.name}{LEARNED}*"):
+        pid = leftover.name[len(f".{model_path.name}{LEARNED}"):].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            leftover.unlink(missing_ok=True)
 
 
 def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
@@ -139,4 +253,5 @@ def config_mismatch(model: AffordanceNetwork, config: AffordanceNetwork) -> str:
     return ""
 
 
-__all__ = ["ModelManager", "OnlineUpdate", "StartupError", "config_mismatch"]
+__all__ = ["MAX_TABLE_ENTRIES", "FileIdentity", "ModelFileChanged", "ModelManager", "OnlineUpdate", "StartupError",
+           "config_mismatch", "table_problem"]

@@ -25,6 +25,9 @@ The node converts its messages into (kind, trial_id, stamp, payload).
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -109,29 +112,103 @@ class DroppedTrial:
 class _Pending:
     trial_id: str
     started: float  # data time when its first part arrived
+    sequence: int   # the order trials started in
+    anchor: float = 0.0  # the stamp of its first part (trials paired by stamp)
     parts: dict = field(default_factory=dict)  # kind -> (stamp, payload)
 
     def stamps(self) -> list[float]:
         return [stamp for stamp, _ in self.parts.values()]
 
 
+class StampedTrials:
+    """The trials without a trial_id being paired, in the order they started, found by stamp.
+
+    Every part of such a trial lies within ``slop`` of each of its other parts, so of its first part's
+    stamp (its anchor): the trials a part may belong to are those still missing its kind with an
+    anchor within ``slop`` of its stamp, found by bisection in one sorted list per kind. A flood of
+    parts of one kind therefore costs a logarithm per part, not a pass over every trial waiting.
+    """
+
+    def __init__(self, slop: float):
+        self.slop = slop
+        self.trials: dict[int, _Pending] = {}  # sequence -> trial, in the order they started
+        self._missing = {kind: [] for kind in GROUPS}  # kind -> sorted (anchor, sequence) of trials without it
+        self._held: set[tuple[str, float]] = set()     # (kind, stamp) of every part held
+
+    def __len__(self) -> int:
+        return len(self.trials)
+
+    def match(self, kind: str, stamp: float) -> _Pending | None:
+        """The trial a part of ``kind`` stamped ``stamp`` completes best (the nearest, all its stamps within
+        ``slop``), None for none; DuplicatePartError for a part of that kind and stamp held already."""
+        if (kind, stamp) in self._held:
+            raise DuplicatePartError(f"a '{kind}' part with stamp {stamp:.6f} s and no trial_id was already received")
+        index = self._missing[kind]
+        low = bisect.bisect_left(index, (stamp - self.slop, -1))
+        best, best_distance = None, None
+        for _, sequence in index[low:bisect.bisect_right(index, (stamp + self.slop, math.inf))]:
+            trial = self.trials[sequence]
+            distance = max(abs(stamp - s) for s in trial.stamps())
+            if distance <= self.slop and (best is None or distance < best_distance):
+                best, best_distance = trial, distance
+        return best
+
+    def start(self, trial: _Pending, kind: str, stamp: float, payload) -> None:
+        """A new trial, with its first part."""
+        trial.anchor = stamp
+        self.trials[trial.sequence] = trial
+        for other in GROUPS:
+            if other != kind:
+                bisect.insort(self._missing[other], (stamp, trial.sequence))
+        self._held.add((kind, stamp))
+        trial.parts[kind] = (stamp, payload)
+
+    def add(self, trial: _Pending, kind: str, stamp: float, payload) -> None:
+        """Another part of ``trial``."""
+        self._unindex(trial, kind)
+        self._held.add((kind, stamp))
+        trial.parts[kind] = (stamp, payload)
+
+    def remove(self, trial: _Pending) -> None:
+        del self.trials[trial.sequence]
+        for kind in GROUPS:
+            if kind in trial.parts:
+                self._held.discard((kind, trial.parts[kind][0]))
+            else:
+                self._unindex(trial, kind)
+
+    def _unindex(self, trial: _Pending, kind: str) -> None:
+        index, key = self._missing[kind], (trial.anchor, trial.sequence)
+        del index[bisect.bisect_left(index, key)]
+
+
 class TrialAssembler:
     """For every message: ``observe`` (returns the trials that timed out), then ``add`` if the part is
-    valid (returns the trial it completes). Call ``expire`` between messages with the receive clock."""
+    valid (returns the trial it completes). Call ``expire`` between messages with the receive clock.
 
-    def __init__(self, slop: float = DEFAULT_SLOP, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT):
+    ``max_pending``: at most this many trials wait for parts (0: no limit); beyond it the oldest are
+    dropped by ``observe``. ``remember_completed``: how many completed trial ids are remembered to tell
+    a part sent again after its trial completed (0: none; the node's intake knows its stored trials)."""
+
+    def __init__(self, slop: float = DEFAULT_SLOP, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT, max_pending: int = 0,
+                 remember_completed: int = _REMEMBERED_IDS):
         if not slop >= 0:
             raise ValueError(f"slop must be >= 0 seconds, got {slop}")
         if not trial_timeout > 0:
             raise ValueError(f"trial_timeout must be > 0 seconds, got {trial_timeout}")
+        if max_pending < 0:
+            raise ValueError(f"max_pending must be >= 0 (0: no limit), got {max_pending}")
         self.slop = float(slop)
         self.trial_timeout = float(trial_timeout)
+        self.max_pending = max_pending
+        self.remember_completed = remember_completed
         self.counts = {"completed": 0, "duplicate_parts": 0, "dropped": 0}
         self.data_time: float | None = None     # the latest header stamp seen
         self._stamped = False                   # whether data time comes from a stamp yet
         self.last_arrival: float | None = None  # receive-clock time of the latest message
         self._by_id: dict[str, _Pending] = {}
-        self._by_stamp: list[_Pending] = []
+        self._by_stamp = StampedTrials(self.slop)
+        self._sequence = 0
         self._completed_ids: OrderedDict[str, None] = OrderedDict()
 
     @property
@@ -139,9 +216,14 @@ class TrialAssembler:
         """Trials waiting for a part."""
         return len(self._by_id) + len(self._by_stamp)
 
+    def waiting_for(self, trial_id: str) -> bool:
+        """Whether the trial ``trial_id`` has parts here, waiting for the others."""
+        return trial_id in self._by_id
+
     def observe(self, stamp: float | None, now: float) -> list[DroppedTrial]:
         """A message stamped ``stamp`` arrived at ``now`` (receive clock): data time moves on, and
-        the trials it leaves more than ``trial_timeout`` behind are dropped and returned."""
+        the trials it leaves more than ``trial_timeout`` behind are dropped and returned (and the oldest
+        beyond ``max_pending``, making room for one more)."""
         previous, self.last_arrival = self.last_arrival, now
         if stamp is None or not stamp > 0:  # no stamp: the receive clock stands in
             self.data_time = self._data_time() + (max(0.0, now - previous) if previous is not None else 0.0)
@@ -154,12 +236,16 @@ class TrialAssembler:
         elif stamp > self.data_time:
             self.data_time = stamp
         late = []
-        for pendings in (self._by_id.values(), self._by_stamp):  # each in the order they started
+        for pendings in (self._by_id.values(), self._by_stamp.trials.values()):  # each in the order they started
             for pending in pendings:
                 if self.data_time - pending.started <= self.trial_timeout:
                     break
                 late.append(pending)
-        return self._drop(late, f"while the header stamps moved on by trial_timeout {self.trial_timeout:g} s")
+        dropped = self._drop(late, f"while the header stamps moved on by trial_timeout {self.trial_timeout:g} s")
+        if self.max_pending and self.pending >= self.max_pending:
+            dropped += self._drop(self._oldest(self.pending - self.max_pending + 1),
+                                  f"while max_pending_trials {self.max_pending} trials waited for parts")
+        return dropped
 
     def add(self, kind: str, trial_id: str, stamp: float | None, payload, now: float) -> Trial | None:
         """Add one part (``observe`` it first); return the trial it completes, or None while parts are missing.
@@ -172,9 +258,9 @@ class TrialAssembler:
             raise ValueError(f"unknown part kind '{kind}'; expected one of {list(GROUPS)}")
         if trial_id:
             pending = self._pending_by_id(kind, trial_id)
+            pending.parts[kind] = (stamp, payload)
         else:
-            pending = self._pending_by_stamp(kind, stamp)
-        pending.parts[kind] = (stamp, payload)
+            pending = self._pending_by_stamp(kind, stamp, payload)
         if len(pending.parts) < len(GROUPS):
             return None
         return self._complete(pending, now)
@@ -193,15 +279,22 @@ class TrialAssembler:
         self._completed_ids.pop(trial_id, None)
 
     def _pendings(self) -> list[_Pending]:
-        return [*self._by_id.values(), *self._by_stamp]
+        return [*self._by_id.values(), *self._by_stamp.trials.values()]
+
+    def _oldest(self, n: int) -> list[_Pending]:
+        """The ``n`` trials to drop when too many wait: those with one part first (a flood of parts of trials
+        that never complete goes before a trial whose last part is merely late), the oldest of each."""
+        lone, others = [], []
+        for trial in heapq.merge(self._by_id.values(), self._by_stamp.trials.values(), key=lambda t: t.sequence):
+            (lone if len(trial.parts) == 1 else others).append(trial)
+            if len(lone) >= n:
+                break
+        return lone + others[:n - len(lone)]
 
     def _drop(self, pendings: list[_Pending], why: str) -> list[DroppedTrial]:
         dropped = []
         for pending in pendings:
-            if pending.trial_id:
-                del self._by_id[pending.trial_id]
-            else:
-                self._by_stamp.remove(pending)
+            self._remove(pending)
             missing = [k for k in GROUPS if k not in pending.parts]
             stamps = pending.stamps()
             dropped.append(DroppedTrial(
@@ -212,6 +305,16 @@ class TrialAssembler:
         return dropped
 
     # ---------------------------------------------------------------- helpers
+    def _new(self, trial_id: str) -> _Pending:
+        self._sequence += 1
+        return _Pending(trial_id, self._data_time(), self._sequence)
+
+    def _remove(self, pending: _Pending) -> None:
+        if pending.trial_id:
+            del self._by_id[pending.trial_id]
+        else:
+            self._by_stamp.remove(pending)
+
     def _pending_by_id(self, kind: str, trial_id: str) -> _Pending:
         if trial_id in self._completed_ids:
             self.counts["duplicate_parts"] += 1
@@ -219,31 +322,27 @@ class TrialAssembler:
                                      "again")
         pending = self._by_id.get(trial_id)
         if pending is None:
-            pending = self._by_id[trial_id] = _Pending(trial_id, self._data_time())
+            pending = self._by_id[trial_id] = self._new(trial_id)
         elif kind in pending.parts:
             self.counts["duplicate_parts"] += 1
             raise DuplicatePartError(f"trial '{quoted(trial_id)}' already has its '{kind}' part; kept the first one")
         return pending
 
-    def _pending_by_stamp(self, kind: str, stamp: float | None) -> _Pending:
+    def _pending_by_stamp(self, kind: str, stamp: float | None, payload) -> _Pending:
         if stamp is None or stamp <= 0:
             raise PairingError(f"'{kind}' part with no trial_id and no header stamp: cannot pair it; "
                                "set header.stamp or trial_id")
-        best, best_distance = None, None
-        for pending in self._by_stamp:
-            if kind in pending.parts:
-                if pending.parts[kind][0] == stamp:
-                    self.counts["duplicate_parts"] += 1
-                    raise DuplicatePartError(
-                        f"a '{kind}' part with stamp {stamp:.6f} s and no trial_id was already received")
-                continue
-            distance = max(abs(stamp - s) for s in pending.stamps())
-            if distance <= self.slop and (best is None or distance < best_distance):
-                best, best_distance = pending, distance
-        if best is None:
-            best = _Pending("", self._data_time())
-            self._by_stamp.append(best)
-        return best
+        try:
+            pending = self._by_stamp.match(kind, stamp)
+        except DuplicatePartError:
+            self.counts["duplicate_parts"] += 1
+            raise
+        if pending is None:
+            pending = self._new("")
+            self._by_stamp.start(pending, kind, stamp, payload)
+        else:
+            self._by_stamp.add(pending, kind, stamp, payload)
+        return pending
 
     def _data_time(self) -> float:
         return self.data_time if self.data_time is not None else 0.0
@@ -253,13 +352,10 @@ class TrialAssembler:
         trial_id = pending.trial_id or f"stamp-{action_stamp:.6f}"
         trial = Trial(trial_id=trial_id, action=action, object_features=dict(pending.parts["object"][1]),
                       effects=dict(pending.parts["effect"][1]), stamp=action_stamp, received=now)
-        if pending.trial_id:
-            del self._by_id[pending.trial_id]
-        else:
-            self._by_stamp.remove(pending)
-        if pending.trial_id:
+        self._remove(pending)
+        if pending.trial_id and self.remember_completed:
             self._completed_ids[trial_id] = None
-            if len(self._completed_ids) > _REMEMBERED_IDS:
+            if len(self._completed_ids) > self.remember_completed:
                 self._completed_ids.popitem(last=False)
         self.counts["completed"] += 1
         return trial

@@ -19,12 +19,13 @@ Schema (PRAGMA user_version = 1)::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -68,57 +69,45 @@ class CaseStoreError(RuntimeError):
 
 
 class CaseStore:
-    """Records of trials in an SQLite file; ``add`` commits before it returns.
+    """Records of trials in an SQLite file; ``insert`` and ``insert_many`` commit before they return.
 
     ``read_only``: open an existing database for reading only (it is never created or changed).
+    ``busy_timeout``: seconds a statement waits for another program's lock before it fails ("database is locked").
+
+    A writable store reads on a connection of its own (a read never waits for a commit, nor for another
+    program's lock: WAL readers do not wait for writers) and keeps its file open (``OpenedFile``):
+    ``file_problem`` says when the path no longer names it (removed, replaced), and ``recover`` writes what
+    the open database holds to a new file at the path and goes on in it.
     """
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, busy_timeout: float = 10.0):
         self.path = Path(path)
         self.read_only = read_only
-        try:
-            if read_only:
-                if not self.path.is_file():
-                    raise CaseStoreError(f"case database '{self.path}' does not exist")
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, check_same_thread=False,
-                                             isolation_level=None)
-            else:
-                if self.path.is_file() and self.path.stat().st_size > 0:
-                    _inspect(self.path, busy_timeout)  # before any write: refuse what is not ours or is damaged
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._conn = sqlite3.connect(self.path, timeout=busy_timeout, check_same_thread=False,
-                                             isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise CaseStoreError(f"cannot open the case database '{self.path}': {exc}") from None
+        self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
-        try:
-            self._prepare()
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise CaseStoreError(f"'{self.path}' is not a usable case database: {exc}") from None
-        except CaseStoreError:
-            self._conn.close()
-            raise
+        self._read_lock = threading.Lock() if not read_only else self._lock
+        self._conn: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._file: OpenedFile | None = None
+        self._open()
 
-    def _prepare(self) -> None:
-        conn = self._conn
-        conn.execute("PRAGMA foreign_keys = ON")
+    def _open(self, create: bool = True) -> None:
+        self._conn = self._reader = _connect(self.path, self.read_only, self.busy_timeout, create)
         if not self.read_only:
-            conn.execute("PRAGMA journal_mode = WAL")
-            # FULL: a committed case survives a power cut too, not only a crash of the process.
-            conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
-        try:
-            if _check_schema(conn, self.path, self.read_only) == 0:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            try:
+                self._file = OpenedFile(self.path)
+                self._reader = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False,
+                                               isolation_level=None)
+                self._reader.execute("PRAGMA query_only = ON")
+            except (OSError, sqlite3.Error) as exc:
+                self._conn.close()
+                raise CaseStoreError(f"cannot open the case database '{self.path}': {exc}") from None
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a statement waits for another program's lock from now on."""
+        with self._lock:
+            self.busy_timeout = seconds
+            self._conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
 
     # ------------------------------------------------------------------ write
     def add(self, record: TrialRecord) -> bool:
@@ -128,59 +117,98 @@ class CaseStore:
     def insert(self, record: TrialRecord) -> int | None:
         """Store one record and commit; its case id (ids grow with every case stored), or None (and
         nothing changed) if its trial_id is already stored."""
-        if not isinstance(record, TrialRecord):
-            raise TypeError(f"the case store takes a TrialRecord (data.trial), not {type(record).__name__}")
+        return self.insert_many([record])[0]
+
+    def insert_many(self, records: Sequence[TrialRecord]) -> list[int | None]:
+        """Store the records in one transaction (one commit, one sync to disk); the case id of each, or None
+        for a record whose trial_id is stored already (or earlier in ``records``: the first one is kept)."""
+        for record in records:
+            if not isinstance(record, TrialRecord):
+                raise TypeError(f"the case store takes a TrialRecord (data.trial), not {type(record).__name__}")
+        case_ids, readings = [], []
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                cursor = conn.execute(
-                    "INSERT INTO cases (trial_id, stamp, action_variable, action, received) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (trial_id) DO NOTHING",
-                    (record.trial_id, record.stamp, record.action_variable, record.action, record.received))
-                if cursor.rowcount == 0:
-                    conn.execute("ROLLBACK")
-                    return None
-                case_id = cursor.lastrowid
-                conn.executemany("INSERT INTO readings (case_id, source, sensor, value) VALUES (?, ?, ?, ?)",
-                                 [(case_id, kind, sensor, value) for kind in SENSOR_GROUPS
-                                  for sensor, value in record.part(kind).items()])
+                for record in records:
+                    cursor = conn.execute(
+                        "INSERT INTO cases (trial_id, stamp, action_variable, action, received) "
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (trial_id) DO NOTHING",
+                        (record.trial_id, record.stamp, record.action_variable, record.action, record.received))
+                    case_id = cursor.lastrowid if cursor.rowcount else None
+                    case_ids.append(case_id)
+                    if case_id is not None:
+                        readings += [(case_id, kind, sensor, value) for kind in SENSOR_GROUPS
+                                     for sensor, value in record.part(kind).items()]
+                conn.executemany("INSERT INTO readings (case_id, source, sensor, value) VALUES (?, ?, ?, ?)", readings)
                 conn.execute("COMMIT")
             except BaseException:
                 # (a KeyboardInterrupt may land after COMMIT went through: then there is nothing to roll back,
-                # and the case is stored)
+                # and the cases are stored)
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        return case_id
+        return case_ids
+
+    # ------------------------------------------------------------ the file
+    def file_problem(self) -> str:
+        """'' while the path names the database file this store opened; else what happened to it."""
+        with self._lock:
+            return "" if self._file is None else self._file.problem()
+
+    def recover(self) -> str:
+        """When the file was removed while open: write what the open database holds to a new file at the
+        path (a backup through the open connection) and go on in that file. '' once the path names this
+        store's database again, else why that cannot be done now (nothing is then changed)."""
+        with self._lock, self._read_lock:
+            problem = "" if self.read_only else self._file.problem()
+            if not problem:
+                return ""
+            if not self.path.parent.is_dir():
+                return f"{problem}; waiting for the folder to exist again"
+            if os.path.lexists(self.path):
+                return f"{problem}; move that file away and the node writes its database there again"
+            _recover(self._conn, self.path)
+            self._reader.close()
+            self._conn.close()
+            self._file.close()
+            for leftover in (f"{self.path}-wal", f"{self.path}-shm"):  # the removed database's, if it left them
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+            try:
+                self._open(create=False)  # (never an empty database, if the file went again meanwhile)
+            except CaseStoreError as exc:
+                self._file = OpenedFile(self.path, gone=f"{exc}: restart the node")
+                raise
+        return ""
 
     # ------------------------------------------------------------------- read
     def count(self) -> int:
-        with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
+        with self._read_lock:
+            return self._reader.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
 
     def contains(self, trial_id: str) -> bool:
-        with self._lock:
-            return self._conn.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
+        with self._read_lock:
+            return self._reader.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
 
     def record_of(self, trial_id: str) -> TrialRecord | None:
         """The stored record of a trial, None if it is not stored."""
-        with self._lock:
-            self._conn.execute("BEGIN")
+        with self._read_lock:
+            self._reader.execute("BEGIN")
             try:
-                case = self._conn.execute("SELECT id, trial_id, stamp, action_variable, action, received FROM cases "
+                case = self._reader.execute("SELECT id, trial_id, stamp, action_variable, action, received FROM cases "
                                           "WHERE trial_id = ?", (trial_id,)).fetchone()
-                readings = [] if case is None else self._conn.execute(
+                readings = [] if case is None else self._reader.execute(
                     "SELECT case_id, source, sensor, value FROM readings WHERE case_id = ? ORDER BY rowid",
                     (case[0],)).fetchall()
             finally:
-                self._conn.execute("COMMIT")
+                self._reader.execute("COMMIT")
         return None if case is None else _records([case], readings)[0][1]
 
     def trial_id_of(self, case_id: int) -> str | None:
         """The trial_id of the case with this id, None if there is none."""
-        with self._lock:
-            row = self._conn.execute("SELECT trial_id FROM cases WHERE id = ?", (case_id,)).fetchone()
+        with self._read_lock:
+            row = self._reader.execute("SELECT trial_id FROM cases WHERE id = ?", (case_id,)).fetchone()
         return row[0] if row else None
 
     def records(self) -> list[TrialRecord]:
@@ -189,18 +217,18 @@ class CaseStore:
 
     def numbered_records(self, after: int = 0) -> list[tuple[int, TrialRecord]]:
         """(case id, record) of the stored cases with an id above ``after``, oldest first."""
-        with self._lock:
+        with self._read_lock:
             # One read transaction: a case added meanwhile is seen whole or not at all.
-            self._conn.execute("BEGIN")
+            self._reader.execute("BEGIN")
             try:
-                cases = self._conn.execute(
+                cases = self._reader.execute(
                     "SELECT id, trial_id, stamp, action_variable, action, received FROM cases WHERE id > ? "
                     "ORDER BY id", (after,)).fetchall()
-                readings = self._conn.execute(
+                readings = self._reader.execute(
                     "SELECT case_id, source, sensor, value FROM readings WHERE case_id > ? ORDER BY case_id, rowid",
                     (after,)).fetchall()
             finally:
-                self._conn.execute("COMMIT")
+                self._reader.execute("COMMIT")
         return _records(cases, readings)
 
     def column_chunks(self, after: int = 0, chunk_size: int = 100_000) -> Iterator[CaseColumns]:
@@ -211,32 +239,135 @@ class CaseStore:
             raise ValueError("chunk_size must be an integer >= 1")
         last = after
         while True:
-            with self._lock:
-                self._conn.execute("BEGIN")
+            with self._read_lock:
+                self._reader.execute("BEGIN")
                 try:
-                    cases = self._conn.execute(
+                    cases = self._reader.execute(
                         "SELECT id, trial_id, action_variable, action FROM cases WHERE id > ? ORDER BY id LIMIT ?",
                         (last, chunk_size)).fetchall()
                     if not cases:
                         return
-                    readings = self._conn.execute(
+                    readings = self._reader.execute(
                         "SELECT case_id, sensor, value FROM readings WHERE case_id > ? AND case_id <= ?",
                         (last, cases[-1][0])).fetchall()
                 finally:
-                    self._conn.execute("COMMIT")
+                    self._reader.execute("COMMIT")
             yield _columns(cases, readings)
             last = cases[-1][0]
 
     # -------------------------------------------------------------- lifetime
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock if not self.read_only else contextlib.nullcontext():
             self._conn.close()
+            if not self.read_only:
+                self._reader.close()
+                self._file.close()
 
     def __enter__(self) -> "CaseStore":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class OpenedFile:
+    """A database file as it was opened: its identity (device, inode) and a descriptor of it held open, so
+    that ``problem`` can tell whether its path still names it (a removed file lives on while it is open)."""
+
+    def __init__(self, path: Path, gone: str = ""):
+        self.path = path
+        self.gone = gone  # why the store lost it for good (then nothing is opened)
+        self.fd = None if gone else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        status = None if gone else os.fstat(self.fd)
+        self.identity = None if gone else (status.st_dev, status.st_ino)
+
+    def problem(self) -> str:
+        """'' while the path names this file; else what happened (removed, its folder removed, replaced)."""
+        if self.gone:
+            return self.gone
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            if not self.path.parent.is_dir():
+                return f"the folder {self.path.parent} of the case database was removed"
+            return f"the case database {self.path} was removed"
+        if (status.st_dev, status.st_ino) != self.identity or os.fstat(self.fd).st_nlink == 0:
+            return f"{self.path} now names another file than the case database that was opened"
+        return ""
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+def _recover(conn: sqlite3.Connection, path: Path) -> None:
+    """Copy the database open on ``conn`` to a new file at ``path`` (which must not exist): written beside it,
+    synced, then linked to ``path`` (atomic; fails rather than replace a file that appeared meanwhile)."""
+    temporary = path.with_name(f".{path.name}.recovering-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    copy = sqlite3.connect(temporary, isolation_level=None)
+    try:
+        copy.execute("PRAGMA synchronous = FULL")
+        conn.backup(copy)
+    finally:
+        copy.close()
+    try:
+        os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _connect(path: Path, read_only: bool, busy_timeout: float, create: bool = True) -> sqlite3.Connection:
+    """A connection to the case database at ``path`` (created if missing when ``create`` and not ``read_only``),
+    checked and prepared (WAL, synchronous FULL, the schema); CaseStoreError saying what is wrong."""
+    try:
+        if read_only or not create:
+            if not path.is_file():
+                raise CaseStoreError(f"case database '{path}' does not exist")
+        if read_only:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout,
+                                   check_same_thread=False, isolation_level=None)
+        else:
+            if path.is_file() and path.stat().st_size > 0:
+                _inspect(path, busy_timeout)  # before any write: refuse what is not ours or is damaged
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise CaseStoreError(f"cannot open the case database '{path}': {exc}") from None
+    try:
+        _prepare(conn, path, read_only)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise CaseStoreError(f"'{path}' is not a usable case database: {exc}") from None
+    except CaseStoreError:
+        conn.close()
+        raise
+    return conn
+
+
+def _prepare(conn: sqlite3.Connection, path: Path, read_only: bool) -> None:
+    conn.execute("PRAGMA foreign_keys = ON")
+    if not read_only:
+        conn.execute("PRAGMA journal_mode = WAL")
+        # FULL: a committed case survives a power cut too, not only a crash of the process.
+        conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("BEGIN" if read_only else "BEGIN IMMEDIATE")
+    try:
+        if _check_schema(conn, path, read_only) == 0:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _inspect(path: Path, busy_timeout: float) -> None:

@@ -3,11 +3,15 @@
 A trial_id with a newline would forge a log line, ANSI escape codes would recolour a terminal, and
 a 1 MB sensor name copied into every warning fills the disk: everything the learner logs or puts in
 a reply that came from a message goes through ``printable`` (whole messages) or ``quoted`` (a name).
+And a flood of bad messages must not become a flood of log lines: ``RepeatedMessages`` logs the first
+of a kind and then one line per period with how many more came.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from typing import Callable
 
 # Longest log line or reply message: longer ones are cut, saying how much was left out.
 MAX_MESSAGE_LENGTH = 2000
@@ -38,3 +42,48 @@ def printable(text, limit: int = MAX_MESSAGE_LENGTH) -> str:
 def quoted(text, limit: int = MAX_QUOTED_LENGTH) -> str:
     """A name to quote in a message: ``printable`` with a short ``limit``."""
     return printable(text, limit)
+
+
+_VARYING = re.compile(r"'[^']*'|-?\d[\d.e+-]*")
+
+
+def shape(message: str) -> str:
+    """``message`` without what varies between messages of one kind (quoted names, numbers): a key under which
+    ``RepeatedMessages`` counts them."""
+    return _VARYING.sub("_", message[:300])
+
+
+class RepeatedMessages:
+    """Log lines a flood cannot multiply: per kind of message (``key``), the first is logged at once and the
+    others within ``period`` seconds are only counted, then told in one line (how many, the latest of them)
+    when the period is over: at the next message of that kind, or at ``flush``, which the caller calls
+    regularly. ``log(level, message)`` writes a line; ``clock`` gives seconds."""
+
+    def __init__(self, log: Callable[[str, str], None], period: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.log, self.period, self.clock = log, period, clock
+        self._periods: dict[str, list] = {}  # key -> [start, count held back, level, latest message]
+
+    def __call__(self, key: str, level: str, message: str) -> None:
+        now = self.clock()
+        held = self._periods.get(key)
+        if held is not None and now - held[0] < self.period:
+            held[1:] = [held[1] + 1, level, message]
+            return
+        if held is not None:
+            self._tell(key, held, now)
+        self._periods[key] = [now, 0, level, ""]
+        self.log(level, message)
+
+    def flush(self, force: bool = False) -> None:
+        """Tell what was held back in the periods that are over (``force``: in every period)."""
+        now = self.clock()
+        for key, held in list(self._periods.items()):
+            if force or now - held[0] >= self.period:
+                self._tell(key, held, now)
+                del self._periods[key]
+
+    def _tell(self, key: str, held: list, now: float) -> None:
+        start, count, level, latest = held
+        if count:
+            self.log(level, f"{count} more like that in the last {now - start:.0f} s; the latest: {latest}")

@@ -42,13 +42,16 @@ def check_size(request, limits: SizeLimits) -> None:
                     limits.check_name(item, f"entry of '{name}'")
 
 
+TOO_LARGE = "request too large: "  # how the answer to a request beyond the size limits starts
+
+
 def checked(limits: SizeLimits, request, fill: Callable) -> Callable:
     """``fill``, after the request's sizes are checked (a request too large is answered in a few words)."""
     def fill_checked(model: AffordanceNetwork, response) -> None:
         try:
             check_size(request, limits)
         except PairingError as exc:
-            raise ValueError(f"request too large: {exc}") from None
+            raise ValueError(f"{TOO_LARGE}{exc}") from None
         fill(model, response)
     return fill_checked
 

@@ -18,6 +18,7 @@ from rosgraph_msgs.msg import Clock
 from ..data.bag import BagMessage, split_nanoseconds
 from ..msg import Action, Features
 from .qos import publish_waiting, trial_qos
+from .trial_publisher import trial_id_problem
 
 CLOCK_TOPIC = "/clock"
 CLOCK_PREROLL = 0.3  # seconds of /clock at the first log time before the first message
@@ -45,13 +46,14 @@ class BagPlayer:
         self.clock = (node.create_publisher(Clock, CLOCK_TOPIC, QoSProfile(
             depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)) if publish_clock else None)
         self.published = 0
-        # with a TrialPublisher: the trials whose three parts the bag holds are kept until confirmed
+        # with a TrialPublisher: the trials whose three parts the bag holds are kept until confirmed (those with
+        # an id the learner would answer under another name are published as recorded, not kept)
         self.trials = trials
         kinds = {}
         for m in self.messages:
             if m.trial_id:
                 kinds.setdefault(m.trial_id, set()).add(m.kind)
-        self.complete_ids = {t for t, k in kinds.items() if len(k) == 3}
+        self.complete_ids = {t for t, k in kinds.items() if len(k) == 3 and not trial_id_problem(t)}
 
     def subscribers_ready(self, minimum: int) -> bool:
         return all(p.get_subscription_count() >= minimum for p in self.publishers.values())

@@ -1,11 +1,13 @@
 """The learner's current model on ROS: made current, refined online, saved, published on ``~/model``.
 
 Created when the node is configured. A model becomes current when it is loaded (configure) or
-learned (``learned``: it then goes out on ``~/model`` at once); with online learning every
+learned (``learned``: its file is put in place of the model file, and it goes out on ``~/model`` at
+once); with online learning every
 stored case refines it (``stored``), and the refined model is written to the model file and
 published every ``online_save_period`` seconds (``save``; 0: after every case), never while a
-learn runs (the learn writes its own). ``~/model`` carries the model JSON, transient local:
-a subscriber that comes later gets the latest.
+learn runs (the learn writes its own), and never over a model file another program changed
+(``ModelManager.save_online`` refuses: counted and logged). ``~/model`` carries the model JSON,
+transient local: a subscriber that comes later gets the latest.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Callable
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
-from ..core import AffordanceNetwork
+from ..core import AffordanceError, AffordanceNetwork
 from ..data.health import LastLearn
 from ..data.learn import LearnOutcome
 from ..data.model_manager import ModelManager, OnlineUpdate
@@ -48,10 +50,24 @@ class CurrentModel:
             self.log("info", message)
 
     def learned(self, outcome: LearnOutcome) -> None:
-        """A learned model takes over and goes out on ~/model."""
-        self.install(outcome.model)
+        """A learned model replaces the model file, takes over and goes out on ~/model (AffordanceError, and
+        the current model stays, when it cannot)."""
+        try:
+            updates, message = self.manager.install_learned(outcome)
+        except OSError as exc:
+            self.discard(outcome)
+            raise AffordanceError(f"could not write the learned model to {self.manager.model_path} ({exc}); the "
+                                  "previous model stays") from None
+        self._report(updates)
+        if message:
+            self.log("info", message)
         self.last_learn = LastLearn(float(outcome.result.duration), float(outcome.result.log_likelihood))
         self.publish()
+
+    @staticmethod
+    def discard(outcome: LearnOutcome) -> None:
+        """A learned model that is not used: its file goes."""
+        outcome.file.unlink(missing_ok=True)
 
     def stored(self, case_id: int, record: TrialRecord) -> None:
         """A case was stored: with online learning it refines the model at once."""

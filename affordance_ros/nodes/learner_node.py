@@ -1,40 +1,46 @@
 """The affordance learner node: stores the robot's trials, learns the network, answers predictions.
 
-A managed (lifecycle) node. configure: read the configuration, open the case database, load
-the model (``data.model_manager.ModelManager``), start /diagnostics; activate: the
-subscriptions ``action`` (Action), ``object_features`` and ``effects`` (Features), the services
-``~/learn`` (Learn), ``~/predict`` (Predict), ``~/select_action`` (SelectAction),
-``~/suggest_trial`` (SuggestTrial: which trial would teach the model the most), the action
-``~/learn`` (Learn, with feedback and cancel), the timers, ``~/stored`` (TrialStatus, reliable,
-keep all: the answer for every trial, stored once committed and again when it is re-sent,
-duplicate, rejected) and ``~/model`` (the model JSON, transient local: published at
-activation, after every learn and every online save);
-deactivate, cleanup and shutdown undo them. With ``autostart`` (default) the node configures
-and activates itself at start. The work below ROS is done by ``data.intake.TrialIntake``
-(check, pair, store every trial), ``ModelManager`` (the state) and ``data.learn`` (a learn);
-this class declares the parameters, holds that state and hands each endpoint what it uses.
+A managed (lifecycle) node. configure: read the configuration, open the case database (refused,
+naming the holder, when another learner holds it), load the model (``data.model_manager.ModelManager``),
+start storing (``data.case_writer.CaseWriter``), ``~/stored`` (TrialStatus, reliable, keep all: the
+answer for every trial, stored once committed and again when it is re-sent, duplicate, rejected,
+retry) and /diagnostics; activate: the subscriptions ``action`` (Action), ``object_features`` and
+``effects`` (Features), the services ``~/predict`` (Predict), ``~/select_action`` (SelectAction)
+and ``~/suggest_trial`` (SuggestTrial: which trial would teach the model the most),
+the timers and ``~/model`` (the model JSON, transient local: published at activation, after every
+learn and every online save); deactivate, cleanup and shutdown undo them. The Learn service and
+action (``~/learn``) exist as long as the node and refuse while it is not active; deactivate,
+cleanup and shutdown cancel a learn that runs and its caller is answered. ``use_sim_time`` cannot
+be changed while the node is active (a clock that jumps would make every trial's stamp look far
+ahead or behind). With ``autostart`` (default) the node configures and activates itself at start.
+The work below ROS is done by ``data.intake.TrialIntake`` (check and pair every part),
+``CaseWriter`` (store), ``ModelManager`` (the state) and ``data.learn`` (a learn); this class
+declares the parameters, holds that state and hands each endpoint what it uses.
 
-Threads: the executor thread takes the messages, pairs and stores trials and answers
-predict and select_action; learning runs in a worker process (``data.learn_worker``: a
-learn in a thread of this interpreter delayed every ~/predict by tens of milliseconds),
-waited for by a thread of ``learning.LearnEndpoints`` while the ~/learn callback (a coroutine
-in a reentrant callback group) awaits it, so the executor goes on with everything else and a
-second learn request is refused at once. rclpy 9's
-MultiThreadedExecutor was tried and dropped: at 100 trials/s it delayed some
-subscription callbacks by seconds (trials then time out); the single-threaded executor
-delivers the same stream in milliseconds.
+Threads: the executor thread takes the messages, pairs them, answers the trials and predict
+and select_action; storing runs in the writer's thread (commits in groups; the executor never
+waits for SQLite, and stops taking parts while the writer's queue is full: ``IngestGroup``);
+learning runs in a worker process (``data.learn_worker``: a learn in a thread of this
+interpreter delayed every ~/predict by tens of milliseconds), waited for by a thread of
+``learning.LearnEndpoints`` while the ~/learn callback (a coroutine in a reentrant callback
+group) awaits it, so the executor goes on with everything else and a second learn request is
+refused at once. rclpy 9's MultiThreadedExecutor was tried and dropped: at 100 trials/s it
+delayed some subscription callbacks by seconds (trials then time out); the single-threaded
+executor delivers the same stream in milliseconds.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+import traceback
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from ..core import STRUCTURES
+from ..data.case_writer import CaseWriter
 from ..data.health import Counters, Health, HealthMonitor, status_line
-from ..data.intake import TrialIntake
+from ..data.intake import Event, TrialIntake
 from ..data.learn import LearnJob
 from ..data.learn_worker import LearnWorker
 from ..data.model_manager import ModelManager, StartupError
@@ -44,25 +50,42 @@ from . import shutdown
 from .command_line import check_command_line
 from .current_model import CurrentModel
 from .diagnostics import DiagnosticsPublisher
-from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters
+from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters, refuse_clock_changes
 from .learning import LearnEndpoints
 from .qos import describe_qos
 from .query_services import QueryServices
 from .suggest_service import SuggestService
-from .trial_topics import TrialTopics
+from .trial_events import TrialEvents
+from .trial_topics import IngestGroup, TrialTopics
 
 NODE_NAME = "affordance_learner"
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+STORE_CLOSE_TIMEOUT = 30.0  # seconds the node waits at cleanup for the trials still queued to be stored
+
+
+def reported(transition):
+    """A transition callback whose unexpected exception is logged (rclpy's lifecycle turns it into ERROR
+    without a word)."""
+    @functools.wraps(transition)
+    def callback(node, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            return transition(node, state)
+        except Exception as exc:
+            log_printable(node.get_logger(), "error", f"{transition.__name__} failed: {exc!r}\n"
+                                                      + "".join(traceback.format_exc(limit=-8)))
+            return TransitionCallbackReturn.ERROR
+    return callback
 
 
 class LearnerNode(LifecycleNode):
     """The affordance learner, a lifecycle node: see the module's docstring.
 
     ``settings`` are its parameters; configured, it owns the ``manager`` (configuration, case store,
-    current model), the ``intake`` (every trial part), the ``learn_worker`` (the learning process), the
-    ``model`` (``CurrentModel``: online updates, saves, ~/model) and ``diagnostics``; active, its endpoints
-    (``TrialTopics``, ``QueryServices``, ``learn``: ``LearnEndpoints``) and timers. ``count`` and ``log``
-    are what every part reports to.
+    current model), the ``intake`` (every trial part), the ``writer`` (storing), ``events`` (what becomes of
+    each part, ~/stored), the ``learn_worker`` (the learning process), the ``model`` (``CurrentModel``:
+    online updates, saves, ~/model) and ``diagnostics``; active, its endpoints (``TrialTopics``,
+    ``QueryServices``) and timers; always, ``learn`` (``LearnEndpoints``). ``count`` and ``log`` are what
+    every part reports to.
     """
 
     def __init__(self, **kwargs):
@@ -70,19 +93,24 @@ class LearnerNode(LifecycleNode):
         self.settings: LearnerSettings | None = None
         self.manager: ModelManager | None = None
         self.intake: TrialIntake | None = None
+        self.writer: CaseWriter | None = None
+        self.events: TrialEvents | None = None
         self.learn_worker: LearnWorker | None = None
         self.model: CurrentModel | None = None
         self.diagnostics: DiagnosticsPublisher | None = None
-        self.learn: LearnEndpoints | None = None
         self.counts = Counters()
         self.health_monitor = HealthMonitor()
         self.lifecycle_state = "unconfigured"
-        self._active, self._periodic = [], []  # the endpoints (but learn) and timers while active
+        self._active, self._periodic = [], []  # the endpoints and timers while active
         self._logged_counts = None  # the counts of the last status line logged
         self._problem = ""  # why configure failed
         self._autostarting = False  # while __init__ configures: a failure is main()'s to log (FATAL), once
+        self.learn = LearnEndpoints(self, lambda: inactive(self.lifecycle_state), lambda: self.learn_worker,
+                                    self._learn_job, lambda outcome: self.model.learned(outcome), CurrentModel.discard,
+                                    self.count, self.log)
         try:
             self.settings = declare_learner_parameters(self)
+            refuse_clock_changes(self, lambda: self.lifecycle_state == "active")
             if not self.settings.autostart:
                 self.get_logger().info("unconfigured (autostart false): waiting for ~/change_state configure")
             else:
@@ -101,22 +129,30 @@ class LearnerNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         settings = self.settings
         try:
-            if self.get_parameter("structure").value not in STRUCTURES:
-                raise StartupError(f"structure '{self.get_parameter('structure').value}' is not one of "
-                                   f"{list(STRUCTURES)}")
-            self.manager = manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
-                                                  settings.online_learning, settings.limits)
-        except StartupError as exc:
-            self._problem = str(exc)
+            self.manager = ModelManager(settings.config_path, settings.database_path, settings.model_path,
+                                        settings.online_learning, settings.limits, self.get_fully_qualified_name())
+            self._configure(self.manager, settings)
+        except Exception as exc:  # StartupError says what to fix; anything else (the learning process cannot start)
+            self._problem = str(exc) if isinstance(exc, StartupError) else repr(exc)
             if not self._autostarting:
-                self.get_logger().error(f"configure failed: {exc}")
+                self.get_logger().error(f"configure failed: {self._problem}")
+            self._cleanup("configure failed")
             return FAILURE
-        self.intake = TrialIntake(manager.parts, TrialAssembler(settings.slop, settings.trial_timeout),
-                                  manager.store.insert, manager.store.record_of,
+        self.lifecycle_state = "inactive"
+        return SUCCESS
+
+    def _configure(self, manager: ModelManager, settings: LearnerSettings) -> None:
+        """Storing, the learning process, the current model and /diagnostics, from ``manager``."""
+        self.events = TrialEvents(self, self._committed, self.count, self.log, lambda *case: self.model.stored(*case))
+        self.writer = CaseWriter(manager.store, self.events.notify)
+        self.intake = TrialIntake(manager.parts, TrialAssembler(settings.slop, settings.trial_timeout,
+                                                                settings.max_pending_trials, remember_completed=0),
+                                  self.writer.submit, manager.store.record_of, lambda: self.writer.confirming,
                                   expire_period=min(1.0, settings.trial_timeout / 4),
                                   max_stamp_skew=settings.max_stamp_skew)
         self._logged_counts, self.health_monitor = None, HealthMonitor()
         self.learn_worker = LearnWorker()
+        self.learn_worker.start()
         self.model = CurrentModel(self, manager, settings.online_save_period, lambda: self.learning, self.count,
                                   self.log)
         problem = manager.load()
@@ -126,29 +162,20 @@ class LearnerNode(LifecycleNode):
             self.model.install(manager.model)
         if settings.diagnostics_period > 0:
             self.diagnostics = DiagnosticsPublisher(self, self.health, settings.diagnostics_period)
-        self.get_logger().info(
-            f"config {manager.config_path} ({len(manager.config)} variables, action variable "
-            f"'{manager.parts.action_variable}'); {manager.store.count()} cases in {manager.database_path}; "
-            f"trial topics {describe_qos(settings.qos_depth)}; "
-            + (f"model loaded from {manager.model_path}" if manager.model else "no model yet: call ~/learn")
-            + ("; online learning on" if settings.online_learning else ""))
-        self.lifecycle_state = "inactive"
-        return SUCCESS
+        self.get_logger().info(configured(manager, settings, self.writer.cases_at_start))
 
+    @reported
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        settings, manager, ingest = self.settings, self.manager, MutuallyExclusiveCallbackGroup()
-        self._active = [
-            TrialTopics(self, self.intake, settings.qos_depth, ingest, self.count, self.log, self.model.stored),
-            QueryServices(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.store.count,
-                          settings.limits, self.count, self.log),
-            SuggestService(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.config,
-                           settings.limits, self.count, self.log)]
+        settings, manager, ingest = self.settings, self.manager, IngestGroup(lambda: self.writer.full)
+        self._active = [TrialTopics(self, self.intake, settings.qos_depth, ingest, self.events.handle),
+                        QueryServices(self, MutuallyExclusiveCallbackGroup(), manager.current_model,
+                                      lambda: self.writer.state().cases, settings.limits, self.count, self.log),
+                        SuggestService(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.config,
+                                       settings.limits, self.count, self.log)]
         timers = [(settings.status_period, self._log_status)] if settings.status_period > 0 else []
         if settings.online_learning and settings.online_save_period > 0:
             timers.append((settings.online_save_period, self.model.save))
-        self._periodic = [self.create_timer(period, callback, callback_group=ingest) for period, callback in timers]
-        self.learn = LearnEndpoints(self, self.learn_worker, self._learn_job, self.model.learned, self.count,
-                                    self.log)
+        self._periodic = [self.create_timer(period, callback) for period, callback in timers]
         result = super().on_activate(state)  # activates ~/model
         self.lifecycle_state = "active"
         self.model.publish()
@@ -156,55 +183,62 @@ class LearnerNode(LifecycleNode):
                                "~/suggest_trial")
         return result
 
+    @reported
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._deactivate()
+        self._deactivate("the node was deactivated")
         self.get_logger().info("inactive: not taking trials nor answering")
         self.lifecycle_state = "inactive"
         return super().on_deactivate(state)
 
+    @reported
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._cleanup()
+        self._cleanup("the node was cleaned up")
         self.lifecycle_state = "unconfigured"
         return SUCCESS
 
+    @reported
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._deactivate()
-        self._cleanup()
+        self._deactivate("the node is shutting down")
+        self._cleanup("the node is shutting down")
         self.lifecycle_state = "finalized"
         return SUCCESS
 
-    def _deactivate(self) -> None:
-        if self.learn is not None:
-            self.learn.close()  # cancels a learn that is running
-            self.learn = None
+    def _deactivate(self, why: str) -> None:
+        self.learn.stop(why)  # cancels a learn that is running; its caller is answered
         for endpoints in self._active:
             endpoints.close()
         for timer in self._periodic:
             self.destroy_timer(timer)
         self._active, self._periodic = [], []
 
-    def _cleanup(self) -> None:
+    def _cleanup(self, why: str) -> None:
+        """Undo configure (also when it stopped half-way)."""
         if self.manager is None:
             return
-        if self.manager.online is not None:
+        self.learn.stop(why)
+        if self.model is not None and self.manager.online is not None:
             self.model.save(stopping=True)
-        self.get_logger().info(f"stopping; {self.status_line()}")
-        if self.diagnostics is not None:
-            self.diagnostics.close()
-            self.diagnostics = None
-        self.model.close()
-        self.model = None
-        if self.learn_worker is not None:
-            self.learn_worker.close()
-            self.learn_worker = None
-        self.manager.close()
-        self.manager = self.intake = None
+        unstored = self.writer.close(STORE_CLOSE_TIMEOUT) if self.writer is not None else 0
+        if unstored:
+            self.log("error", f"{unstored} trials could not be stored as the node stopped: not confirmed either")
+        if self.intake is not None:
+            self.events.handle(self._committed())
+            self.get_logger().info(f"stopping; {self.status_line()}")
+        for part in (self.diagnostics, self.events, self.model, self.learn_worker, self.manager):
+            if part is not None:
+                part.close()
+        self.diagnostics = self.events = self.model = self.learn_worker = self.manager = None
+        self.intake = self.writer = None
 
-    # --------------------------------------------------------------- learning
+    # --------------------------------------------------------------- storing and learning
+    def _committed(self) -> list[Event]:
+        """The events of the trials the writer stored since it was last asked."""
+        return self.intake.committed(self.writer.take()) if self.writer is not None else []
+
     @property
     def learning(self) -> bool:
         """True while a learn request (service or action) is being worked on."""
-        return self.learn is not None and self.learn.busy
+        return self.learn.busy
 
     def _learn_job(self, structure: str) -> LearnJob:
         """A learn of ``structure`` ('' for the 'structure' parameter), with the 'prior_strength' parameter."""
@@ -235,16 +269,10 @@ class LearnerNode(LifecycleNode):
         """The node's health now, as /diagnostics reports it."""
         model = self.manager.current_model()
         return self.health_monitor.assess(
-            self.counts.snapshot(), time.time(), state=self.lifecycle_state,
-            database=self.manager.database_path, stored_total=self.manager.store.count(),
+            self.counts.snapshot(), time.time(), state=self.lifecycle_state, writer=self.writer.state(),
+            database=self.manager.database_path, pending=self.intake.pending,
             model_metadata=None if model is None else model.metadata, last_learn=self.model.last_learn,
             online=self.settings.online_learning)
-
-    @property
-    def parts_received(self) -> int:
-        """Trial parts taken so far (how ``shutdown.drain`` sees that queued messages are still coming)."""
-        counts = self.counts.snapshot()
-        return sum(counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
 
     def finalize(self) -> None:
         """The shutdown transition (saves, last log lines), unless it happened already."""
@@ -252,9 +280,24 @@ class LearnerNode(LifecycleNode):
             self.trigger_shutdown()
 
     def destroy_node(self) -> None:
-        self._deactivate()
-        self._cleanup()
+        self._deactivate("the node is being destroyed")
+        self._cleanup("the node is being destroyed")
+        self.learn.destroy()
         super().destroy_node()
+
+
+def inactive(state: str) -> str:
+    """Why a node in lifecycle ``state`` does not learn ('' when active)."""
+    return "" if state == "active" else f"the node is {state}: activate it (~/change_state) to learn"
+
+
+def configured(manager: ModelManager, settings: LearnerSettings, cases: int) -> str:
+    """The line the node logs once configured."""
+    return (f"config {manager.config_path} ({len(manager.config)} variables, action variable "
+            f"'{manager.parts.action_variable}'); {cases} cases in {manager.database_path}; "
+            f"trial topics {describe_qos(settings.qos_depth)}; "
+            + (f"model loaded from {manager.model_path}" if manager.model else "no model yet: call ~/learn")
+            + ("; online learning on" if settings.online_learning else ""))
 
 
 def log_printable(logger, level: str, message: str) -> None:
@@ -270,13 +313,18 @@ def log_printable(logger, level: str, message: str) -> None:
         logger.warning(message)
 
 
+def parts_received(node: LearnerNode) -> int:
+    """Trial parts the node took so far (how ``shutdown.drain`` sees that queued messages are still coming)."""
+    return sum(node.counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
+
+
 def main(args=None) -> int:
     check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
     # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
     # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
     return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args,
-                        done=lambda node: node.lifecycle_state == "finalized",
-                        taken=lambda node: node.parts_received, finish=LearnerNode.finalize)
+                        done=lambda node: node.lifecycle_state == "finalized" and not node.learning,
+                        taken=parts_received, finish=LearnerNode.finalize)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 
@@ -33,6 +34,9 @@ def _int_range(low: int, high: int) -> dict:
 # The default of 'max_stamp_skew': generous (a robot's clock an hour off still works), yet a stamp from
 # the far future (which would time out every trial being paired) is refused.
 DEFAULT_MAX_STAMP_SKEW = 3600.0
+# The default of 'max_pending_trials': far above what a robot has in flight (a few trials), far below what a
+# flood of parts of trials that never complete would otherwise pile up.
+DEFAULT_MAX_PENDING_TRIALS = 1000
 
 
 # name -> (default (for a path: the function that gives it when declared), description, read_only,
@@ -78,10 +82,13 @@ PARAMETERS = {
         "With online_learning: seconds between writes of the updated model to model_path (atomically; "
         "also when the node stops); 0 writes it after every update."), True, _range(0.0, 86400.0)),
     "max_stamp_skew": (DEFAULT_MAX_STAMP_SKEW, (
-        "A part whose header stamp is more than this many seconds ahead of the node's clock is rejected "
-        "(counted, warned): it would move data time and time out the trials being paired. Stamps in the "
-        "past are accepted (replayed bags, robot clocks counting from boot). 0: no limit."), True,
-        _range(0.0, 1e9)),
+        "A part whose header stamp is more than this many seconds ahead of the node's clock is not taken "
+        "(counted, warned, answered 'retry': the robot sends it again later): it would move data time and time "
+        "out the trials being paired, and the fault may be the node's clock. Stamps in the past are accepted "
+        "(replayed bags, robot clocks counting from boot). 0: no limit."), True, _range(0.0, 1e9)),
+    "max_pending_trials": (DEFAULT_MAX_PENDING_TRIALS, (
+        "Most trials waiting for their other parts; beyond it the oldest is dropped (counted, warned), so "
+        "that parts of trials that never complete cannot fill memory."), True, _int_range(1, 10000000)),
     "max_trial_id_length": (DEFAULT_MAX_TRIAL_ID_LENGTH, (
         "Longest trial_id accepted (characters); a part with a longer one is rejected."), True,
         _int_range(1, 1000000)),
@@ -118,6 +125,7 @@ class LearnerSettings:
     online_learning: bool
     online_save_period: float
     max_stamp_skew: float
+    max_pending_trials: int
     max_trial_id_length: int
     max_name_length: int
     max_list_length: int
@@ -160,6 +168,8 @@ def declare_learner_parameters(node) -> LearnerSettings:
         raise ParameterError(str(exc)) from None
     for name in ("config_path", "database_path", "model_path"):
         value[name] = Path(value[name] or defaults[name])
+    if value["structure"] not in STRUCTURES:
+        raise ParameterError(f"structure '{value['structure']}' is not one of {list(STRUCTURES)}")
     return LearnerSettings(**value)
 
 
@@ -169,3 +179,15 @@ def _check_structure(params) -> SetParametersResult:
             return SetParametersResult(successful=False,
                                        reason=f"structure '{p.value}' is not one of {list(STRUCTURES)}")
     return SetParametersResult(successful=True)
+
+
+def refuse_clock_changes(node, active: Callable[[], bool]) -> None:
+    """Refuse to change ``use_sim_time`` on ``node`` while ``active()``: its clock would jump, and every trial's
+    stamp would look far ahead of it (or behind)."""
+    def check(params) -> SetParametersResult:
+        if active() and any(p.name == "use_sim_time" for p in params):
+            return SetParametersResult(successful=False, reason=(
+                "use_sim_time cannot change while the node is active (its clock would jump, and every trial's "
+                "stamp would look far ahead or behind): deactivate it first, or start it with the parameter"))
+        return SetParametersResult(successful=True)
+    node.add_on_set_parameters_callback(check)

@@ -8,9 +8,15 @@ rejects the goal in its goal callback (a goal response carries no reason, so the
 logged, where ``affordance-ros call learn`` reads it: /rosout). The action also sends feedback
 (phase, iteration, log-likelihood, cases, elapsed; at most every ``FEEDBACK_PERIOD`` seconds and
 at every change of phase) and can be cancelled: learning stops at its next step and the
-current model stays. Deactivating the node cancels a learn that is running, whichever started
-it. Service and action live side by side at ``~/learn`` (an action's services and topics are
-under ``~/learn/_action/``).
+current model stays. Service and action live side by side at ``~/learn`` (an action's services
+and topics are under ``~/learn/_action/``).
+
+They exist as long as the node (as a nav2 lifecycle node's services exist from configure on) and
+refuse while it is not active, saying why: deactivating, cleaning up or shutting the node down
+cancels a learn that is running (``stop``), whose caller is then answered (``success`` false, the
+reason) and whose action goal ends aborted, with its result. Destroyed in the middle of a call, a
+service would fail in ``send_response`` (rclpy's InvalidHandle, which ends the node's process),
+and an action server would leave its client without a result.
 """
 
 from __future__ import annotations
@@ -45,21 +51,23 @@ def fill(out, outcome: LearnOutcome) -> None:
 
 
 class LearnEndpoints:
-    """The Learn service and action on ``node``.
+    """The Learn service and action on ``node``, until ``destroy``.
 
-    ``job(structure)`` describes a learn ('' for the node's default structure), in the executor thread;
-    ``worker`` runs it; ``installed(outcome)`` makes its model current; ``count(name)`` and
+    ``ready()`` says why the node cannot learn now ('' when it can); ``job(structure)`` describes a learn
+    ('' for the node's default structure), in the executor thread; ``worker()`` runs it; ``installed(outcome)``
+    makes its model current, ``discard(outcome)`` drops one that came too late; ``count(name)`` and
     ``log(level, message)`` report what happened.
     """
 
-    def __init__(self, node, worker: LearnWorker, job: Callable[[str], LearnJob],
-                 installed: Callable[[LearnOutcome], None], count: Callable[[str], None],
+    def __init__(self, node, ready: Callable[[], str], worker: Callable[[], LearnWorker],
+                 job: Callable[[str], LearnJob], installed: Callable[[LearnOutcome], None],
+                 discard: Callable[[LearnOutcome], None], count: Callable[[str], None],
                  log: Callable[[str, str], None]):
-        self.node, self.worker, self.job, self.installed = node, worker, job, installed
-        self.count, self.log = count, log
+        self.node, self.ready, self.worker, self.job = node, ready, worker, job
+        self.installed, self.discard, self.count, self.log = installed, discard, count, log
         self._lock = threading.Lock()
         self._started = 0.0
-        self._stop = threading.Event()
+        self._stopped = ""  # why the node stopped the learn that runs ('' while it was not)
         self._waiting: threading.Thread | None = None
         group = ReentrantCallbackGroup()  # a second request is taken (and refused) while the first awaits
         self.service = node.create_service(Learn, "~/learn", self._on_service, callback_group=group)
@@ -71,26 +79,35 @@ class LearnEndpoints:
         """True while a learn is being worked on."""
         return self._lock.locked()
 
-    def close(self, timeout: float = 60.0) -> None:
-        """Cancel a learn that is running, wait for its thread, remove the service and the action server."""
-        self._stop.set()
-        self.worker.cancel()
+    def stop(self, reason: str, timeout: float = 60.0) -> None:
+        """Cancel a learn that is running (its caller is told ``reason``) and wait for the learning process to
+        let go of it; the caller is answered when the executor next runs the learn's callback."""
+        if not self.busy:
+            return
+        self._stopped = reason
+        self.worker().cancel()
         if self._waiting is not None:
             self._waiting.join(timeout)
+
+    def destroy(self) -> None:
+        """Remove the service and the action server (the node is being destroyed)."""
         self.node.destroy_service(self.service)
         self.action.destroy()
 
     async def _on_service(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
-        if not self._claim():
-            response.message = self._refuse()
+        problem = self.ready()
+        if problem or not self._claim():
+            response.message = self._refuse(problem)
             return response
         return await self._learn(request.structure, response, None)
 
     def _on_goal(self, goal: LearnAction.Goal) -> GoalResponse:
-        """Accept a goal only when no learn runs (the learn is then this goal's, until it ends)."""
-        if self._claim():
+        """Accept a goal only when the node is active and no learn runs (the learn is then this goal's,
+        until it ends)."""
+        problem = self.ready()
+        if not problem and self._claim():
             return GoalResponse.ACCEPT
-        self._refuse()
+        self._refuse(problem)
         return GoalResponse.REJECT
 
     async def _execute(self, goal_handle) -> LearnAction.Result:
@@ -108,14 +125,14 @@ class LearnEndpoints:
         if not self._lock.acquire(blocking=False):
             return False
         self._started = time.monotonic()
-        self._stop.clear()
+        self._stopped = ""
         return True
 
-    def _refuse(self) -> str:
-        """Count and log a learn refused while one runs; the reason."""
+    def _refuse(self, problem: str = "") -> str:
+        """Count and log a learn refused (the node is not active: ``problem``, or one runs); the reason."""
         self.count("learn_refused")
-        reason = (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
-                  "call ~/learn again when it has finished")
+        reason = problem or (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
+                             "call ~/learn again when it has finished")
         self.log("warning", REFUSED + reason)
         return reason
 
@@ -124,13 +141,18 @@ class LearnEndpoints:
         progress = self._progress(goal_handle)
         outcome = "failed"
         try:
-            job = self.job(structure)
-            learned = await self._in_thread(lambda: self.worker.learn(job, progress))
+            job, worker = self.job(structure), self.worker()
+            learned = await self._in_thread(lambda: worker.learn(job, progress))
+            if self._stopped:  # it finished as the node stopped it: the node no longer takes models
+                self.discard(learned)
+                raise LearningCancelled(self._stopped)
             self.installed(learned)
             fill(out, learned)
             outcome = "ok"
         except LearningCancelled:
-            out.message, outcome = "cancelled: nothing was learned; the current model stays", "cancelled"
+            out.message = (f"cancelled: {self._stopped}; " if self._stopped else "cancelled: ") + \
+                "nothing was learned; the current model stays"
+            outcome = "cancelled"
         except AffordanceError as exc:
             out.message = str(exc)
         except Exception as exc:  # a bug: answer and keep running rather than take the node down
@@ -148,7 +170,7 @@ class LearnEndpoints:
         last = {"phase": None, "elapsed": 0.0}
 
         def progress(step: LearnProgress) -> None:
-            if self._stop.is_set() or (goal_handle is not None and goal_handle.is_cancel_requested):
+            if self._stopped or (goal_handle is not None and goal_handle.is_cancel_requested):
                 raise LearningCancelled("cancelled")
             if goal_handle is None:
                 return

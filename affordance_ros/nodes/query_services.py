@@ -3,16 +3,22 @@
 Created when the node activates and removed when it deactivates; both answer from the model in
 use (a learn running meanwhile swaps in its model only when done), count what they answered
 and log what they could not.
+
+A request beyond the size limits is refused before anything of ours is built from it; but rclpy has
+built its Python lists already (about a second for 3 million names), and the C heap the middleware
+used for it stays with the process (glibc keeps freed memory): after such a refusal the node gives it
+back (``malloc_trim``). Keeping such requests out altogether is access control's (docs/security.md).
 """
 
 from __future__ import annotations
 
+import ctypes
 from typing import Callable
 
 from ..core import AffordanceNetwork
 from ..data.pairing import SizeLimits
 from ..srv import Predict, SelectAction
-from .answers import answer, checked, predict_into, select_action_into
+from .answers import TOO_LARGE, answer, checked, predict_into, select_action_into
 
 
 class QueryServices:
@@ -48,5 +54,15 @@ class QueryServices:
                          f"no model yet: call ~/learn first ({self.stored_count()} cases stored)")
         if problem:
             self.log("error" if problem.startswith("internal error") else "warning", f"{service}: {problem}")
+        if problem.startswith(TOO_LARGE):
+            release_freed_memory()
         self.count(f"{counter}_{'failed' if problem else 'ok'}")
         return response
+
+
+def release_freed_memory() -> None:
+    """Give the memory the C heap keeps after freeing (glibc's ``malloc_trim``) back to the system."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass

@@ -8,8 +8,11 @@ config/hands.json). It waits until the nodes named in ``wait_for`` (by default t
 every topic and every topic has ``min_subscribers`` subscribers, so that no trial is lost (a
 recorder that is up first is not enough), and exits after ``count`` trials once the learner has
 confirmed them all (``confirm``, with trial ids: ``TrialPublisher`` sends a trial again while it is
-unconfirmed, so a learner that crashed and restarted still gets every one), or else once they are
-all acknowledged by DDS (count 0: runs until stopped). ``seed`` -1 (the default) draws a random seed for
+unconfirmed, so a learner that crashed and restarted still gets every one; when ``wait_for`` names
+the learner, publishing also waits for its answers' topic), or else once they are all acknowledged
+by DDS (count 0: runs until stopped). With no learner publishing the answers when publishing starts
+(a robot recorded into a bag, ``wait_for:=affordance_recorder``), nothing would confirm: the robot
+then says so and goes without confirmations. ``seed`` -1 (the default) draws a random seed for
 the trials, logged, so that two runs publish different readings; the ground truth's CPTs come
 from ``truth_seed`` (default: ``seed`` if given, else 0: the same world every run).
 The publishers are reliable and keep all by default: while a subscriber is behind,
@@ -39,11 +42,11 @@ from ..core.scenarios import FEATURES, SCENARIOS, simulate
 from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
 from ..msg import Action, Features
 from . import shutdown
-from .exploration import ActiveExplorer
 from .command_line import check_command_line
+from .exploration import ActiveExplorer
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, publish_waiting, trial_qos
-from .trial_publisher import DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
+from .trial_publisher import DEFAULT_MAX_RESENDS, DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
 
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
@@ -149,8 +152,12 @@ class SimulatedRobot(Node):
         self._confirmations = None  # the timer checking them
 
         self.trials = None  # the TrialPublisher when trials are confirmed
+        # the learner that answers on status_topic ('<learner>/stored'), when wait_for names it
+        self._learner = next((name for name in self.wait_for if name.strip("/").split("/")[-1]
+                              == param["status_topic"].strip("/").split("/")[-2:][0]), None)
         if param["confirm"] and self.use_trial_ids:
-            self.trials = TrialPublisher(self, param["resend_timeout"], param["qos_depth"], param["status_topic"])
+            self.trials = TrialPublisher(self, param["resend_timeout"], param["qos_depth"], param["status_topic"],
+                                         max_resends=param["max_resends"])
             self._outputs = self.trials.publishers
         else:
             qos = trial_qos(param["qos_depth"])
@@ -186,6 +193,8 @@ class SimulatedRobot(Node):
                         if not any(name in pair for pair in subscribed)]
             if publisher.get_subscription_count() < self.min_subscribers:
                 missing.append(f"{self.min_subscribers} subscriber(s) on {topic}")
+        if self.trials is not None and self._learner and not self.trials.learner_present():
+            missing.append(f"{self._learner}'s answers (status_topic)")
         return missing
 
     def _publish_trial(self) -> None:
@@ -202,6 +211,11 @@ class SimulatedRobot(Node):
                 self.get_logger().info("publishing: " + (f"{', '.join(self.wait_for)} subscribed to every topic"
                                                          if self.wait_for else "subscribers are there"))
                 self._waiting_logged = None
+            if self.trials is not None and not self.trials.learner_present():
+                self.get_logger().info("no learner answers on status_topic: publishing without confirmations "
+                                       "(done once every subscriber acknowledged every trial)")
+                self.trials.destroy()
+                self.trials = None
         elif not self._subscribers_ready():  # a subscriber left: pause
             return
         if self.explorer is not None:
@@ -319,12 +333,16 @@ def declare_robot_parameters(node: Node) -> dict:
         "Publish only once these nodes (comma-separated names, or /namespace/name) subscribe to every "
         "topic; empty: wait for min_subscribers only."))
     node.declare_parameter("confirm", True, describe(
-        "With trial ids: keep every trial until the learner confirms it on status_topic, send it again "
-        "after resend_timeout, and exit only once all are confirmed. false: exit once DDS acknowledged "
-        "them (a learner that crashes meanwhile loses those it had not stored)."))
+        "With trial ids and a learner answering on status_topic when publishing starts: keep every trial until "
+        "the learner confirms it, send it again after resend_timeout, and exit only once all are answered. "
+        "false (or no learner, e.g. only a recorder): exit once DDS acknowledged them (a learner that crashes "
+        "meanwhile loses those it had not stored)."))
     node.declare_parameter("resend_timeout", DEFAULT_RESEND_TIMEOUT, number_descriptor(
-        "Seconds a trial waits for its confirmation before it is sent again (see TrialPublisher).",
-        *_NUMBERS["resend_timeout"]))
+        "Seconds a trial waits for its confirmation before it is sent again (see TrialPublisher); each further "
+        "re-send waits twice as long, up to 8 times this.", *_NUMBERS["resend_timeout"]))
+    node.declare_parameter("max_resends", DEFAULT_MAX_RESENDS, describe(
+        "Re-sends of one trial without an answer before it is given up (logged, and counted in the summary).",
+        integer_range=[IntegerRange(from_value=0, to_value=1000000)]))
     node.declare_parameter("status_topic", STATUS_TOPIC, describe(
         "Where the learner confirms trials (its ~/stored)."))
     node.declare_parameter("exploration", "random", describe(

@@ -12,9 +12,17 @@ it again when no answer came, loses none across crashes and restarts of the lear
     trials.unconfirmed                    # ids still waiting: exit only once it is empty
 
 A trial is sent again when it has waited ``resend_timeout`` seconds and either a trial sent after
-it was confirmed already (the learner is running, so this one was lost) or no answer at all came
-for ``resend_timeout`` seconds (the learner is down or restarting). A learner that is merely
-behind keeps confirming, in order, and gets nothing twice.
+it was confirmed already (the learner is running, so this one was lost), or no answer at all came
+for ``resend_timeout`` seconds (the learner is down or restarting), or the learner answered
+``retry`` (it could not take it now: its clock). A learner that is merely behind keeps confirming,
+in order, and gets nothing twice. Each further re-send of a trial waits twice as long as the one
+before (up to ``BACKOFF_LIMIT`` times ``resend_timeout``), and after ``max_resends`` re-sends
+without an answer the trial is given up: logged, and kept in ``given_up`` with why.
+
+A trial_id the learner would answer under another name is refused before anything is sent
+(``trial_id_problem``): one with a NUL character (the middleware cuts the string there), one that
+is not valid Unicode text (its UTF-8 bytes cannot be made), an empty one, or one longer than the
+learner's ``max_trial_id_length`` (the learner does not answer it).
 """
 
 from __future__ import annotations
@@ -25,13 +33,34 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
 from ..msg import Action, Features, TrialStatus
 from .qos import KEEP_ALL, publish_waiting, trial_qos
 
 STATUS_TOPIC = "affordance_learner/stored"  # the learner's ~/stored, relative: the robot's namespace applies
 TOPICS = {"action": "action", "object": "object_features", "effect": "effects"}
 DEFAULT_RESEND_TIMEOUT = 5.0
+DEFAULT_MAX_RESENDS = 10
+BACKOFF_LIMIT = 8       # a re-send waits at most this many times resend_timeout
 MAX_RESEND_BATCH = 200  # trials sent again per timer tick at most
+
+
+def trial_id_problem(trial_id, max_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH) -> str:
+    """'' if the learner answers ``trial_id`` under that same id, else why it would not."""
+    if not isinstance(trial_id, str) or not trial_id:
+        return f"a trial sent with confirmation needs a non-empty trial_id, got {trial_id!r}"
+    if "\x00" in trial_id:
+        return (f"trial_id {trial_id[:80]!r} holds a NUL character: the middleware cuts the string there, so the "
+                "learner would answer another id")
+    try:
+        trial_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return (f"trial_id {trial_id[:80]!r} is not valid Unicode text (a lone surrogate): its UTF-8 bytes cannot "
+                "be made, so the learner would answer another id")
+    if len(trial_id) > max_length:
+        return (f"trial_id is {len(trial_id)} characters long, more than the learner's max_trial_id_length "
+                f"{max_length}: it would not answer it")
+    return ""
 
 
 @dataclass
@@ -39,22 +68,31 @@ class _Sent:
     messages: Sequence  # (publisher, message or serialized bytes)
     sequence: int       # order of the first send
     sent: float         # monotonic time of the latest send
+    resends: int = 0    # how many times it was sent again
+    retry: bool = False  # the learner answered 'retry' (since the latest send)
+    reason: str = ""     # why, the latest time
 
 
 class TrialPublisher:
     """Publishes trials on ``node`` and keeps each until the learner answers on ``status_topic``.
 
     ``publish`` builds and sends the three messages of a trial; ``send`` sends messages made elsewhere
-    (e.g. a bag's serialized messages) on given publishers. Trials need a non-empty trial_id.
-    ``confirmed``, ``rejected`` and ``duplicates`` (trial_id -> reason) and ``resent`` say what happened.
+    (e.g. a bag's serialized messages) on given publishers. Trials need a trial_id the learner answers as
+    it is (``trial_id_problem``; ValueError otherwise). ``confirmed``, ``rejected``, ``duplicates`` and
+    ``given_up`` (trial_id -> reason) and ``resent`` say what happened.
     """
 
     def __init__(self, node, resend_timeout: float = DEFAULT_RESEND_TIMEOUT, qos_depth: int = KEEP_ALL,
-                 status_topic: str = STATUS_TOPIC, callback_group=None):
+                 status_topic: str = STATUS_TOPIC, callback_group=None, max_resends: int = DEFAULT_MAX_RESENDS,
+                 max_trial_id_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH):
         if not resend_timeout > 0:
             raise ValueError(f"resend_timeout must be > 0 seconds, got {resend_timeout}")
+        if max_resends < 0:
+            raise ValueError(f"max_resends must be >= 0, got {max_resends}")
         self.node = node
         self.resend_timeout = float(resend_timeout)
+        self.max_resends = max_resends
+        self.max_trial_id_length = max_trial_id_length
         self._qos = trial_qos(qos_depth)
         self._publishers = None
         self._lock = threading.Lock()
@@ -67,6 +105,7 @@ class TrialPublisher:
         self.publish_waits = 0
         self.rejected: dict[str, str] = {}
         self.duplicates: dict[str, str] = {}
+        self.given_up: dict[str, str] = {}
         self.answers = Counter()
         self._status = node.create_subscription(TrialStatus, status_topic, self._on_status, trial_qos(KEEP_ALL),
                                                 callback_group=callback_group)
@@ -101,8 +140,7 @@ class TrialPublisher:
     def send(self, trial_id: str, messages: Sequence) -> None:
         """Publish ``messages`` ((publisher, message or serialized bytes), the whole trial) and keep them
         until ``trial_id`` is confirmed. Publishing waits while a reader is behind (keep-all history full)."""
-        if not trial_id:
-            raise ValueError("a trial sent with confirmation needs a non-empty trial_id")
+        self._check(trial_id)
         with self._lock:
             if trial_id not in self._waiting:
                 self._waiting[trial_id] = _Sent(list(messages), self._sequence, time.monotonic())
@@ -112,8 +150,7 @@ class TrialPublisher:
     def keep(self, trial_id: str, publisher, msg) -> None:
         """Keep one message of ``trial_id`` that was published already (e.g. a bag's, at its recorded
         time) until the trial is confirmed; it is sent again with the trial's other kept messages."""
-        if not trial_id:
-            raise ValueError("a trial kept for confirmation needs a non-empty trial_id")
+        self._check(trial_id)
         with self._lock:
             sent = self._waiting.get(trial_id)
             if sent is None:
@@ -121,6 +158,11 @@ class TrialPublisher:
                 self._sequence += 1
             sent.messages.append((publisher, msg))
             sent.sent = time.monotonic()
+
+    def _check(self, trial_id: str) -> None:
+        problem = trial_id_problem(trial_id, self.max_trial_id_length)
+        if problem:
+            raise ValueError(problem)
 
     def _publish(self, messages: Sequence) -> None:
         for publisher, msg in messages:
@@ -131,15 +173,24 @@ class TrialPublisher:
                                        throttle_duration_sec=5.0)
 
     def resend_due(self, now: float | None = None) -> int:
-        """Send again the trials that are due (see the module's description); returns how many."""
+        """Send again the trials that are due (see the module's description) and give up those sent again
+        ``max_resends`` times; returns how many were sent."""
         now = time.monotonic() if now is None else now
         with self._lock:
             silent = now - self._last_answer > self.resend_timeout
             due = [(trial_id, sent) for trial_id, sent in self._waiting.items()
-                   if now - sent.sent > self.resend_timeout and (silent or sent.sequence < self._newest_confirmed)]
-            due = due[:MAX_RESEND_BATCH]
+                   if now - sent.sent > self.resend_timeout * min(2 ** sent.resends, BACKOFF_LIMIT)
+                   and (silent or sent.retry or sent.sequence < self._newest_confirmed)][:MAX_RESEND_BATCH]
+            given_up = [(trial_id, sent) for trial_id, sent in due if sent.resends >= self.max_resends]
+            for trial_id, sent in given_up:
+                del self._waiting[trial_id]
+                self.given_up[trial_id] = (f"not confirmed after {sent.resends} re-sends"
+                                           + (f"; the learner answered retry: {sent.reason}" if sent.reason else ""))
+            due = [(trial_id, sent) for trial_id, sent in due if trial_id not in self.given_up]
             for _, sent in due:
-                sent.sent = now
+                sent.sent, sent.resends, sent.retry = now, sent.resends + 1, False
+        for trial_id, _ in given_up:
+            self.node.get_logger().warning(f"gave up on trial '{trial_id[:80]}': {self.given_up[trial_id]}")
         for trial_id, sent in due:
             if not self.node.context.ok():
                 break
@@ -154,19 +205,30 @@ class TrialPublisher:
     def _on_status(self, msg: TrialStatus) -> None:
         with self._lock:
             self._last_answer = time.monotonic()
-            sent = self._waiting.pop(msg.trial_id, None)
+            sent = self._waiting.get(msg.trial_id)
             if sent is None:  # another robot's trial, or an answer to a trial sent twice
                 return
-            self._newest_confirmed = max(self._newest_confirmed, sent.sequence)
             self.answers[msg.status] += 1
-            if msg.status == TrialStatus.STORED:
-                self.confirmed += 1
-            elif msg.status == TrialStatus.DUPLICATE:
-                self.duplicates[msg.trial_id] = msg.reason
+            if msg.status == TrialStatus.RETRY:  # kept, and sent again after resend_timeout
+                sent.retry, sent.reason = True, msg.reason
             else:
-                self.rejected[msg.trial_id] = msg.reason
+                del self._waiting[msg.trial_id]
+                self._newest_confirmed = max(self._newest_confirmed, sent.sequence)
+                if msg.status == TrialStatus.STORED:
+                    self.confirmed += 1
+                elif msg.status == TrialStatus.DUPLICATE:
+                    self.duplicates[msg.trial_id] = msg.reason
+                else:
+                    self.rejected[msg.trial_id] = msg.reason
         if msg.status == TrialStatus.REJECTED:
             self.node.get_logger().warning(f"the learner rejected trial '{msg.trial_id[:80]}': {msg.reason[:300]}")
+        elif msg.status == TrialStatus.RETRY:
+            self.node.get_logger().warning(f"the learner asks to send trial '{msg.trial_id[:80]}' again later: "
+                                           f"{msg.reason[:300]}", throttle_duration_sec=10.0)
+
+    def learner_present(self) -> bool:
+        """Whether a node publishes on the status topic (a learner that confirms trials is up)."""
+        return self.node.count_publishers(self._status.topic_name) > 0
 
     @property
     def unconfirmed(self) -> list[str]:
@@ -181,7 +243,8 @@ class TrialPublisher:
 
     def summary(self) -> str:
         return (f"{self.confirmed} trials confirmed stored, {len(self.rejected)} rejected, {len(self.duplicates)} "
-                f"duplicate, {self.pending} unconfirmed; sent again {self.resent} times")
+                f"duplicate, {self.pending} unconfirmed, {len(self.given_up)} given up; sent again {self.resent} "
+                "times")
 
     def destroy(self) -> None:
         """Stop the resend timer and the status subscription (the node stays)."""

@@ -117,7 +117,6 @@ def _cell(x) -> str:
 
 
 def run_evaluate(args, user_error) -> int:
-    from ..core import AffordanceLearner  # (learning imports scipy: not at the command line's start)
 
     config = AffordanceNetwork.load(args.config, what="configuration")
     extra = [c for c in dict.fromkeys([args.leave_out, args.groups, *args.ignore_columns]) if c]

@@ -4,9 +4,10 @@ import json
 from dataclasses import replace
 
 import pytest
-from conftest import MONTESANO_CONFIG, sampled_records
+from conftest import MONTESANO_CONFIG, committed_events, sampled_records
 
 from affordance_ros.core import AffordanceError, AffordanceNetwork, benchmark_network, benchmark_structure
+from affordance_ros.data.case_writer import CaseWriter
 from affordance_ros.data.intake import TrialIntake
 from affordance_ros.data.learn import learn
 from affordance_ros.data.model_manager import ModelManager, StartupError
@@ -39,6 +40,9 @@ def test_learns_from_the_stored_cases_writes_the_model_and_records_what_it_saw(t
     assert models.load() is None and models.current_model() is None  # no model file yet
     outcome = learn(models.learn_job("fixed", 0.0))
     assert outcome.result.num_cases == 3000 and "learned from 3000 cases" in outcome.message
+    assert not (tmp_path / "model.json").exists()  # the learn wrote its own file: the node puts it in place
+    models.install_learned(outcome)
+    assert not outcome.file.exists()
     on_disk = AffordanceNetwork.load(tmp_path / "model.json")
     assert on_disk.metadata["cases"]["count"] == 3000 and on_disk.metadata["cases"]["last_trial_id"] == "r02999"
     assert seen_until(models.store, on_disk) == 3000
@@ -48,7 +52,6 @@ def test_learns_from_the_stored_cases_writes_the_model_and_records_what_it_saw(t
     learned_cpts = [v.cpt for v in on_disk.variables]
     true_cpts = [v.cpt for v in truth.variables]
     assert weighted_rms(learned_cpts, true_cpts, parent_weights(truth)) < 0.05
-    models.install(outcome.model)
     assert models.current_model() is outcome.model
     models.close()
 
@@ -87,7 +90,11 @@ def test_cases_that_do_not_fit_the_configuration_are_skipped_and_counted(tmp_pat
 
 def test_online_learning_catches_up_on_the_cases_stored_after_the_model(tmp_path):
     seed(tmp_path, sampled_records(200))
-    learned = learn(manager(tmp_path).learn_job("fixed", 0.0)).model
+    first = manager(tmp_path)
+    outcome = learn(first.learn_job("fixed", 0.0))
+    first.install_learned(outcome)
+    first.close()
+    learned = outcome.model
     seed(tmp_path, sampled_records(15, seed=5, prefix="later"))
     models = manager(tmp_path, online=True)
     assert models.load() is None
@@ -112,12 +119,14 @@ def test_a_bad_configuration_or_structure_says_what_to_fix(tmp_path):
 
 def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_every_mistake(tmp_path):
     models = manager(tmp_path)
-    intake = TrialIntake(models.parts, TrialAssembler(), models.store.insert, models.store.record_of, 1.0)
+    writer = CaseWriter(models.store, notify=lambda: None)
+    intake = TrialIntake(models.parts, TrialAssembler(remember_completed=0), writer.submit,
+                         models.store.record_of, lambda: writer.confirming, 1.0)
     obj = (["color", "shape", "size"], [5.0, 0.0, 10.0])
     eff = (["obj_vel", "obj_hand_vel", "hand_vel", "contact"], [10.0, 5.0, 0.0, 5.0])
     assert [e.counter for e in intake.take("action", "t1", 10.0, "tap", 1.0)] == ["received_action"]
     intake.take("object", "t1", 10.0, obj, 1.0)
-    events = intake.take("effect", "t1", 10.0, eff, 1.0)
+    events = intake.take("effect", "t1", 10.0, eff, 1.0) + committed_events(intake, writer)
     assert [e.counter for e in events] == ["received_effect", "stored"] and events[1].case[0] == 1
     assert models.store.records()[0].effects["obj_vel"] == 10.0
     # the same part again (a robot re-sending what it was not told was stored): confirmed, not an error
@@ -131,4 +140,23 @@ def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_ever
     for counter, reported in mistakes.items():
         assert reported[-1].counter == counter and reported[-1].message, counter
     assert "unknown action 'fly'" in mistakes["rejected_parts"][-1].message
+    writer.close()
     assert models.store.count() == 1
+
+
+def test_a_configuration_whose_tables_would_not_fit_is_refused_with_the_size(tmp_path):
+    values = [f"v{i}" for i in range(1000)]
+    doc = {"format": "affordance_ros/model/1", "variables": [
+        {"name": "Action", "group": "action", "values": values[:3], "sensor": None},
+        *({"name": f"O{k}", "group": "object", "values": values, "parents": [],
+           "sensor": {"name": f"o{k}", "means": [5.0 * i for i in range(1000)], "stddevs": [1.0] * 1000}}
+          for k in range(3)),
+        *({"name": f"E{k}", "group": "effect", "values": values, "parents": ["Action", "O0", "O1"],
+           "sensor": {"name": f"e{k}", "means": [5.0 * i for i in range(1000)], "stddevs": [1.0] * 1000}}
+          for k in range(3))]}
+    doc["variables"][0]["parents"] = []
+    config = tmp_path / "huge.json"
+    config.write_text(json.dumps(doc))
+    with pytest.raises(StartupError, match=r"would need 9,000,003,003 numbers \(72.0 GB; the largest, of 'E0' given "
+                                           r"\['Action', 'O0', 'O1'\], 3,000,000,000\)"):
+        manager(tmp_path, config=config)

@@ -206,3 +206,27 @@ def test_part_validator_on_montesano():
 def test_part_validator_needs_one_labelled_action_variable():
     with pytest.raises(ValueError, match="exactly one variable in the group 'action'"):
         PartValidator(benchmark_structure("simple", 1.0))
+
+
+def test_at_most_max_pending_trials_wait_and_lone_parts_are_dropped_first():
+    asm = TrialAssembler(trial_timeout=60.0, max_pending=3)
+    dropped = []
+
+    def part(kind, trial_id, payload, stamp=10.0):
+        dropped.extend(asm.observe(stamp, now=0.0))
+        return asm.add(kind, trial_id, stamp, payload, now=0.0)
+    part("object", "good", OBJ)
+    part("effect", "good", EFF)  # its action is late (queued behind a flood on the action topic)
+    for k in range(50):  # a flood of action parts of trials that never complete
+        part("action", f"flood{k}", "tap")
+        assert asm.pending <= 3
+    assert len(dropped) == 48 and all(d.parts == ("action",) for d in dropped)
+    assert "while max_pending_trials 3 trials waited for parts" in dropped[0].reason
+    assert part("action", "good", "tap").trial_id == "good"  # the trial with two parts was kept
+    # by stamp too: a flood of action parts 1 us apart does not pair with itself, and a trial still pairs
+    for k in range(2000):
+        part("action", "", "tap", stamp=20.0 + k * 1e-6)
+    assert asm.pending <= 3
+    part("object", "", OBJ, stamp=20.0 + 1999e-6)
+    trial = part("effect", "", EFF, stamp=20.0 + 1999e-6)
+    assert trial is not None and trial.stamp == pytest.approx(20.0 + 1999e-6)

@@ -1,11 +1,12 @@
 """/diagnostics (OK / WARN / ERROR with key values) and the ~/model topic (transient local)."""
 
 import json
-import threading
+import shutil
 
 from conftest import sampled_records, wait_for
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ros_harness import Listener
 from std_msgs.msg import String
 
 from affordance_ros.core import AffordanceNetwork
@@ -14,22 +15,6 @@ from affordance_ros.msg import Features
 
 NAME = "affordance_learner: learner"
 MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
-
-class Listener:
-    """Keeps what arrives on a topic."""
-
-    def __init__(self, ros, msg_type, topic, qos=10):
-        self.messages, self.lock = [], threading.Lock()
-        ros.client_node.create_subscription(msg_type, topic, self._take, qos)
-
-    def _take(self, msg):
-        with self.lock:
-            self.messages.append(msg)
-
-    def last(self):
-        with self.lock:
-            return self.messages[-1] if self.messages else None
 
 
 def learner_status(listener, level=None, text=""):
@@ -42,11 +27,12 @@ def learner_status(listener, level=None, text=""):
 
 
 def test_diagnostics_say_ok_warn_and_error_with_key_values(ros, tmp_path):
-    with CaseStore(tmp_path / "cases.db") as store:
+    db = tmp_path / "db" / "cases.db"
+    with CaseStore(db) as store:
         for record in sampled_records(80):
             store.add(record)
     diagnostics = Listener(ros, DiagnosticArray, "/diagnostics")
-    ros.learner(diagnostics_period=0.2)
+    learner = ros.learner(diagnostics_period=0.2, database_path=str(db))
 
     wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.WARN, "no model yet"), what="WARN: no model")
     values = {kv.key: kv.value for kv in learner_status(diagnostics).values}
@@ -66,8 +52,14 @@ def test_diagnostics_say_ok_warn_and_error_with_key_values(ros, tmp_path):
     wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.WARN, "1 parts rejected"), what="WARN: rejected")
     assert {kv.key: kv.value for kv in learner_status(diagnostics).values}["rejected parts"] == "1"
 
-    (tmp_path / "cases.db").unlink()  # the database is gone: new cases would be lost
-    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.ERROR, "case database"), what="ERROR")
+    db.unlink()  # the database file is removed: the node writes what it holds back to its path
+    wait_for(lambda: db.exists() and learner.manager.store.file_problem() == "", what="the database written back")
+    with CaseStore(db, read_only=True) as store:
+        assert store.count() == 80
+    shutil.rmtree(db.parent)  # and its folder: nowhere to write it back, trials would be lost at a restart
+    wait_for(lambda: learner_status(diagnostics, DiagnosticStatus.ERROR, "case database was removed"),
+             what="ERROR")
+    assert "not confirming trials" in learner_status(diagnostics).message
     assert learner_status(diagnostics).hardware_id == "/affordance_learner"
 
 

@@ -2,55 +2,16 @@
 with SIGKILL mid-stream and restarted, stopped by signals, fed malformed messages; damaged files."""
 
 import json
-import os
 import signal
-import subprocess
 import time
 from dataclasses import replace
 
 import pytest
-from conftest import MONTESANO_CONFIG, sampled_records, wait_for
+from conftest import MONTESANO_CONFIG, sampled_records, stored_count, stored_ids, wait_for
+from ros_harness import start, stop
 
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.msg import Action, Features, TrialStatus
-from affordance_ros.share import share_directory
-
-LIB = share_directory().parents[1] / "lib" / "affordance_ros"
-
-
-def start(executable, tmp_path, name, **params):
-    log = open(tmp_path / f"{name}.log", "a")
-    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-    args = [str(LIB / executable), "--ros-args"]
-    for key, value in params.items():
-        args += ["-p", f"{key}:={value}"]
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
-def stored_ids(db):
-    if not db.exists():
-        return set()
-    with CaseStore(db, read_only=True) as store:
-        return {r.trial_id for r in store.records()}
-
-
-def stored_count(db):
-    try:
-        with CaseStore(db, read_only=True) as store:
-            return store.count()
-    except Exception:  # not created yet
-        return 0
-
-
-def stop(process, sig=signal.SIGINT, timeout=30.0):
-    if process.poll() is None:
-        process.send_signal(sig)
-    try:
-        return process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        raise
 
 
 def test_every_trial_is_stored_after_a_sigkill_of_the_learner_mid_stream_and_a_restart(tmp_path):

@@ -53,7 +53,8 @@ def test_the_robot_waits_for_the_learner_not_just_any_subscriber(ros):
     time.sleep(1.0)
     assert robot.published == 0  # a recorder is up, the learner is not: nothing is published (and lost)
     assert robot.missing_subscribers() == [f"affordance_learner on /{t}" for t in ("action", "object_features",
-                                                                                  "effects")]
+                                                                                  "effects")] + [
+        "affordance_learner's answers (status_topic)"]
     learner = ros.learner()
     wait_for(lambda: learner.counts["stored"] == 15, what="all 15 trials stored")
     assert robot.missing_subscribers() == [] and len(recorder) == 3

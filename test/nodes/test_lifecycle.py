@@ -1,11 +1,14 @@
 """The learner as a managed node: configure / activate / deactivate / cleanup / shutdown over ~/change_state."""
 
+import pytest
 from conftest import sampled_records, wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.parameter import Parameter
 from ros_harness import Waiter
 
+from affordance_ros.data.learn_worker import LearnWorker
+from affordance_ros.data.model_manager import StartupError
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.share import default_config_path
@@ -87,3 +90,19 @@ def test_configure_fails_with_a_bad_configuration_and_can_be_retried(ros, tmp_pa
     config.write_text(default_config_path().read_text())  # fixed: configure again
     assert change(ros, Transition.TRANSITION_CONFIGURE)
     assert state(ros) == "inactive"
+
+
+def test_a_configure_that_fails_half_way_says_why_and_undoes_what_it_made(ros, tmp_path, monkeypatch):
+    def cannot_start(worker):
+        raise PermissionError(13, "Permission denied", "python")
+    monkeypatch.setattr(LearnWorker, "start", cannot_start)
+    learner = managed_learner(ros, tmp_path, autostart=False)
+    assert not change(ros, Transition.TRANSITION_CONFIGURE)
+    assert state(ros) == "unconfigured" and learner.manager is None and learner.writer is None
+    monkeypatch.undo()
+    assert change(ros, Transition.TRANSITION_CONFIGURE)  # the database was let go: it can be opened again
+    assert state(ros) == "inactive"
+    with pytest.raises(StartupError, match=r"configure failed: PermissionError\(13, 'Permission denied'\)"):
+        monkeypatch.setattr(LearnWorker, "start", cannot_start)
+        LearnerNode(context=ros.context, namespace="/other", parameter_overrides=[
+            Parameter("database_path", value=str(tmp_path / "other.db")), Parameter("status_period", value=0.0)])

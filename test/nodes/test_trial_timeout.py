@@ -22,15 +22,15 @@ def counters(events):
 def test_the_fallback_drops_after_a_silence_but_not_right_after_the_caller_was_held_up():
     stored = {}
     intake = TrialIntake(PartValidator(AffordanceNetwork.load(MONTESANO_CONFIG)), TrialAssembler(trial_timeout=0.5),
-                         store=lambda record: stored.setdefault(record.trial_id, len(stored) + 1),
-                         stored=stored.__contains__, expire_period=0.125)
+                         submit=lambda record: stored.setdefault(record.trial_id, record),
+                         stored=stored.get, confirming=lambda: True, expire_period=0.125)
     assert counters(intake.take("action", "held", 1000.0, "tap", now=100.0)) == ["received_action"]
     assert intake.expire(100.0) == []
     # the caller was held up for 10 s: the other parts may be queued behind the timer
     assert intake.expire(110.0) == [] and intake.pending == 1
     intake.take("object", "held", 1000.0, OBJECT, now=110.0)
-    assert counters(intake.take("effect", "held", 1000.0, EFFECT, now=110.0)) == ["received_effect", "stored"]
-    assert "held" in stored
+    assert counters(intake.take("effect", "held", 1000.0, EFFECT, now=110.0)) == ["received_effect"]
+    assert "held" in stored and intake.storing == 1  # complete: handed over for storing
 
     # a real silence: the timer keeps running and nothing arrives
     intake.take("action", "lonely", 1000.0, "tap", now=110.0)

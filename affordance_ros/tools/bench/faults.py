@@ -12,7 +12,11 @@ this process injects the faults and reads the database.
    exit statuses, "cannot rollback" reports, and whether its stored-cases counter matches the database;
 3. malformed flood: rounds of 1 MB trial_ids and sensor names, 5000-entry lists, control characters,
    out-of-range readings and far-future stamps, each round followed by a good trial: the learner's RSS
-   after each round, database and log size.
+   after each round, database and log size;
+4. the faults at the edges of issue 18 (``edges``): the database file removed, lifecycle transitions during
+   learns, the node killed while it learns, a remote clock change, floods of incomplete trials, a held
+   database lock, the confirmed stream on one core, ~/predict while learning, unanswered re-sends, a
+   second learner and the smaller ones.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import machine_line, markdown_table, output_dir, ros_node_importable, write_results
+from . import edges
+from .common import fmt_seconds, machine_line, markdown_table, output_dir, ros_node_importable, write_results
 from .dds import bench_env, launch, stop_process
 
 ROBOT_RATE = 10000.0
@@ -181,7 +186,8 @@ def run(args) -> int:
     n = args.cases or (300 if args.quick else 2000)
     runs, stops, rounds = (1, 4, 3) if args.quick else (3, 30, 8)
     print(f"bench faults{' (quick)' if args.quick else ''}: kill -9 mid-stream ({runs} x {n} trials, with and "
-          f"without confirmations), {stops} stops under load, {rounds} rounds of malformed messages")
+          f"without confirmations), {stops} stops under load, {rounds} rounds of malformed messages, and the faults "
+          "at the edges (issue 18)")
     print(f"machine: {machine_line()}")
     kills = []
     with tempfile.TemporaryDirectory(prefix="affordance-bench-faults-") as tmpdir:
@@ -198,6 +204,7 @@ def run(args) -> int:
         print(f"  stops: {stopped}")
         flooded = flood(Path(tmpdir) / "flood", env, rounds)
         print(f"  flood: {flooded}")
+        found = edge_runs(Path(tmpdir), env, args.quick, n)
     rows = []
     for confirm in (True, False):
         mine = [k for k in kills if k["confirm"] == confirm]
@@ -215,6 +222,89 @@ def run(args) -> int:
              ["malformed flood: bad cases stored, database size, log size",
               f"{flooded['bad_stored']}, {flooded['database_bytes'] / 1e3:.0f} kB, "
               f"{flooded['log_bytes'] / 1e3:.0f} kB"]]
+    rows += edge_rows(found)
     table = markdown_table(["fault", "figure"], rows)
-    write_results(out, "faults", table, args.quick, {"kills": kills, "stops": stopped, "flood": flooded})
+    write_results(out, "faults", table, args.quick, {"kills": kills, "stops": stopped, "flood": flooded, **found})
     return 0
+
+
+def edge_runs(tmp: Path, env: dict, quick: bool, n: int) -> dict:
+    """The runs of ``edges`` (issue 18), each printed as it ends."""
+    found = {}
+
+    def step(name: str, run, *args):
+        started = time.monotonic()
+        found[name] = result = run(*args)
+        print(f"  {name} ({time.monotonic() - started:.0f} s): {result}", flush=True)
+        return result
+    step("removed_database", edges.removed_database, tmp / "removed", env, n)
+    step("lifecycle", edges.lifecycle, tmp / "lifecycle", env, 10.0 if quick else 60.0)
+    step("orphaned_worker", edges.orphaned_worker, tmp / "orphan", env)
+    step("clock", edges.clock, tmp / "clock", env, 10 if quick else 50)
+    seconds = 5.0 if quick else 60.0
+    found["floods"] = [step(f"flood_{kind}", edges.flood, tmp / f"flood_{kind}", env, kind, seconds, 2000.0)
+                       for kind in ("fresh", "now", "stampless")]
+    found["locks"] = [step(f"lock_{hold:.0f}", edges.held_lock, tmp / f"lock{hold:.0f}", env, hold, 100)
+                      for hold in ((5.0,) if quick else (10.0, 25.0))]
+    trials = 1000 if quick else 5000
+    found["rates"] = [step(f"rate_confirm_{confirm}", edges.confirmed_rate, tmp / f"rate{confirm:d}", env, trials,
+                           confirm) for confirm in (True, False)]
+    step("predict", edges.predict_latency, tmp / "predict", env, 2000 if quick else 20000, 100 if quick else 1000)
+    step("resends", edges.resends)
+    step("smaller", edges.smaller, tmp / "smaller", env)
+    return found
+
+
+def edge_rows(found: dict) -> list:
+    """The table's rows of the runs of ``edges``, one or two per item of issue 18."""
+    removed, life, orphan, clock = (found[k] for k in ("removed_database", "lifecycle", "orphaned_worker", "clock"))
+    rows = [[f"1. cases.db removed while a robot streams {removed['trials']} trials (then its folder, then back): "
+             "confirmed trials missing at the next start / confirmed while nothing could be written back",
+             f"{removed['lost']} of {removed['confirmed']} / {removed['confirmed_while_gone']}"],
+            ["2. deactivate during ~/learn: service answered / action result; random transitions "
+             f"{life['random_seconds']:.0f} s while streaming and learning: calls unanswered, learner exit",
+             f"{life['service_answered']} / {life['action_result']}; {life['unanswered']} of {life['learn_calls']}, "
+             f"exit {life['learner_exit']}, {life['tracebacks']} tracebacks"],
+            ["3. SIGKILL during a learn: processes of the node alive 5 s later / newer model overwritten",
+             f"{orphan['alive_5_s_after_the_kill']} of {orphan['processes_of_the_node']} / "
+             f"{orphan['newer_model_overwritten']}"],
+            [f"4. use_sim_time set remotely: refused; /clock at 1 s, {clock['trials']} good trials: answered "
+             "rejected / retry, stored once the clock is right",
+             f"{clock['set_use_sim_time_refused']}; {clock['answered']['rejected']} / {clock['answered']['retry']}, "
+             f"{clock['stored_once_the_clock_is_right']}"]]
+    for f in found["floods"]:
+        rows.append([f"5. flood of incomplete trials ({f['kind']}), {f['parts'] / f['seconds']:.0f} parts/s for "
+                     f"{f['seconds']:.0f} s: most pending, RSS before → after (MB), log lines, a good trial's answer",
+                     f"{f['max_pending']}, {f['rss_mb'][0]:.0f} → {f['rss_mb'][1]:.0f}, {f['log_lines']}, "
+                     f"{fmt_seconds(f['good_trial_seconds'])}"])
+    for lock in found["locks"]:
+        p = lock["predicts"]
+        rows.append([f"6. database locked by another program for {lock['hold_seconds']:.0f} s: ~/predict max, "
+                     "unanswered; told on /diagnostics; confirmed during the lock; lost",
+                     f"{fmt_seconds(p['max'])}, {p['unanswered']} of {p['calls']}; {lock['told_on_diagnostics']}; "
+                     f"{lock['confirmed_during_the_lock']}; {lock['lost']} of {lock['trials']}"])
+    rate, peer = found["rates"]
+    rows.append([f"7. robot at full speed, learner on one core, {rate['trials']} trials: confirmed per second "
+                 "(peer: without confirmations)",
+                 f"{rate['per_second']:.0f} ({peer['per_second']:.0f}: ratio "
+                 f"{rate['per_second'] / peer['per_second']:.2f})"])
+    predict = found["predict"]
+    for clients in (1, 4):
+        idle, busy = predict[f"idle_{clients}"], predict[f"learning_{clients}"]
+        rows.append([f"8. ~/predict, {clients} client(s), p50 / p99 / max, unanswered: idle; while learns on "
+                     f"{predict['cases']} cases run back to back",
+                     f"{fmt_seconds(idle['p50'])} / {fmt_seconds(idle['p99'])} / {fmt_seconds(idle['max'])}, "
+                     f"{idle['unanswered']}; {fmt_seconds(busy['p50'])} / {fmt_seconds(busy['p99'])} / "
+                     f"{fmt_seconds(busy['max'])}, {busy['unanswered']}"])
+    resent = found["resends"]
+    rows.append(["9. a trial nobody answers: re-sends in 8 s / in all, then given up after; mangled ids refused",
+                 f"{resent['resends_in_8_s']} / {resent['resends_in_all']}, {resent['seconds_until_given_up']:.0f} s; "
+                 f"{resent['mangled_ids_refused']} of {resent['mangled_ids']}"])
+    small = found["smaller"]
+    huge = small["huge_request"]
+    rows.append(["10. second learner on one database: exit, lines; configuration too large: exit; 3 million names "
+                 "in a predict: seconds, RSS (MB); online save over a replaced model file: file kept",
+                 f"{small['second_learner_exit']}, {len(small['second_learner_lines'])}; {small['huge_config_exit']}; "
+                 f"{huge['seconds']:.1f} s, {huge['rss_mb'][0]:.0f} → {huge['rss_mb'][1]:.0f}; "
+                 f"{small['replaced_model_kept']}"])
+    return rows

@@ -1,0 +1,73 @@
+"""One learner per case database: an exclusive lock on a file beside it, naming who holds it.
+
+Two learner nodes on one database would both store and both learn, each believing its model to
+be the current one. The first takes an exclusive ``flock`` on ``<database>.lock`` and writes into
+it who it is (node name, process id, host, since when); the second cannot take the lock and is
+refused with one line saying who holds the database and how to stop it. The kernel releases the
+lock when its holder's process ends, however it ends, so a killed node leaves no stale lock
+behind (the file stays; its content is rewritten by the next holder). Other programs (the
+command line's ``import``) do not take it: SQLite serialises their writes with the node's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+
+class DatabaseInUse(RuntimeError):
+    """Another learner holds the database; the message says which and how to stop it."""
+
+
+class DatabaseLock:
+    """Holds ``<database_path>.lock`` for ``owner`` (a node's full name) until ``release``; DatabaseInUse
+    when another process holds it."""
+
+    def __init__(self, database_path: Path, owner: str):
+        self.path = database_path.with_name(database_path.name + ".lock")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(self._fd)
+            os.close(self._fd)
+            raise DatabaseInUse(_in_use(database_path, holder)) from None
+        except OSError:
+            os.close(self._fd)
+            raise
+        me = {"node": owner, "pid": os.getpid(), "host": socket.gethostname(),
+              "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, (json.dumps(me) + "\n").encode(), 0)
+
+    def release(self) -> None:
+        """Give the database up (closing the file releases the lock)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _holder(fd: int) -> dict:
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _in_use(database_path: Path, holder: dict) -> str:
+    """The one line that refuses a second learner."""
+    node, pid, host = holder.get("node", "another learner node"), holder.get("pid"), holder.get("host")
+    details = ", ".join(x for x in (f"pid {pid}" if pid else "", f"host {host}" if host else "",
+                                    f"since {holder['since']}" if holder.get("since") else "") if x)
+    how = "Ctrl-C where it runs" + (f", or `kill -INT {pid}`" + (f" on {host}" if host else "") if pid else "")
+    return (f"the case database {database_path} is in use by {node}" + (f" ({details})" if details else "")
+            + f": stop it first ({how}), or give this node another database_path")
+
+
+__all__ = ["DatabaseInUse", "DatabaseLock"]
