@@ -7,8 +7,11 @@ import pytest
 from test_cli import run
 
 from affordance_ros.core import AffordanceNetwork, predict
-from affordance_ros.core.evaluation import METHODS
+from affordance_ros.core.evaluation import BASELINES
 from affordance_ros.share import share_directory
+from affordance_ros.tools.baselines import STRONG_BASELINES
+
+METHODS = ("ours", *BASELINES, *STRONG_BASELINES)
 
 CONFIG = share_directory() / "config"
 
@@ -47,8 +50,11 @@ def test_evaluate_k_fold_prints_a_table_and_writes_json_and_figures(hands_csv, t
     for metric in ("accuracy", "log-loss", "RMSE dx", "log-density"):
         assert metric in out.stdout
     doc = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
-    assert set(doc["targets"]) == {"Action", "Effect"}
+    assert set(doc["targets"]) == {"Action", "Effect"} and doc["methods"] == list(METHODS)
     assert set(doc["targets"]["Action"]["metrics"]) == set(METHODS)
+    # logistic regression predicts labels only: its column of the reading rows is '-'
+    assert set(doc["targets"]["Effect"]["metrics"]) == set(METHODS) - {"logistic_regression"}
+    assert [line.split()[-1] for line in out.stdout.splitlines() if line.startswith("Effect")][0] == "-"
     assert 0.5 < doc["targets"]["Action"]["metrics"]["ours"]["accuracy"] <= 1.0
     assert doc["targets"]["Effect"]["metrics"]["ours"]["rmse"] < doc["targets"]["Effect"]["metrics"]["majority"]["rmse"]
     assert (tmp_path / "eval" / "Action_confusion.png").stat().st_size > 1000
@@ -95,7 +101,7 @@ def test_evaluate_reports_the_euclidean_and_the_per_coordinate_rmse_and_defines_
     rows = [line.split()[1:3] for line in out.stdout.splitlines() if line.startswith("Effect")]
     assert rows[:4] == [["RMSE", "Euclidean"], ["RMSE", "per"], ["RMSE", "dx"], ["RMSE", "dy"]], out.stdout
     metrics = json.loads((tmp_path / "evaluation.json").read_text())["targets"]["Effect"]["metrics"]
-    for method in METHODS:  # every case has both readings: Euclidean = sqrt(2) x per coordinate
+    for method in metrics:  # every case has both readings: Euclidean = sqrt(2) x per coordinate
         m = metrics[method]
         assert m["euclidean_rmse"] == pytest.approx(2 ** 0.5 * m["rmse"])
         assert m["rmse"] ** 2 == pytest.approx((m["rmse_dx"] ** 2 + m["rmse_dy"] ** 2) / 2)
