@@ -8,17 +8,24 @@ learner.result_                     # LearnResult: arcs, log-likelihood, iterati
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 from .cases import CaseEvidence, CaseSet
+from .conditions import own_condition_prior
 from .errors import DataError, ModelFormatError
-from .network import AffordanceNetwork
+from .network import AffordanceNetwork, SensorModel
 from .options import STRUCTURES, LearningOptions
 from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
+
+# How many trials' worth of prior a row of a variable whose values are conditions gives its own condition
+# (``conditions.own_condition_prior``): a parent configuration no training case has predicts its condition's
+# pooled centre, one with a few trials is barely moved.
+OWN_CONDITION_TRIALS = 1.0
 
 
 @dataclass
@@ -35,6 +42,7 @@ class LearnResult:
     em: EMResult | None = None
     structure_result: StructureResult | None = None
     arc_probabilities: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
 
 class AffordanceLearner:
@@ -44,7 +52,10 @@ class AffordanceLearner:
     2. learn the structure on MAP-assigned values (K2 or MCMC), or keep the configured arcs;
     3. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline);
     4. with ``structural_em`` > 0, up to that many rounds of structural EM: search the structure
-       again on the expected counts under the model of step 3, re-learn the CPTs, repeat.
+       again on the expected counts under the model of step 3, re-learn the CPTs, repeat;
+    5. a variable whose values are conditions of variables that did not all become its parents gets its
+       values again, by the conditions of its parents among them (``compact_conditions``), and the CPTs
+       are learned again by EM.
 
     Takes the fields of ``LearningOptions`` as keyword arguments (None: not given); options not
     given here come from the configuration's "learning" block, then the defaults.
@@ -82,7 +93,14 @@ class AffordanceLearner:
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
         report(progress, "sensors", 0)
-        network = fit_sensors(config, cases.readings, cases.labels, opts.seed)
+        entities = cases.extra.get(opts.entity_column) if opts.entity_column else None
+        warnings = []
+        if opts.entity_column and entities is None:
+            warnings.append(f"learning option 'entity_column' names '{opts.entity_column}', a column these cases do "
+                            "not have: the sensors cluster distinct readings, and learning holds out cases, not "
+                            "entities")
+        sensors = fit_sensors(config, cases.readings, cases.labels, opts.seed, entities)
+        network, warnings = sensors.network, warnings + sensors.warnings
         observed = CaseEvidence(cases, network)
         structure_result = None
         if opts.structure != "fixed":
@@ -91,7 +109,8 @@ class AffordanceLearner:
 
         def fit_parameters(net: AffordanceNetwork) -> AffordanceNetwork:
             if opts.method == "em":
-                fitted["model"], fitted["em"] = fit_em(net, observed, opts, prior_model=prior_model, progress=progress)
+                fitted["model"], fitted["em"] = fit_em(net, observed, opts, prior_model=prior_model, progress=progress,
+                                                       pseudo_counts=condition_priors(net))
             else:
                 report(progress, "parameters", 0)
                 fitted["model"], fitted["em"] = fit_discrete(net, observed, opts.prior), None
@@ -102,6 +121,11 @@ class AffordanceLearner:
         if opts.structural_em and opts.structure != "fixed":
             model, structure_result, structural_rounds = structural_em(model, observed, fit_parameters, opts,
                                                                        progress)
+        compact = compact_conditions(model)
+        if compact is not model:
+            compact = fit_sensors(compact, cases.readings, cases.labels, opts.seed, entities).network
+            observed = CaseEvidence(cases, compact)
+            model = fit_parameters(compact)
         em_result = fitted["em"]
         if em_result is not None:
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
@@ -112,7 +136,7 @@ class AffordanceLearner:
         self.result_ = LearnResult(
             num_cases=cases.n_cases, arcs=model.arcs, log_likelihood=ll, iterations=iterations,
             converged=converged, duration=duration, structure=opts.structure, em=em_result,
-            structure_result=structure_result, arc_probabilities=arc_probabilities)
+            structure_result=structure_result, arc_probabilities=arc_probabilities, warnings=warnings)
         metadata = dict(config.metadata)
         metadata["learned"] = {
             "num_cases": cases.n_cases, "structure": opts.structure, "score": opts.score,
@@ -123,11 +147,55 @@ class AffordanceLearner:
             "converged": converged, "duration": round(duration, 4),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+        if warnings:
+            metadata["learned"]["warnings"] = list(warnings)
         if arc_probabilities:
             metadata["learned"]["arc_probabilities"] = {f"{a}->{b}": round(float(p), 4)
                                                         for (a, b), p in arc_probabilities.items()}
         self.model_ = AffordanceNetwork(model.variables, metadata, config.learning)
         return self
+
+
+def _condition_variables(network: AffordanceNetwork):
+    """The variables whose values are conditions: a fitted sensor with ``cluster_by`` and two values (a core
+    and a wide one) for every combination of those variables' values.
+    """
+    for v in network.variables:
+        s = v.sensor
+        if s is not None and s.fitted and s.cluster_by and \
+                v.card == 2 * math.prod(network[n].card for n in s.cluster_by):
+            yield v
+
+
+def condition_priors(network: AffordanceNetwork) -> dict:
+    """Pseudo-counts (``fit_em``'s ``pseudo_counts``) for every variable whose values are conditions: each row
+    gives ``OWN_CONDITION_TRIALS`` to its own condition's values (``conditions.own_condition_prior``).
+    """
+    out = {}
+    for v in _condition_variables(network):
+        if v.parents is not None:
+            parent_of = [v.parents.index(n) if n in v.parents else None for n in v.sensor.cluster_by]
+            out[v.name] = own_condition_prior([network[p].card for p in v.parents], parent_of,
+                                              [network[n].card for n in v.sensor.cluster_by], OWN_CONDITION_TRIALS)
+    return out
+
+
+def compact_conditions(model: AffordanceNetwork) -> AffordanceNetwork:
+    """``model`` itself when every variable whose values are conditions has all their variables as parents; else
+    the model with those variables' sensors to be fitted again by the conditions of their parents only
+    (values and CPTs dropped, the structure kept): no values the parents cannot tell apart.
+    """
+    changes = {}
+    for v in _condition_variables(model):
+        kept = tuple(n for n in v.sensor.cluster_by if n in (v.parents or ()))
+        if kept and kept != v.sensor.cluster_by:
+            s = v.sensor
+            changes[v.name] = {"values": None, "sensor": SensorModel(
+                names=s.names, max_components=s.max_components, valid_range=s.valid_range,
+                covariance_type=s.covariance_type, cluster_by=kept)}
+    if not changes:
+        return model
+    return model.replace_variables({v.name: {**changes.get(v.name, {}), "cpt": None} for v in model.variables})
 
 
 def learning_config(config: AffordanceNetwork, structure: str, current: AffordanceNetwork | None = None,
@@ -151,4 +219,5 @@ def format_arcs(arcs) -> list[str]:
     return [f"{a}->{b}" for a, b in arcs]
 
 
-__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "format_arcs", "learning_config"]
+__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "compact_conditions", "condition_priors", "format_arcs",
+           "learning_config"]

@@ -70,6 +70,10 @@ class LearningOptions:
     n_init: int = _option(1, "EM starts (the first from em_init, the others random, seeded by seed); the best "
                              "is kept")
     em_acceleration: str = _option("squarem", "squarem (the same optimum in fewer iterations) or none (plain EM)")
+    entity_column: str | None = _option(None, "a column of the cases that is not a variable (e.g. object_id) "
+                                              "naming the entity (object, tool, hand) each trial is about: "
+                                              "sensors cluster entities, not their repeated readings, and the "
+                                              "cross-validation inside learning holds out whole entities")
 
     def __post_init__(self):
         for name, choices in CHOICES.items():
@@ -85,6 +89,8 @@ class LearningOptions:
             raise ModelFormatError("learning option 'score' 'cv' needs 'prior' > 0: without pseudo-counts a held-out "
                                    "case in a configuration no training case has gets probability 0; give e.g. "
                                    "prior 0.01, or another score")
+        if self.entity_column is not None and (not isinstance(self.entity_column, str) or not self.entity_column):
+            raise ModelFormatError(f"learning option 'entity_column' must be a column name, got {self.entity_column!r}")
         if not isinstance(self.fit_sensors, bool):
             raise ModelFormatError(f"learning option 'fit_sensors' must be true or false, got {self.fit_sensors!r}")
         object.__setattr__(self, "forbidden_arcs", _pairs("forbidden_arcs", self.forbidden_arcs))

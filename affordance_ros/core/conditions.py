@@ -1,0 +1,364 @@
+"""A sensor's values from the conditions of the experiment, each condition borrowing strength from the others.
+
+A *condition* is a combination of the values of some variables (a sensor's ``cluster_by``, e.g. Action,
+Tool, Shape), given per variable as codes. Each condition gets two values of the sensor's variable about
+one centre: a core Gaussian and a wide one with ``WIDE_VARIANCE`` times its variance (Tukey's contaminated
+normal: the wide part takes the heavy tails and the outliers, so that they neither inflate the core nor
+pull the centre).
+
+The centres borrow strength (hierarchical partial pooling, empirical Bayes): a condition's centre is a
+grand mean plus one effect per *term*, a non-empty subset of the variables (the action's; the action and
+the tool's; ...; the action, tool and shape's own), every term's effects Gaussian with a variance of their
+own. A term's *strength* λ is in trials: its effects vary as much as the mean of λ trials does (variance
+σ²/λ, σ² the variance of one trial about its condition's centre); λ = inf drops the term. The posterior
+mean of a condition's centre is then a kernel prediction over the conditions seen (Rasmussen & Williams
+2006, §2.7, with the grand mean by generalised least squares): each seen condition contributes its robust
+centre (a trimmed mean, ``trimmed_centres``) worth its number of trials, so a condition with few trials
+leans on its coarser conditions and one with many keeps its own, and a condition never seen is predicted
+from its coarser conditions. The strengths are chosen by cross-validation within the training cases
+(``choose_strengths``: the squared error of held-out readings, folds that hold out whole entities when the
+cases name them, coordinate descent over the terms on the grid ``STRENGTHS``). A term whose best strength
+is inf is dropped, and conditions that differ only in variables of dropped terms are one condition: the
+values are those of the variables that matter (``ConditionFit.variables``), every combination of theirs.
+
+The spreads borrow strength too: each condition's core variance (per reading, from the median absolute
+deviation of its residuals) is shrunk towards the pooled one with a weight ν (in trials) chosen by the
+held-out log-density (``SPREAD_WEIGHTS``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from .errors import DataError
+
+# fewest readings of the condition with the most that give the sensor a spread to learn from
+MIN_CONDITION_READINGS = 3
+# A condition's wide Gaussian has this many times the variance of its core (twice the standard deviation).
+WIDE_VARIANCE = 4.0
+# The share of a condition's trials its wide Gaussian is expected to take, for the choice of the spreads and the
+# CPT's prior rows (EM learns the real shares).
+WIDE_SHARE = 0.1
+# A condition's centre is the trimmed mean, from the mean (0) to the median (0.5), that predicts held-out
+# trials of their condition best (CENTRE_FOLDS-fold cross-validation within every condition, squared error):
+# the median where outliers would drag the mean, the mean where the readings are skewed and the median
+# would miss the reading to expect.
+CENTRE_TRIMS = (0.0, 0.1, 0.25, 0.5)
+CENTRE_FOLDS = 5
+# The strengths a term may get (trials; inf: the term is dropped), where the search starts, its sweeps over
+# the terms, and the folds of the cross-validation.
+STRENGTHS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, math.inf)
+START_STRENGTH = 4.0
+MAX_SWEEPS = 3
+STRENGTH_FOLDS = 5
+# How many trials' worth the pooled core variance has against a condition's own (inf: every condition the
+# pooled spread).
+SPREAD_WEIGHTS = (1.0, 3.0, 10.0, 30.0, math.inf)
+# Variance floor of the spreads, in units of each reading's residual variance.
+VARIANCE_FLOOR = 1e-3
+
+
+def robust_covariance(residuals: np.ndarray) -> np.ndarray:
+    """Diagonal covariance (d, d) of residuals (n, d) from each coordinate's median absolute deviation
+    (x 1.4826: the standard deviation of a Gaussian), floored so that identical readings keep a width.
+    """
+    r = np.asarray(residuals, dtype=float)
+    variance = (1.4826 * np.median(np.abs(r), axis=0)) ** 2
+    return np.diag(np.maximum(variance, np.maximum(VARIANCE_FLOOR * r.var(axis=0), 1e-12)))
+
+
+def trimmed_centres(x: np.ndarray, trims: Sequence[float] = CENTRE_TRIMS) -> np.ndarray:
+    """Coordinate-wise trimmed means (len(trims), d) of rows ``x`` (n, d): for each trim, int(trim * n) rows
+    cut from each end of every sorted coordinate (0.5: the median).
+    """
+    ordered = np.sort(x, axis=0)
+    n = len(ordered)
+    return np.array([np.median(ordered, axis=0) if trim >= 0.5 else ordered[int(trim * n):n - int(trim * n)].mean(0)
+                     for trim in trims])
+
+
+def choose_centre_trim(parts: Sequence[np.ndarray], rng: np.random.Generator) -> float:
+    """The trim of ``CENTRE_TRIMS`` whose centres of the training folds of every condition (``parts``:
+    each condition's readings) are nearest, in squared error, to the held-out readings.
+    """
+    errors = np.zeros(len(CENTRE_TRIMS))
+    for part in parts:
+        folds = rng.permutation(len(part)) % min(CENTRE_FOLDS, len(part))
+        for fold in range(folds.max() + 1):
+            test = part[folds == fold]
+            centres = trimmed_centres(part[folds != fold])                        # (trims, d)
+            errors += ((test[None, :, :] - centres[:, None, :]) ** 2).sum(axis=(1, 2))
+    return CENTRE_TRIMS[int(np.argmin(errors))]
+
+
+def all_terms(n_variables: int) -> tuple[tuple[int, ...], ...]:
+    """Every non-empty subset of the variables (by position), the coarsest first."""
+    return tuple(t for size in range(1, n_variables + 1) for t in itertools.combinations(range(n_variables), size))
+
+
+def _agreement(a: np.ndarray, b: np.ndarray, terms) -> np.ndarray:
+    """(terms, len(a), len(b)): 1 where condition a_i and condition b_j agree on every variable of the term."""
+    same = a[:, None, :] == b[None, :, :]
+    return np.stack([same[:, :, list(term)].all(axis=2) for term in terms]).astype(float)
+
+
+@dataclass(frozen=True)
+class PooledCentres:
+    """The posterior mean centre of any condition, from the conditions seen (``fit``)."""
+
+    conditions: np.ndarray    # (G, m): the conditions seen, codes per variable
+    terms: tuple
+    weights: np.ndarray       # (terms,): 1 / strength (0: dropped)
+    mean: np.ndarray          # (d,): the grand mean
+    coefficients: np.ndarray  # (G, d): (K + D)^-1 (centres - mean)
+
+    @classmethod
+    def fit(cls, conditions: np.ndarray, centres: np.ndarray, counts: np.ndarray, terms,
+            strengths: Sequence[float]) -> "PooledCentres":
+        """From the seen conditions (G, m), their robust centres (G, d) and numbers of trials (G,)."""
+        weights = 1.0 / np.asarray(strengths, dtype=float)
+        return cls._solved(conditions, centres, counts, terms, weights, _agreement(conditions, conditions, terms))
+
+    @classmethod
+    def _solved(cls, conditions, centres, counts, terms, weights, agreement) -> "PooledCentres":
+        factor = cho_factor(np.tensordot(weights, agreement, 1) + np.diag(1.0 / counts))
+        through_ones = cho_solve(factor, np.ones(len(counts)))
+        mean = through_ones @ centres / through_ones.sum()
+        return cls(conditions, tuple(terms), weights, mean, cho_solve(factor, centres - mean))
+
+    def predict(self, conditions: np.ndarray) -> np.ndarray:
+        """Centres (n, d) of conditions (n, m), seen or not."""
+        return self.mean + self.cross(conditions) @ self.coefficients
+
+    def cross(self, conditions: np.ndarray) -> np.ndarray:
+        """k(c*) of every condition (n, G): the prior covariance with the seen conditions."""
+        return np.tensordot(self.weights, _agreement(conditions, self.conditions, self.terms), 1)
+
+    def variables(self) -> tuple[int, ...]:
+        """The variables (by position) of the terms kept: the centres depend on these only."""
+        return tuple(sorted({j for term, w in zip(self.terms, self.weights) if w > 0 for j in term}))
+
+
+def group_trimmed_means(x: np.ndarray, which: np.ndarray, n_groups: int, trim: float) -> np.ndarray:
+    """``trimmed_centres`` of every group's rows at once: (n_groups, d) for rows ``x`` (n, d) in groups ``which``
+    (n,) (every group with at least one row).
+    """
+    counts = np.bincount(which, minlength=n_groups)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    out = np.empty((n_groups, x.shape[1]))
+    for j in range(x.shape[1]):
+        ordered = x[np.lexsort((x[:, j], which)), j]          # by group, then by value
+        if trim >= 0.5:
+            out[:, j] = 0.5 * (ordered[starts + (counts - 1) // 2] + ordered[starts + counts // 2])
+        else:
+            cut = (trim * counts).astype(np.int64)
+            cumulative = np.concatenate([[0.0], np.cumsum(ordered)])
+            out[:, j] = (cumulative[starts + counts - cut] - cumulative[starts + cut]) / (counts - 2 * cut)
+    return out
+
+
+def group_robust_variances(residuals: np.ndarray, which: np.ndarray, n_groups: int) -> np.ndarray:
+    """``robust_covariance``'s diagonal of every group's residuals at once, (n_groups, d), floored by the
+    residuals' own variance over all groups.
+    """
+    mad = group_trimmed_means(np.abs(residuals), which, n_groups, 0.5)
+    return np.maximum((1.4826 * mad) ** 2, np.maximum(VARIANCE_FLOOR * residuals.var(axis=0), 1e-12))
+
+
+def group_centres(x: np.ndarray, conditions: np.ndarray, trim: float):
+    """The distinct conditions (G, m) of rows ``conditions`` (n, m), the trimmed centre of each one's readings
+    (G, d), their numbers of readings (G,) and each row's condition (n,).
+    """
+    seen, which, counts = np.unique(conditions, axis=0, return_inverse=True, return_counts=True)
+    which = which.reshape(-1)
+    return seen, group_trimmed_means(x, which, len(seen), trim), counts, which
+
+
+def entity_folds(n: int, groups: np.ndarray | None, rng: np.random.Generator, n_folds: int = STRENGTH_FOLDS):
+    """The fold of every case (n,): whole entities (``groups``, one id per case) when there are at least two,
+    else cases at random; at most ``n_folds`` folds.
+    """
+    if groups is not None:
+        names, entity = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+        if len(names) >= 2:
+            return rng.permutation(len(names))[entity.reshape(-1)] % min(n_folds, len(names))
+    return rng.permutation(n) % min(n_folds, n)
+
+
+class _FoldErrors:
+    """The cross-validated squared error of pooled centres with given strengths, the folds laid out once."""
+
+    def __init__(self, x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms):
+        self.terms, self.folds = terms, []
+        for fold in range(int(folds.max()) + 1):
+            train, test = folds != fold, folds == fold
+            if not train.any() or not test.any():
+                continue
+            seen, centres, counts, _ = group_centres(x[train], conditions[train], trim)
+            asked, which, n_asked = np.unique(conditions[test], axis=0, return_inverse=True, return_counts=True)
+            which = which.reshape(-1)
+            sums = np.stack([np.bincount(which, weights=x[test][:, j], minlength=len(asked))
+                             for j in range(x.shape[1])], axis=1)
+            squares = float(np.sum(x[test] ** 2))
+            self.folds.append((seen, centres, counts, _agreement(seen, seen, terms),
+                               _agreement(asked, seen, terms), sums, n_asked, squares))
+
+    def __call__(self, strengths: Sequence[float]) -> float:
+        weights = 1.0 / np.asarray(strengths, dtype=float)
+        total = 0.0
+        for seen, centres, counts, agreement, cross, sums, n_asked, squares in self.folds:
+            pooled = PooledCentres._solved(seen, centres, counts, self.terms, weights, agreement)
+            predicted = pooled.mean + np.tensordot(weights, cross, 1) @ pooled.coefficients
+            total += squares - 2.0 * np.sum(predicted * sums) + np.sum(n_asked[:, None] * predicted ** 2)
+        return total
+
+
+def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms) -> tuple:
+    """The strength of every term (``STRENGTHS``) whose pooled centres of the training folds predict the
+    held-out readings best (squared error): coordinate descent over the terms from ``START_STRENGTH``, each
+    term's strength moved along the grid while a neighbour does better, until a sweep changes nothing (at most
+    ``MAX_SWEEPS``).
+    """
+    error = _FoldErrors(x, conditions, folds, trim, terms)
+    at = [STRENGTHS.index(START_STRENGTH)] * len(terms)
+    if not error.folds:
+        return tuple(STRENGTHS[i] for i in at)
+    known = {}
+
+    def cost(positions) -> float:
+        if tuple(positions) not in known:
+            known[tuple(positions)] = error([STRENGTHS[i] for i in positions])
+        return known[tuple(positions)]
+
+    for _ in range(MAX_SWEEPS):
+        changed = False
+        for t in range(len(terms)):
+            for step in (1, -1):
+                while 0 <= at[t] + step < len(STRENGTHS):
+                    trial = [*at[:t], at[t] + step, *at[t + 1:]]
+                    if cost(trial) >= cost(at) - 1e-9 * abs(cost(at)):
+                        break
+                    at, changed = trial, True
+        if not changed:
+            break
+    return tuple(STRENGTHS[i] for i in at)
+
+
+def pooled_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int, folds: np.ndarray) -> np.ndarray:
+    """Core variances (n_conditions, d) per condition (``which``: each residual's): its own robust variance
+    shrunk towards the pooled one, the weight of the pooled one (``SPREAD_WEIGHTS``) chosen by the held-out
+    log-density of the core-and-wide mixture; a condition with fewer than ``MIN_CONDITION_READINGS``
+    residuals gets the pooled variance.
+    """
+    def spreads(rows: np.ndarray, weight: float) -> np.ndarray:
+        pooled = np.diagonal(robust_covariance(residuals[rows]))
+        if math.isinf(weight):
+            return np.tile(pooled, (n_conditions, 1))
+        counts = np.bincount(which[rows], minlength=n_conditions)[:, None]
+        present, local = np.unique(which[rows], return_inverse=True)
+        own = np.tile(pooled, (n_conditions, 1))
+        own[present] = group_robust_variances(residuals[rows], local.reshape(-1), len(present))
+        shrunk = (counts * own + weight * pooled) / (counts + weight)
+        return np.where(counts >= MIN_CONDITION_READINGS, shrunk, pooled)
+
+    def held_out_log_density(weight: float) -> float:
+        total = 0.0
+        for fold in np.unique(folds):
+            test = folds == fold
+            if test.all():
+                continue
+            variance = spreads(~test, weight)[which[test]]
+            r2 = residuals[test] ** 2
+            core, wide = (-0.5 * np.sum(r2 / (scale * variance) + np.log(2 * np.pi * scale * variance), axis=1)
+                          for scale in (1.0, WIDE_VARIANCE))
+            total += float(np.sum(np.logaddexp(np.log1p(-WIDE_SHARE) + core, np.log(WIDE_SHARE) + wide)))
+        return total
+
+    weight = max(SPREAD_WEIGHTS, key=held_out_log_density)
+    return spreads(np.ones(len(residuals), dtype=bool), weight)
+
+
+@dataclass(frozen=True)
+class ConditionFit:
+    """What ``fit_conditional_sensor`` found: the variables that matter (positions in the ``cluster_by``), the
+    centres and covariances of the values (the G cores of every combination of those variables' values in
+    code order, then the G wide ones), the trim of the centres and each term's strength.
+    """
+
+    variables: tuple
+    means: np.ndarray         # (2G, d)
+    covariances: np.ndarray   # (2G, d, d)
+    trim: float
+    strengths: dict           # term (variable positions) -> strength in trials (inf: dropped)
+
+
+def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: Sequence[int],
+                           rng: np.random.Generator | None = None, groups: Sequence | None = None,
+                           min_readings: int = MIN_CONDITION_READINGS) -> ConditionFit:
+    """A sensor's values from the conditions of the experiment: readings (n, d), and per reading its condition
+    (n, m), the code of each of m variables with ``cards`` values (-1: unknown, the reading left out).
+
+    The centres are pooled across conditions (module docstring) with strengths chosen by cross-validation
+    (``rng`` makes the folds; ``groups``: per reading, the entity it is about, held out whole), the spreads
+    likewise; the values are every combination of the values of the variables whose terms are kept.
+    """
+    rng = rng if rng is not None else np.random.default_rng(0)
+    x = np.asarray(readings, dtype=float).reshape(len(conditions), -1)
+    conditions = np.asarray(conditions, dtype=np.int64).reshape(len(x), -1)
+    keep = np.all(np.isfinite(x), axis=1) & np.all(conditions >= 0, axis=1)
+    x, conditions = x[keep], conditions[keep]
+    groups = None if groups is None else np.asarray(groups, dtype=object)[keep]
+    _, which, counts = np.unique(conditions.reshape(len(x), -1), axis=0, return_inverse=True, return_counts=True)
+    if not np.any(counts >= min_readings):
+        most = int(counts.max()) if counts.size else 0
+        raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from (the most "
+                        f"any has is {most})")
+    which = which.reshape(-1)
+    trim = choose_centre_trim([x[which == g] for g in np.flatnonzero(counts >= min_readings)], rng)
+    terms = all_terms(conditions.shape[1])
+    folds = entity_folds(len(x), groups, rng)
+    strengths = choose_strengths(x, conditions, folds, trim, terms)
+    seen, centres, counts, which = group_centres(x, conditions, trim)
+    pooled = PooledCentres.fit(seen, centres, counts, terms, strengths)
+    variables = pooled.variables()
+    kept_cards = [cards[j] for j in variables]
+    grid = np.zeros((math.prod(kept_cards), conditions.shape[1]), dtype=np.int64)
+    grid[:, list(variables)] = np.indices(kept_cards).reshape(len(variables), -1).T
+    means = pooled.predict(grid)
+    residuals = x - pooled.predict(seen)[which]
+    own = np.ravel_multi_index(conditions[:, list(variables)].T, kept_cards) if variables else np.zeros(len(x), int)
+    variances = pooled_spreads(residuals, own, len(grid), folds)
+    cores = np.stack([np.diag(v) for v in variances])
+    return ConditionFit(variables, np.concatenate([means, means]), np.concatenate([cores, WIDE_VARIANCE * cores]),
+                        trim, dict(zip(terms, strengths)))
+
+
+def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | None], kept_cards: Sequence[int],
+                        strength: float) -> np.ndarray:
+    """Pseudo-counts shaped like the CPT (*parent_cards, 2G) of a variable whose values are conditions (the G
+    cores, then the G wide ones, of every combination of ``kept_cards``): every row gives ``strength`` trials
+    to the values of its own condition, shared as ``WIDE_SHARE`` says, so that a parent configuration the
+    training cases never saw predicts its condition's pooled centre, not the mean of all values.
+    ``parent_of[k]``: the parent (position) that is condition variable k, None when it is not a parent (the
+    row is then every condition of that variable's values alike).
+    """
+    rows = np.indices(parent_cards).reshape(len(parent_cards), -1).T                    # (q, parents)
+    grid = np.indices(kept_cards).reshape(len(kept_cards), -1).T                         # (G, kept)
+    match = np.ones((len(rows), len(grid)), dtype=bool)
+    for k, p in enumerate(parent_of):
+        if p is not None:
+            match &= rows[:, p][:, None] == grid[:, k][None, :]
+    share = match / match.sum(axis=1, keepdims=True)
+    prior = strength * np.concatenate([(1.0 - WIDE_SHARE) * share, WIDE_SHARE * share], axis=1)
+    return prior.reshape(*parent_cards, 2 * len(grid))
+
+
+__all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "PooledCentres",
+           "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
+           "group_centres", "own_condition_prior", "pooled_spreads", "robust_covariance", "trimmed_centres"]
