@@ -46,17 +46,19 @@ WIDE_VARIANCE = 4.0
 # CPT's prior rows (EM learns the real shares).
 WIDE_SHARE = 0.1
 # A condition's centre is the trimmed mean, from the mean (0) to the median (0.5), that predicts held-out
-# trials of their condition best (CENTRE_FOLDS-fold cross-validation within every condition, squared error):
-# the median where outliers would drag the mean, the mean where the readings are skewed and the median
-# would miss the reading to expect.
+# trials of their condition best (``choose_centre_trim``, on the folds of the strengths, squared error): the
+# median where outliers would drag the mean, the mean where the readings are skewed and the median would
+# miss the reading to expect.
 CENTRE_TRIMS = (0.0, 0.1, 0.25, 0.5)
-CENTRE_FOLDS = 5
 # The strengths a term may get (trials; inf: the term is dropped), where the search starts, its sweeps over
 # the terms, and the folds of the cross-validation.
 STRENGTHS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, math.inf)
 START_STRENGTH = 4.0
 MAX_SWEEPS = 3
 STRENGTH_FOLDS = 5
+# The share of a trial's variance an entity's own deviation may have (``centre_uncertainty``), when the cases
+# name entities.
+ENTITY_SHARES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 # How many trials' worth the pooled core variance has against a condition's own (inf: every condition the
 # pooled spread).
 SPREAD_WEIGHTS = (1.0, 3.0, 10.0, 30.0, math.inf)
@@ -83,17 +85,20 @@ def trimmed_centres(x: np.ndarray, trims: Sequence[float] = CENTRE_TRIMS) -> np.
                      for trim in trims])
 
 
-def choose_centre_trim(parts: Sequence[np.ndarray], rng: np.random.Generator) -> float:
-    """The trim of ``CENTRE_TRIMS`` whose centres of the training folds of every condition (``parts``:
-    each condition's readings) are nearest, in squared error, to the held-out readings.
+def choose_centre_trim(x: np.ndarray, which: np.ndarray, folds: np.ndarray) -> float:
+    """The trim of ``CENTRE_TRIMS`` whose condition centres of the training folds are nearest, in squared error,
+    to the held-out readings of their condition: readings ``x`` (n, d), each one's condition ``which`` (n,) and
+    fold ``folds`` (n,) (whole entities when the cases name them: then the trim that predicts a new entity).
     """
     errors = np.zeros(len(CENTRE_TRIMS))
-    for part in parts:
-        folds = rng.permutation(len(part)) % min(CENTRE_FOLDS, len(part))
-        for fold in range(folds.max() + 1):
-            test = part[folds == fold]
-            centres = trimmed_centres(part[folds != fold])                        # (trims, d)
-            errors += ((test[None, :, :] - centres[:, None, :]) ** 2).sum(axis=(1, 2))
+    for fold in np.unique(folds):
+        train, test = folds != fold, folds == fold
+        present, local = np.unique(which[train], return_inverse=True)
+        asked = np.isin(which, present) & test
+        at = np.searchsorted(present, which[asked])
+        for t, trim in enumerate(CENTRE_TRIMS):
+            centres = group_trimmed_means(x[train], local.reshape(-1), len(present), trim)
+            errors[t] += float(np.sum((x[asked] - centres[at]) ** 2))
     return CENTRE_TRIMS[int(np.argmin(errors))]
 
 
@@ -119,16 +124,19 @@ class PooledCentres:
     coefficients: np.ndarray  # (G, d): (K + D)^-1 (centres - mean)
 
     @classmethod
-    def fit(cls, conditions: np.ndarray, centres: np.ndarray, counts: np.ndarray, terms,
+    def fit(cls, conditions: np.ndarray, centres: np.ndarray, uncertainty: np.ndarray, terms,
             strengths: Sequence[float]) -> "PooledCentres":
-        """From the seen conditions (G, m), their robust centres (G, d) and numbers of trials (G,)."""
+        """From the seen conditions (G, m), their robust centres (G, d) and the variance of each centre in units
+        of a trial's (G,) (``centre_uncertainty``: 1 / n for n trials).
+        """
         weights = 1.0 / np.asarray(strengths, dtype=float)
-        return cls._solved(conditions, centres, counts, terms, weights, _agreement(conditions, conditions, terms))
+        return cls._solved(conditions, centres, uncertainty, terms, weights,
+                           _agreement(conditions, conditions, terms))
 
     @classmethod
-    def _solved(cls, conditions, centres, counts, terms, weights, agreement) -> "PooledCentres":
-        factor = cho_factor(np.tensordot(weights, agreement, 1) + np.diag(1.0 / counts))
-        through_ones = cho_solve(factor, np.ones(len(counts)))
+    def _solved(cls, conditions, centres, uncertainty, terms, weights, agreement) -> "PooledCentres":
+        factor = cho_factor(np.tensordot(weights, agreement, 1) + np.diag(uncertainty))
+        through_ones = cho_solve(factor, np.ones(len(uncertainty)))
         mean = through_ones @ centres / through_ones.sum()
         return cls(conditions, tuple(terms), weights, mean, cho_solve(factor, centres - mean))
 
@@ -171,6 +179,24 @@ def group_robust_variances(residuals: np.ndarray, which: np.ndarray, n_groups: i
     return np.maximum((1.4826 * mad) ** 2, np.maximum(VARIANCE_FLOOR * residuals.var(axis=0), 1e-12))
 
 
+def centre_uncertainty(counts: np.ndarray, entities: np.ndarray | None = None, entity_share: float = 0.0) -> np.ndarray:
+    """The variance of each condition's centre in units of a trial's: 1 / n for n trials, plus
+    ``entity_share`` / E for the E entities among them when the cases name entities (each entity's own
+    deviation, a share of a trial's variance, is averaged over its condition's entities only: ten trials of
+    one object say little of the next object).
+    """
+    out = 1.0 / np.asarray(counts, dtype=float)
+    return out if entities is None else out + entity_share / np.asarray(entities, dtype=float)
+
+
+def entities_per_group(which: np.ndarray, entity: np.ndarray | None, n_groups: int) -> np.ndarray | None:
+    """How many distinct entities (``entity``: codes per row) each group (``which``) has; None without."""
+    if entity is None:
+        return None
+    pairs = np.unique(np.stack([which, entity]), axis=1)
+    return np.bincount(pairs[0], minlength=n_groups)
+
+
 def group_centres(x: np.ndarray, conditions: np.ndarray, trim: float):
     """The distinct conditions (G, m) of rows ``conditions`` (n, m), the trimmed centre of each one's readings
     (G, d), their numbers of readings (G,) and each row's condition (n,).
@@ -192,62 +218,74 @@ def entity_folds(n: int, groups: np.ndarray | None, rng: np.random.Generator, n_
 
 
 class _FoldErrors:
-    """The cross-validated squared error of pooled centres with given strengths, the folds laid out once."""
+    """The cross-validated squared error of pooled centres with given strengths and entity share, the folds laid
+    out once (``entity``: codes per reading, or None).
+    """
 
-    def __init__(self, x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms):
+    def __init__(self, x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms,
+                 entity: np.ndarray | None):
         self.terms, self.folds = terms, []
         for fold in range(int(folds.max()) + 1):
             train, test = folds != fold, folds == fold
             if not train.any() or not test.any():
                 continue
-            seen, centres, counts, _ = group_centres(x[train], conditions[train], trim)
+            seen, centres, counts, which = group_centres(x[train], conditions[train], trim)
+            entities = entities_per_group(which, None if entity is None else entity[train], len(seen))
             asked, which, n_asked = np.unique(conditions[test], axis=0, return_inverse=True, return_counts=True)
             which = which.reshape(-1)
             sums = np.stack([np.bincount(which, weights=x[test][:, j], minlength=len(asked))
                              for j in range(x.shape[1])], axis=1)
             squares = float(np.sum(x[test] ** 2))
-            self.folds.append((seen, centres, counts, _agreement(seen, seen, terms),
+            self.folds.append((seen, centres, counts, entities, _agreement(seen, seen, terms),
                                _agreement(asked, seen, terms), sums, n_asked, squares))
 
-    def __call__(self, strengths: Sequence[float]) -> float:
+    def __call__(self, strengths: Sequence[float], entity_share: float) -> float:
         weights = 1.0 / np.asarray(strengths, dtype=float)
         total = 0.0
-        for seen, centres, counts, agreement, cross, sums, n_asked, squares in self.folds:
-            pooled = PooledCentres._solved(seen, centres, counts, self.terms, weights, agreement)
+        for seen, centres, counts, entities, agreement, cross, sums, n_asked, squares in self.folds:
+            uncertainty = centre_uncertainty(counts, entities, entity_share)
+            pooled = PooledCentres._solved(seen, centres, uncertainty, self.terms, weights, agreement)
             predicted = pooled.mean + np.tensordot(weights, cross, 1) @ pooled.coefficients
             total += squares - 2.0 * np.sum(predicted * sums) + np.sum(n_asked[:, None] * predicted ** 2)
         return total
 
 
-def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms) -> tuple:
-    """The strength of every term (``STRENGTHS``) whose pooled centres of the training folds predict the
-    held-out readings best (squared error): coordinate descent over the terms from ``START_STRENGTH``, each
-    term's strength moved along the grid while a neighbour does better, until a sweep changes nothing (at most
-    ``MAX_SWEEPS``).
+def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms,
+                     entity: np.ndarray | None = None) -> tuple[tuple, float]:
+    """The strength of every term (``STRENGTHS``) and, when the cases name entities (``entity``: codes per
+    reading), the entity share (``ENTITY_SHARES``, ``centre_uncertainty``) whose pooled centres of the training
+    folds predict the held-out readings best (squared error): coordinate descent from ``START_STRENGTH`` and
+    no share, each coordinate moved along its grid while a neighbour does better, until a sweep changes nothing
+    (at most ``MAX_SWEEPS``). Returns (strengths, entity share).
     """
-    error = _FoldErrors(x, conditions, folds, trim, terms)
-    at = [STRENGTHS.index(START_STRENGTH)] * len(terms)
+    error = _FoldErrors(x, conditions, folds, trim, terms, entity)
+    grids = [STRENGTHS] * len(terms) + [ENTITY_SHARES if entity is not None else ENTITY_SHARES[:1]]
+    at = [STRENGTHS.index(START_STRENGTH)] * len(terms) + [0]
+
+    def value(positions) -> tuple[tuple, float]:
+        return tuple(STRENGTHS[i] for i in positions[:-1]), ENTITY_SHARES[positions[-1]]
+
     if not error.folds:
-        return tuple(STRENGTHS[i] for i in at)
+        return value(at)
     known = {}
 
     def cost(positions) -> float:
         if tuple(positions) not in known:
-            known[tuple(positions)] = error([STRENGTHS[i] for i in positions])
+            known[tuple(positions)] = error(*value(positions))
         return known[tuple(positions)]
 
     for _ in range(MAX_SWEEPS):
         changed = False
-        for t in range(len(terms)):
+        for t, grid in enumerate(grids):
             for step in (1, -1):
-                while 0 <= at[t] + step < len(STRENGTHS):
+                while 0 <= at[t] + step < len(grid):
                     trial = [*at[:t], at[t] + step, *at[t + 1:]]
                     if cost(trial) >= cost(at) - 1e-9 * abs(cost(at)):
                         break
                     at, changed = trial, True
         if not changed:
             break
-    return tuple(STRENGTHS[i] for i in at)
+    return value(at)
 
 
 def pooled_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int, folds: np.ndarray) -> np.ndarray:
@@ -296,6 +334,7 @@ class ConditionFit:
     covariances: np.ndarray   # (2G, d, d)
     trim: float
     strengths: dict           # term (variable positions) -> strength in trials (inf: dropped)
+    entity_share: float = 0.0
 
 
 def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: Sequence[int],
@@ -305,27 +344,32 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: 
     (n, m), the code of each of m variables with ``cards`` values (-1: unknown, the reading left out).
 
     The centres are pooled across conditions (module docstring) with strengths chosen by cross-validation
-    (``rng`` makes the folds; ``groups``: per reading, the entity it is about, held out whole), the spreads
-    likewise; the values are every combination of the values of the variables whose terms are kept.
+    (``rng`` makes the folds; ``groups``: per reading, the entity it is about, held out whole, and whose own
+    deviation makes a condition of few entities less certain: ``centre_uncertainty``), the spreads likewise;
+    the values are every combination of the values of the variables whose terms are kept.
     """
     rng = rng if rng is not None else np.random.default_rng(0)
     x = np.asarray(readings, dtype=float).reshape(len(conditions), -1)
     conditions = np.asarray(conditions, dtype=np.int64).reshape(len(x), -1)
     keep = np.all(np.isfinite(x), axis=1) & np.all(conditions >= 0, axis=1)
     x, conditions = x[keep], conditions[keep]
-    groups = None if groups is None else np.asarray(groups, dtype=object)[keep]
+    entity = None
+    if groups is not None:
+        names, entity = np.unique(np.asarray(groups, dtype=object)[keep].astype(str), return_inverse=True)
+        entity = entity.reshape(-1) if len(names) >= 2 else None
     _, which, counts = np.unique(conditions.reshape(len(x), -1), axis=0, return_inverse=True, return_counts=True)
     if not np.any(counts >= min_readings):
         most = int(counts.max()) if counts.size else 0
         raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from (the most "
                         f"any has is {most})")
     which = which.reshape(-1)
-    trim = choose_centre_trim([x[which == g] for g in np.flatnonzero(counts >= min_readings)], rng)
+    folds = entity_folds(len(x), entity, rng)
+    trim = choose_centre_trim(x, which, folds)
     terms = all_terms(conditions.shape[1])
-    folds = entity_folds(len(x), groups, rng)
-    strengths = choose_strengths(x, conditions, folds, trim, terms)
+    strengths, share = choose_strengths(x, conditions, folds, trim, terms, entity)
     seen, centres, counts, which = group_centres(x, conditions, trim)
-    pooled = PooledCentres.fit(seen, centres, counts, terms, strengths)
+    uncertainty = centre_uncertainty(counts, entities_per_group(which, entity, len(seen)), share)
+    pooled = PooledCentres.fit(seen, centres, uncertainty, terms, strengths)
     variables = pooled.variables()
     kept_cards = [cards[j] for j in variables]
     grid = np.zeros((math.prod(kept_cards), conditions.shape[1]), dtype=np.int64)
@@ -336,7 +380,7 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: 
     variances = pooled_spreads(residuals, own, len(grid), folds)
     cores = np.stack([np.diag(v) for v in variances])
     return ConditionFit(variables, np.concatenate([means, means]), np.concatenate([cores, WIDE_VARIANCE * cores]),
-                        trim, dict(zip(terms, strengths)))
+                        trim, dict(zip(terms, strengths)), share)
 
 
 def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | None], kept_cards: Sequence[int],

@@ -331,6 +331,7 @@ class TargetResult:
     predictions: dict = field(default_factory=dict)      # method -> (n, C) probabilities or (n, d) means
     log_density: dict = field(default_factory=dict)      # method -> (n,) (reading targets)
     truth: np.ndarray | None = None                      # (n,) codes or (n, d) readings
+    tested: np.ndarray | None = None                     # (n,) whether a fold held the case out
 
 
 @dataclass
@@ -382,6 +383,10 @@ def evaluate(config: AffordanceNetwork, cases: CaseSet, fit: Callable, test_indi
             r.log_density = {m: np.full(n, np.nan) for m in methods}
         results.append(r)
     every = np.arange(n)
+    tested = np.zeros(n, dtype=bool)
+    tested[np.concatenate(list(test_indices))] = True
+    for r in results:
+        r.tested = tested
     for f, test_idx in enumerate(test_indices):
         train_idx = np.setdiff1d(every, test_idx)
         train, test = cases.take(train_idx), cases.take(test_idx)
@@ -393,7 +398,7 @@ def evaluate(config: AffordanceNetwork, cases: CaseSet, fit: Callable, test_indi
             progress(f + 1, len(test_indices))
     for r in results:
         for m in methods:
-            if not np.all(np.isnan(r.predictions[m])):
+            if not np.all(np.isnan(r.predictions[m][tested])):
                 r.metrics[m] = _metrics(r, m)
             else:   # a baseline that does not predict this kind of target
                 del r.predictions[m]
@@ -423,24 +428,25 @@ def _predict_fold(r: TargetResult, model: AffordanceNetwork, train: CaseSet, tes
 
 
 def _metrics(r: TargetResult, method: str) -> dict:
+    """The method's figures over the cases a fold held out (every case, unless the folds test a group only)."""
     if r.target.kind == "label":
         y = r.truth
-        ok = y != MISSING
+        ok = (y != MISSING) & r.tested
         p = r.predictions[method][ok]
         y = y[ok]
         chosen = np.argmax(p, axis=1)
         prob = np.clip(p[np.arange(len(y)), y], 1e-15, 1.0)
         return {"accuracy": float(np.mean(chosen == y)), "log_loss": float(-np.mean(np.log(prob))),
                 "cases": int(ok.sum())}
-    y = r.truth
-    pred = r.predictions[method]
+    y = r.truth[r.tested]
+    pred = r.predictions[method][r.tested]
     err = (pred - y) ** 2
     out = {"rmse": float(np.sqrt(np.nanmean(err)))}
     for j, name in enumerate(r.target.names):
         out[f"rmse_{name}"] = float(np.sqrt(np.nanmean(err[:, j])))
     complete = np.all(np.isfinite(y), axis=1)
     out["euclidean_rmse"] = float(np.sqrt(np.mean(np.sum(err[complete], axis=1))))
-    out["log_density"] = float(np.mean(r.log_density[method][complete]))
+    out["log_density"] = float(np.mean(r.log_density[method][r.tested][complete]))
     out["cases"] = int(complete.sum())
     return out
 

@@ -52,10 +52,14 @@ class AffordanceLearner:
     2. learn the structure on MAP-assigned values (K2 or MCMC), or keep the configured arcs;
     3. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline);
     4. with ``structural_em`` > 0, up to that many rounds of structural EM: search the structure
-       again on the expected counts under the model of step 3, re-learn the CPTs, repeat;
-    5. a variable whose values are conditions of variables that did not all become its parents gets its
-       values again, by the conditions of its parents among them (``compact_conditions``), and the CPTs
-       are learned again by EM.
+       again on the expected counts under the model of step 3, re-learn the CPTs, repeat.
+
+    A variable whose values are the conditions of some variables (a sensor's ``cluster_by``, fitted by
+    ``core.conditions``: every combination of the values of the variables that matter) has those variables
+    as its parents, not searched (its values are defined by them: the cross-validation of its sensor chose
+    them, holding out entities where the cases name them); with a fixed structure, its conditions are
+    those of its parents (``conditions_within_parents``). Its CPT's rows point at their own conditions
+    (``condition_priors``).
 
     Takes the fields of ``LearningOptions`` as keyword arguments (None: not given); options not
     given here come from the configuration's "learning" block, then the defaults.
@@ -93,6 +97,8 @@ class AffordanceLearner:
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
         report(progress, "sensors", 0)
+        if opts.structure == "fixed":
+            config = conditions_within_parents(config)
         entities = cases.extra.get(opts.entity_column) if opts.entity_column else None
         warnings = []
         if opts.entity_column and entities is None:
@@ -103,8 +109,9 @@ class AffordanceLearner:
         network, warnings = sensors.network, warnings + sensors.warnings
         observed = CaseEvidence(cases, network)
         structure_result = None
+        fixed = {v.name: v.sensor.cluster_by for v in _condition_variables(network)}
         if opts.structure != "fixed":
-            network, structure_result = learn_structure(network, observed.map_values(), opts, progress)
+            network, structure_result = learn_structure(network, observed.map_values(), opts, progress, fixed)
         fitted = {}
 
         def fit_parameters(net: AffordanceNetwork) -> AffordanceNetwork:
@@ -120,12 +127,7 @@ class AffordanceLearner:
         structural_rounds = 0
         if opts.structural_em and opts.structure != "fixed":
             model, structure_result, structural_rounds = structural_em(model, observed, fit_parameters, opts,
-                                                                       progress)
-        compact = compact_conditions(model)
-        if compact is not model:
-            compact = fit_sensors(compact, cases.readings, cases.labels, opts.seed, entities).network
-            observed = CaseEvidence(cases, compact)
-            model = fit_parameters(compact)
+                                                                       progress, fixed)
         em_result = fitted["em"]
         if em_result is not None:
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
@@ -180,22 +182,20 @@ def condition_priors(network: AffordanceNetwork) -> dict:
     return out
 
 
-def compact_conditions(model: AffordanceNetwork) -> AffordanceNetwork:
-    """``model`` itself when every variable whose values are conditions has all their variables as parents; else
-    the model with those variables' sensors to be fitted again by the conditions of their parents only
-    (values and CPTs dropped, the structure kept): no values the parents cannot tell apart.
+def conditions_within_parents(config: AffordanceNetwork) -> AffordanceNetwork:
+    """``config`` with every sensor still to be fitted by conditions (``cluster_by``) restricted to the variables
+    among its variable's configured parents (when some are): no values the parents cannot tell apart.
     """
     changes = {}
-    for v in _condition_variables(model):
-        kept = tuple(n for n in v.sensor.cluster_by if n in (v.parents or ()))
-        if kept and kept != v.sensor.cluster_by:
-            s = v.sensor
-            changes[v.name] = {"values": None, "sensor": SensorModel(
-                names=s.names, max_components=s.max_components, valid_range=s.valid_range,
-                covariance_type=s.covariance_type, cluster_by=kept)}
-    if not changes:
-        return model
-    return model.replace_variables({v.name: {**changes.get(v.name, {}), "cpt": None} for v in model.variables})
+    for v in config.variables:
+        s = v.sensor
+        if s is not None and not s.fitted and s.cluster_by and v.parents is not None:
+            kept = tuple(n for n in s.cluster_by if n in v.parents)
+            if kept and kept != s.cluster_by:
+                changes[v.name] = {"sensor": SensorModel(
+                    name=s.name, names=s.names, max_components=s.max_components, valid_range=s.valid_range,
+                    covariance_type=s.covariance_type, cluster_by=kept)}
+    return config.replace_variables(changes) if changes else config
 
 
 def learning_config(config: AffordanceNetwork, structure: str, current: AffordanceNetwork | None = None,
@@ -219,5 +219,5 @@ def format_arcs(arcs) -> list[str]:
     return [f"{a}->{b}" for a, b in arcs]
 
 
-__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "compact_conditions", "condition_priors", "format_arcs",
-           "learning_config"]
+__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "condition_priors", "conditions_within_parents",
+           "format_arcs", "learning_config"]

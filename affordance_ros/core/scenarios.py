@@ -77,10 +77,10 @@ SHARED_INTERACTION = {("pull", "bent"): 3.0, ("pull", "straight"): -2.5}
 TOOLS_UNSEEN_VIEWS = 4
 # transfer: each manipulator's kind and latent (reach, hook, width) in [0, 1]
 MANIPULATORS = {
-    "straight": ("hand", (0.40, 0.05, 0.30)), "fortyfive": ("hand", (0.35, 0.45, 0.30)),
-    "bent": ("hand", (0.30, 0.85, 0.30)),
-    "stick": ("tool", (0.90, 0.05, 0.10)), "hook": ("tool", (0.80, 0.80, 0.15)),
-    "rake": ("tool", (0.70, 0.50, 0.90)),
+    "straight": ("hand", (0.50, 0.05, 0.30)), "fortyfive": ("hand", (0.45, 0.45, 0.30)),
+    "bent": ("hand", (0.40, 0.85, 0.30)),
+    "stick": ("tool", (0.55, 0.05, 0.20)), "hook": ("tool", (0.45, 0.80, 0.25)),
+    "rake": ("tool", (0.50, 0.40, 0.90)),
 }
 MANIPULATOR_DESCRIPTORS = ("elongation", "curvature", "width", "convexity", "compactness", "tip_angle")
 TRANSFER_VIEWS = 3

@@ -250,9 +250,11 @@ def ward_clusters(tree: np.ndarray | None, k: int) -> np.ndarray:
 
 # The trim of the condition centres when the number of clusters is chosen by held-out effects: a robust centre
 # (outliers must not choose the clusters); the effect's own trim is chosen when its sensor is fitted. The
-# folds of units are drawn HELD_OUT_REPEATS times.
+# folds of entities are drawn HELD_OUT_REPEATS times; the fewest clusters within HELD_OUT_TOLERANCE of the
+# smallest error are chosen (a cluster more must predict better, not as well).
 HELD_OUT_TRIM = 0.25
 HELD_OUT_REPEATS = 3
+HELD_OUT_TOLERANCE = 0.01
 
 
 def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarray,
@@ -263,15 +265,13 @@ def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarra
     goes to its most likely cluster, and each held-out case's ``effect`` reading (n, e) is predicted by the pooled
     centre of its condition (``companions`` (n, m): the codes of the effect's other condition variables, then
     the cluster) from the training entities' cases; squared error. Returns (k, {k: mean squared error per
-    case}): the fewest clusters whose error is within a standard error of the best one's (the
-    one-standard-error rule, on the differences paired by entity).
+    case}): the fewest clusters within ``HELD_OUT_TOLERANCE`` of the smallest error.
     """
     usable = (units.of_case >= 0) & np.all(np.isfinite(effect), axis=1) & np.all(companions >= 0, axis=1)
     unit, y, known = units.of_case[usable], effect[usable], companions[usable]
-    entity = units.entity[unit]
     terms = all_terms(known.shape[1] + 1)
     n_entities = int(units.entity.max()) + 1
-    errors = np.zeros((len(ks), n_entities))
+    errors = np.zeros(len(ks))
     for _ in range(HELD_OUT_REPEATS):
         training_units = entity_folds(n_entities, None, rng)[units.entity]
         for fold in np.unique(training_units):
@@ -285,15 +285,10 @@ def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarra
                                                 covariance_type)
                 conditions = np.column_stack([known, log_density(units.points, means, covs).argmax(axis=1)[unit]])
                 seen, centres, counts, _ = group_centres(y[train], conditions[train], HELD_OUT_TRIM)
-                pooled = PooledCentres.fit(seen, centres, counts, terms, [START_STRENGTH] * len(terms))
-                squared = np.sum((y[test] - pooled.predict(conditions[test])) ** 2, axis=1)
-                errors[i] += np.bincount(entity[test], weights=squared, minlength=n_entities)
-    per_case = errors / (HELD_OUT_REPEATS * max(len(y), 1))      # each entity's share of the mean squared error
-    totals = per_case.sum(axis=1)
-    best = int(np.argmin(totals))
-    differences = per_case - per_case[best]                        # paired by entity
-    spread = np.sqrt(n_entities) * differences.std(axis=1, ddof=1) if n_entities > 1 else np.zeros(len(ks))
-    chosen = next(i for i in range(len(ks)) if differences[i].sum() <= spread[i])
+                pooled = PooledCentres.fit(seen, centres, 1.0 / counts, terms, [START_STRENGTH] * len(terms))
+                errors[i] += float(np.sum((y[test] - pooled.predict(conditions[test])) ** 2))
+    totals = errors / (HELD_OUT_REPEATS * max(len(y), 1))
+    chosen = next(i for i in range(len(ks)) if totals[i] <= (1.0 + HELD_OUT_TOLERANCE) * totals.min())
     return ks[chosen], dict(zip(ks, totals.tolist()))
 
 
@@ -433,7 +428,7 @@ def _stacked_readings(v, readings: dict) -> np.ndarray:
 
 
 def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict, entities, rng) -> dict:
-    names = v.sensor.cluster_by
+    names = tuple(n for n in v.sensor.cluster_by if network[n].card > 1) or v.sensor.cluster_by[:1]
     x = _stacked_readings(v, readings)
     cards = [network[n].card for n in names]
     try:

@@ -227,7 +227,7 @@ def figures(result, out: Path) -> list[Path]:
             fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
             best = max((m for m in r.metrics if m != "ours"), key=lambda m: r.metrics[m]["accuracy"])
             for ax, method in zip(axes, ("ours", best)):
-                cm = confusion_matrix(r.truth, r.predictions[method], len(t.classes))
+                cm = confusion_matrix(r.truth[r.tested], r.predictions[method][r.tested], len(t.classes))
                 ax.imshow(cm, cmap="Blues")
                 for (i, j), c in np.ndenumerate(cm):
                     ax.text(j, i, str(c), ha="center", va="center", fontsize=8)
