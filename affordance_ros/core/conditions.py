@@ -51,11 +51,13 @@ WIDE_SHARE = 0.1
 # miss the reading to expect.
 CENTRE_TRIMS = (0.0, 0.1, 0.25, 0.5)
 # The strengths a term may get (trials; inf: the term is dropped), where the search starts, its sweeps over
-# the terms, and the folds of the cross-validation.
+# the terms, and the folds of the cross-validation (drawn STRENGTH_REPEATS times: a choice of few entities
+# should not hang on one split).
 STRENGTHS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, math.inf)
 START_STRENGTH = 4.0
 MAX_SWEEPS = 3
 STRENGTH_FOLDS = 5
+STRENGTH_REPEATS = 3
 # The share of a trial's variance an entity's own deviation may have (``centre_uncertainty``), when the cases
 # name entities.
 ENTITY_SHARES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -85,14 +87,23 @@ def trimmed_centres(x: np.ndarray, trims: Sequence[float] = CENTRE_TRIMS) -> np.
                      for trim in trims])
 
 
+def fold_splits(folds: np.ndarray):
+    """(training, held-out) masks of every fold of every repetition: ``folds`` (n,) or (repetitions, n), the fold
+    of each case.
+    """
+    for row in np.atleast_2d(folds):
+        for fold in np.unique(row):
+            yield row != fold, row == fold
+
+
 def choose_centre_trim(x: np.ndarray, which: np.ndarray, folds: np.ndarray) -> float:
     """The trim of ``CENTRE_TRIMS`` whose condition centres of the training folds are nearest, in squared error,
     to the held-out readings of their condition: readings ``x`` (n, d), each one's condition ``which`` (n,) and
-    fold ``folds`` (n,) (whole entities when the cases name them: then the trim that predicts a new entity).
+    fold ``folds`` (``fold_splits``; whole entities when the cases name them: then the trim that predicts a new
+    entity).
     """
     errors = np.zeros(len(CENTRE_TRIMS))
-    for fold in np.unique(folds):
-        train, test = folds != fold, folds == fold
+    for train, test in fold_splits(folds):
         present, local = np.unique(which[train], return_inverse=True)
         asked = np.isin(which, present) & test
         at = np.searchsorted(present, which[asked])
@@ -225,8 +236,7 @@ class _FoldErrors:
     def __init__(self, x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms,
                  entity: np.ndarray | None):
         self.terms, self.folds = terms, []
-        for fold in range(int(folds.max()) + 1):
-            train, test = folds != fold, folds == fold
+        for train, test in fold_splits(folds):
             if not train.any() or not test.any():
                 continue
             seen, centres, counts, which = group_centres(x[train], conditions[train], trim)
@@ -307,11 +317,10 @@ def pooled_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int, 
 
     def held_out_log_density(weight: float) -> float:
         total = 0.0
-        for fold in np.unique(folds):
-            test = folds == fold
-            if test.all():
+        for train, test in fold_splits(folds):
+            if not train.any():
                 continue
-            variance = spreads(~test, weight)[which[test]]
+            variance = spreads(train, weight)[which[test]]
             r2 = residuals[test] ** 2
             core, wide = (-0.5 * np.sum(r2 / (scale * variance) + np.log(2 * np.pi * scale * variance), axis=1)
                           for scale in (1.0, WIDE_VARIANCE))
@@ -363,7 +372,7 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: 
         raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from (the most "
                         f"any has is {most})")
     which = which.reshape(-1)
-    folds = entity_folds(len(x), entity, rng)
+    folds = np.stack([entity_folds(len(x), entity, rng) for _ in range(STRENGTH_REPEATS)])
     trim = choose_centre_trim(x, which, folds)
     terms = all_terms(conditions.shape[1])
     strengths, share = choose_strengths(x, conditions, folds, trim, terms, entity)

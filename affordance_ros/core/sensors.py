@@ -250,11 +250,9 @@ def ward_clusters(tree: np.ndarray | None, k: int) -> np.ndarray:
 
 # The trim of the condition centres when the number of clusters is chosen by held-out effects: a robust centre
 # (outliers must not choose the clusters); the effect's own trim is chosen when its sensor is fitted. The
-# folds of entities are drawn HELD_OUT_REPEATS times; the fewest clusters within HELD_OUT_TOLERANCE of the
-# smallest error are chosen (a cluster more must predict better, not as well).
+# folds of entities are drawn HELD_OUT_REPEATS times.
 HELD_OUT_TRIM = 0.25
 HELD_OUT_REPEATS = 3
-HELD_OUT_TOLERANCE = 0.01
 
 
 def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarray,
@@ -265,13 +263,15 @@ def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarra
     goes to its most likely cluster, and each held-out case's ``effect`` reading (n, e) is predicted by the pooled
     centre of its condition (``companions`` (n, m): the codes of the effect's other condition variables, then
     the cluster) from the training entities' cases; squared error. Returns (k, {k: mean squared error per
-    case}): the fewest clusters within ``HELD_OUT_TOLERANCE`` of the smallest error.
+    case}): the fewest clusters whose error exceeds the smallest by at most its standard error, the
+    differences paired by entity (the one-standard-error rule: with a few entities, a cluster more must
+    predict clearly better, as a grouping of ten objects by chance can).
     """
     usable = (units.of_case >= 0) & np.all(np.isfinite(effect), axis=1) & np.all(companions >= 0, axis=1)
     unit, y, known = units.of_case[usable], effect[usable], companions[usable]
     terms = all_terms(known.shape[1] + 1)
     n_entities = int(units.entity.max()) + 1
-    errors = np.zeros(len(ks))
+    errors = np.zeros((len(ks), n_entities))
     for _ in range(HELD_OUT_REPEATS):
         training_units = entity_folds(n_entities, None, rng)[units.entity]
         for fold in np.unique(training_units):
@@ -286,9 +286,13 @@ def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarra
                 conditions = np.column_stack([known, log_density(units.points, means, covs).argmax(axis=1)[unit]])
                 seen, centres, counts, _ = group_centres(y[train], conditions[train], HELD_OUT_TRIM)
                 pooled = PooledCentres.fit(seen, centres, 1.0 / counts, terms, [START_STRENGTH] * len(terms))
-                errors[i] += float(np.sum((y[test] - pooled.predict(conditions[test])) ** 2))
-    totals = errors / (HELD_OUT_REPEATS * max(len(y), 1))
-    chosen = next(i for i in range(len(ks)) if totals[i] <= (1.0 + HELD_OUT_TOLERANCE) * totals.min())
+                squared = np.sum((y[test] - pooled.predict(conditions[test])) ** 2, axis=1)
+                errors[i] += np.bincount(units.entity[unit[test]], weights=squared, minlength=n_entities)
+    per_entity = errors / (HELD_OUT_REPEATS * max(len(y), 1))      # each entity's share of the mean squared error
+    totals = per_entity.sum(axis=1)
+    excess = per_entity - per_entity[int(np.argmin(totals))]           # paired by entity
+    standard_error = np.sqrt(n_entities) * excess.std(axis=1, ddof=1) if n_entities > 1 else np.zeros(len(ks))
+    chosen = next(i for i in range(len(ks)) if excess[i].sum() <= standard_error[i])
     return ks[chosen], dict(zip(ks, totals.tolist()))
 
 

@@ -119,7 +119,8 @@ def _report(job: LearnJob, result: LearnResult, with_prior: bool, skipped: Skipp
         + (f"; skipped {len(skipped)} stored cases that do not fit the configuration: {skipped.describe()}"
            if skipped else "")
         + ("; no model yet, so no prior (prior_strength applies from the next learn on)"
-           if job.prior_strength > 0 and job.current is None else ""))
+           if job.prior_strength > 0 and job.current is None else "")
+        + "".join(f"; warning: {warning}" for warning in result.warnings))
 
 
 __all__ = ["LearnJob", "LearnOutcome", "LearnProgress", "learn"]
