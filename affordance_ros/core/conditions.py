@@ -60,7 +60,7 @@ STRENGTH_FOLDS = 5
 STRENGTH_REPEATS = 3
 # The share of a trial's variance an entity's own deviation may have (``centre_uncertainty``), when the cases
 # name entities.
-ENTITY_SHARES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+ENTITY_SHARES = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 # How many trials' worth the pooled core variance has against a condition's own (inf: every condition the
 # pooled spread).
 SPREAD_WEIGHTS = (1.0, 3.0, 10.0, 30.0, math.inf)
@@ -94,23 +94,6 @@ def fold_splits(folds: np.ndarray):
     for row in np.atleast_2d(folds):
         for fold in np.unique(row):
             yield row != fold, row == fold
-
-
-def choose_centre_trim(x: np.ndarray, which: np.ndarray, folds: np.ndarray) -> float:
-    """The trim of ``CENTRE_TRIMS`` whose condition centres of the training folds are nearest, in squared error,
-    to the held-out readings of their condition: readings ``x`` (n, d), each one's condition ``which`` (n,) and
-    fold ``folds`` (``fold_splits``; whole entities when the cases name them: then the trim that predicts a new
-    entity).
-    """
-    errors = np.zeros(len(CENTRE_TRIMS))
-    for train, test in fold_splits(folds):
-        present, local = np.unique(which[train], return_inverse=True)
-        asked = np.isin(which, present) & test
-        at = np.searchsorted(present, which[asked])
-        for t, trim in enumerate(CENTRE_TRIMS):
-            centres = group_trimmed_means(x[train], local.reshape(-1), len(present), trim)
-            errors[t] += float(np.sum((x[asked] - centres[at]) ** 2))
-    return CENTRE_TRIMS[int(np.argmin(errors))]
 
 
 def all_terms(n_variables: int) -> tuple[tuple[int, ...], ...]:
@@ -258,14 +241,56 @@ class _FoldErrors:
                                _agreement(asked, seen, terms), sums, n_asked, squares))
 
     def __call__(self, strengths: Sequence[float], entity_share: float) -> float:
+        return float(self.per_fold(strengths, entity_share).sum())
+
+    def per_fold(self, strengths: Sequence[float], entity_share: float) -> np.ndarray:
+        """The squared error of every fold's held-out readings."""
         weights = 1.0 / np.asarray(strengths, dtype=float)
-        total = 0.0
-        for seen, centres, counts, entities, agreement, cross, sums, n_asked, squares in self.folds:
+        out = np.zeros(len(self.folds))
+        for f, (seen, centres, counts, entities, agreement, cross, sums, n_asked, squares) in enumerate(self.folds):
             uncertainty = centre_uncertainty(counts, entities, entity_share)
             pooled = PooledCentres._solved(seen, centres, uncertainty, self.terms, weights, agreement)
             predicted = pooled.mean + np.tensordot(weights, cross, 1) @ pooled.coefficients
-            total += squares - 2.0 * np.sum(predicted * sums) + np.sum(n_asked[:, None] * predicted ** 2)
-        return total
+            out[f] = squares - 2.0 * np.sum(predicted * sums) + np.sum(n_asked[:, None] * predicted ** 2)
+        return out
+
+
+def choose_centre_trim(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, terms,
+                       entity: np.ndarray | None = None) -> float:
+    """The trim of ``CENTRE_TRIMS`` whose pooled centres (every term at ``START_STRENGTH``) of the training folds
+    predict the held-out readings best, in squared error: readings ``x`` (n, d), their conditions (n, m), their
+    folds (``fold_splits``; whole entities when the cases name them: then the trim that predicts a new entity).
+    The least trim whose error exceeds the best one's by at most its standard error over the folds (paired):
+    the mean unless a trimmed centre predicts clearly better (with two or three trials a condition, the folds
+    barely tell a mean from a median).
+    """
+    start = [START_STRENGTH] * len(terms)
+    errors = np.array([_FoldErrors(x, conditions, folds, trim, terms, entity).per_fold(start, 0.0)
+                       for trim in CENTRE_TRIMS])                                  # (trims, folds)
+    excess = errors - errors[int(np.argmin(errors.sum(axis=1)))]
+    standard_error = np.sqrt(excess.shape[1]) * excess.std(axis=1, ddof=1) if excess.shape[1] > 1 else 0 * excess[:, 0]
+    return CENTRE_TRIMS[next(t for t in range(len(CENTRE_TRIMS)) if excess[t].sum() <= standard_error[t])]
+
+
+def estimated_entity_share(x: np.ndarray, which: np.ndarray, entity: np.ndarray) -> float:
+    """A moment estimate of the entity share (one-way analysis of variance within the conditions): how much the
+    entities' means vary about their condition's mean beyond what their trials' noise explains, in units of a
+    trial's variance about its entity's mean. Readings ``x`` (n, d), their conditions ``which`` and entities.
+    """
+    pairs, pair = np.unique(which * (int(entity.max()) + 1) + entity, return_inverse=True)
+    pair = pair.reshape(-1)
+    sizes = np.bincount(pair).astype(float)
+    means = np.stack([np.bincount(pair, weights=x[:, j]) for j in range(x.shape[1])], axis=1) / sizes[:, None]
+    within = np.sum((x - means[pair]) ** 2) / max(len(x) - len(pairs), 1)
+    of_pair = pairs // (int(entity.max()) + 1)
+    counts = np.bincount(of_pair, minlength=int(which.max()) + 1).astype(float)
+    centres = np.stack([np.bincount(of_pair, weights=means[:, j], minlength=len(counts)) for j in range(x.shape[1])],
+                       axis=1) / np.maximum(counts, 1.0)[:, None]
+    several = counts[of_pair] > 1
+    if not several.any() or within <= 0:
+        return 0.0
+    between = np.sum((means[several] - centres[of_pair[several]]) ** 2) / max(several.sum() - np.sum(counts > 1), 1)
+    return max(between - within / np.mean(sizes[several]), 0.0) / within
 
 
 def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms,
@@ -273,12 +298,15 @@ def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, t
     """The strength of every term (``STRENGTHS``) and, when the cases name entities (``entity``: codes per
     reading), the entity share (``ENTITY_SHARES``, ``centre_uncertainty``) whose pooled centres of the training
     folds predict the held-out readings best (squared error): coordinate descent from ``START_STRENGTH`` and
-    no share, each coordinate moved along its grid while a neighbour does better, until a sweep changes nothing
-    (at most ``MAX_SWEEPS``). Returns (strengths, entity share).
+    the share's moment estimate (``estimated_entity_share``; the strengths and the share trade off, and a
+    descent from no share stays there), each coordinate in turn set to the best value of its grid, until a
+    sweep changes nothing (at most ``MAX_SWEEPS``). Returns (strengths, entity share).
     """
     error = _FoldErrors(x, conditions, folds, trim, terms, entity)
     grids = [STRENGTHS] * len(terms) + [ENTITY_SHARES if entity is not None else ENTITY_SHARES[:1]]
-    at = [STRENGTHS.index(START_STRENGTH)] * len(terms) + [0]
+    share = 0.0 if entity is None else estimated_entity_share(x, distinct_conditions(conditions)[1], entity)
+    at = [STRENGTHS.index(START_STRENGTH)] * len(terms) + [
+        int(np.argmin(np.abs(np.log1p(np.array(ENTITY_SHARES)) - np.log1p(share))))]
 
     def value(positions) -> tuple[tuple, float]:
         return tuple(STRENGTHS[i] for i in positions[:-1]), ENTITY_SHARES[positions[-1]]
@@ -295,12 +323,10 @@ def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, t
     for _ in range(MAX_SWEEPS):
         changed = False
         for t, grid in enumerate(grids):
-            for step in (1, -1):
-                while 0 <= at[t] + step < len(grid):
-                    trial = [*at[:t], at[t] + step, *at[t + 1:]]
-                    if cost(trial) >= cost(at) - 1e-9 * abs(cost(at)):
-                        break
-                    at, changed = trial, True
+            trials = [[*at[:t], i, *at[t + 1:]] for i in range(len(grid))]
+            best = min(trials, key=cost)
+            if cost(best) < cost(at) - 1e-9 * abs(cost(at)):
+                at, changed = best, True
         if not changed:
             break
     return value(at)
@@ -380,16 +406,17 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: 
         raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from (the most "
                         f"any has is {most})")
     folds = np.stack([entity_folds(len(x), entity, rng) for _ in range(STRENGTH_REPEATS)])
-    trim = choose_centre_trim(x, which, folds)
     terms = all_terms(conditions.shape[1])
+    trim = choose_centre_trim(x, conditions, folds, terms, entity)
     strengths, share = choose_strengths(x, conditions, folds, trim, terms, entity)
     seen, centres, counts, which = group_centres(x, conditions, trim)
     uncertainty = centre_uncertainty(counts, entities_per_group(which, entity, len(seen)), share)
     pooled = PooledCentres.fit(seen, centres, uncertainty, terms, strengths)
     variables = pooled.variables()
     kept_cards = [cards[j] for j in variables]
-    grid = np.zeros((math.prod(kept_cards), conditions.shape[1]), dtype=np.int64)
-    grid[:, list(variables)] = np.indices(kept_cards).reshape(len(variables), -1).T
+    grid = np.zeros((math.prod(kept_cards), conditions.shape[1]), dtype=np.int64)   # one row when none is kept
+    if variables:
+        grid[:, list(variables)] = np.indices(kept_cards).reshape(len(variables), -1).T
     means = pooled.predict(grid)
     residuals = x - pooled.predict(seen)[which]
     own = np.ravel_multi_index(conditions[:, list(variables)].T, kept_cards) if variables else np.zeros(len(x), int)

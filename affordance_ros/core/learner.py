@@ -24,8 +24,9 @@ from .structure import StructureResult, learn_structure, structural_em
 
 # How many trials' worth of prior a row of a variable whose values are conditions gives its own condition
 # (``conditions.own_condition_prior``): a parent configuration no training case has predicts its condition's
-# pooled centre, one with a few trials is barely moved.
-OWN_CONDITION_TRIALS = 1.0
+# pooled centre (the uniform pseudo-counts of ``prior`` over the row's other values weigh little against it); a
+# row with trials gets its trials' values, the same ones, with the share of the wide value they show.
+OWN_CONDITION_TRIALS = 10.0
 
 
 @dataclass

@@ -10,6 +10,7 @@ from scipy.stats import trim_mean
 from affordance_ros.core import AffordanceLearner, AffordanceNetwork, DataError, ModelFormatError, predict
 from affordance_ros.core.conditions import (
     WIDE_VARIANCE,
+    all_terms,
     choose_centre_trim,
     fit_conditional_sensor,
     robust_covariance,
@@ -74,13 +75,13 @@ def test_the_centre_is_the_trim_that_predicts_held_out_trials_best():
     symmetric = centres[conditions] + rng.normal(0.0, 1.0, (320, 2))
     far = rng.random(320) < 0.08
     symmetric[far] += rng.normal(0.0, 40.0, (far.sum(), 2))
-    trim = choose_centre_trim(symmetric, conditions, folds)
+    trim = choose_centre_trim(symmetric, conditions[:, None], folds, all_terms(1))
     robust = np.array([trimmed_centres(symmetric[conditions == c], (trim,))[0] for c in range(8)])
     plain = np.array([symmetric[conditions == c].mean(0) for c in range(8)])
     # a trimmed centre, which the outliers do not drag: far nearer the true centres than the plain means
     assert trim > 0.0 and np.abs(robust - centres).max() < 0.3 * np.abs(plain - centres).max()
     skewed = centres[conditions] + rng.exponential(1.0, (320, 2)) ** 2
-    assert choose_centre_trim(skewed, conditions, folds) == 0.0
+    assert choose_centre_trim(skewed, conditions[:, None], folds, all_terms(1)) == 0.0
     fit = fit_conditional_sensor(skewed, conditions[:, None], [8])
     assert fit.trim == 0.0
     # one variable, 40 trials of each value: each centre is its plain mean shrunk towards the mean of them all
