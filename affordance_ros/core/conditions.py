@@ -13,7 +13,7 @@ own. A term's *strength* λ is in trials: its effects vary as much as the mean o
 σ²/λ, σ² the variance of one trial about its condition's centre); λ = inf drops the term. The posterior
 mean of a condition's centre is then a kernel prediction over the conditions seen (Rasmussen & Williams
 2006, §2.7, with the grand mean by generalised least squares): each seen condition contributes its robust
-centre (a trimmed mean, ``trimmed_centres``) worth its number of trials, so a condition with few trials
+centre (a trimmed mean, ``group_trimmed_means``) worth its number of trials, so a condition with few trials
 leans on its coarser conditions and one with many keeps its own, and a condition never seen is predicted
 from its coarser conditions. The strengths are chosen by cross-validation within the training cases
 (``choose_strengths``: the squared error of held-out readings, folds that hold out whole entities when the
@@ -77,16 +77,6 @@ def robust_covariance(residuals: np.ndarray) -> np.ndarray:
     return np.diag(np.maximum(variance, np.maximum(VARIANCE_FLOOR * r.var(axis=0), 1e-12)))
 
 
-def trimmed_centres(x: np.ndarray, trims: Sequence[float] = CENTRE_TRIMS) -> np.ndarray:
-    """Coordinate-wise trimmed means (len(trims), d) of rows ``x`` (n, d): for each trim, int(trim * n) rows
-    cut from each end of every sorted coordinate (0.5: the median).
-    """
-    ordered = np.sort(x, axis=0)
-    n = len(ordered)
-    return np.array([np.median(ordered, axis=0) if trim >= 0.5 else ordered[int(trim * n):n - int(trim * n)].mean(0)
-                     for trim in trims])
-
-
 def fold_splits(folds: np.ndarray):
     """(training, held-out) masks of every fold of every repetition: ``folds`` (n,) or (repetitions, n), the fold
     of each case.
@@ -148,8 +138,9 @@ class PooledCentres:
 
 
 def group_trimmed_means(x: np.ndarray, which: np.ndarray, n_groups: int, trim: float) -> np.ndarray:
-    """``trimmed_centres`` of every group's rows at once: (n_groups, d) for rows ``x`` (n, d) in groups ``which``
-    (n,) (every group with at least one row).
+    """Coordinate-wise trimmed means (n_groups, d) of every group's rows at once, for rows ``x`` (n, d) in groups
+    ``which`` (n,) (every group with at least one row): int(trim * n) of a group's n rows cut from each end of
+    every sorted coordinate (0.5: the median).
     """
     counts = np.bincount(which, minlength=n_groups)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -448,4 +439,4 @@ def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | N
 
 __all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "PooledCentres",
            "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
-           "group_centres", "own_condition_prior", "pooled_spreads", "robust_covariance", "trimmed_centres"]
+           "group_centres", "group_trimmed_means", "own_condition_prior", "pooled_spreads", "robust_covariance"]

@@ -376,17 +376,6 @@ def condition_columns(network: AffordanceNetwork, names: Sequence[str], readings
     return np.stack(columns, axis=1)
 
 
-def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: dict,
-                    labels: dict) -> np.ndarray:
-    """Per case, the code of its combination of the values of ``names`` (-1 where one is unknown), from
-    ``condition_columns``.
-    """
-    codes = condition_columns(network, names, readings, labels)
-    known = np.all(codes >= 0, axis=1)
-    cards = [network[name].card for name in names]
-    return np.where(known, np.ravel_multi_index(np.where(known[:, None], codes, 0).T, cards), -1)
-
-
 @dataclass
 class SensorsFit:
     """What ``fit_sensors`` made: the network with every sensor fitted, and what a user should hear of it."""

@@ -13,11 +13,11 @@ from affordance_ros.core.conditions import (
     all_terms,
     choose_centre_trim,
     fit_conditional_sensor,
+    group_trimmed_means,
     robust_covariance,
-    trimmed_centres,
 )
 from affordance_ros.core.scenarios import scenario_cases, simulate
-from affordance_ros.core.sensors import condition_codes
+from affordance_ros.core.sensors import condition_columns
 from affordance_ros.share import share_directory
 
 
@@ -58,10 +58,12 @@ def test_each_condition_gets_a_robust_centre_a_core_and_a_wide_gaussian():
 
 
 @pytest.mark.parametrize("n", [3, 4, 7, 10, 23, 100])
-def test_trimmed_centres_equal_scipys_trimmed_mean_and_the_median(n):
+def test_trimmed_means_equal_scipys_trimmed_mean_and_the_median(n):
     x = np.random.default_rng(n).standard_t(2, (n, 3))
     expected = [trim_mean(x, trim, axis=0) for trim in (0.0, 0.1, 0.25)] + [np.median(x, axis=0)]
-    np.testing.assert_allclose(trimmed_centres(x, (0.0, 0.1, 0.25, 0.5)), expected, rtol=1e-12, atol=1e-12)
+    one_group = np.zeros(n, dtype=int)
+    np.testing.assert_allclose([group_trimmed_means(x, one_group, 1, trim)[0] for trim in (0.0, 0.1, 0.25, 0.5)],
+                               expected, rtol=1e-12, atol=1e-12)
 
 
 def test_the_centre_is_the_trim_that_predicts_held_out_trials_best():
@@ -76,7 +78,7 @@ def test_the_centre_is_the_trim_that_predicts_held_out_trials_best():
     far = rng.random(320) < 0.08
     symmetric[far] += rng.normal(0.0, 40.0, (far.sum(), 2))
     trim = choose_centre_trim(symmetric, conditions[:, None], folds, all_terms(1))
-    robust = np.array([trimmed_centres(symmetric[conditions == c], (trim,))[0] for c in range(8)])
+    robust = group_trimmed_means(symmetric, conditions, 8, trim)
     plain = np.array([symmetric[conditions == c].mean(0) for c in range(8)])
     # a trimmed centre, which the outliers do not drag: far nearer the true centres than the plain means
     assert trim > 0.0 and np.abs(robust - centres).max() < 0.3 * np.abs(plain - centres).max()
@@ -108,10 +110,9 @@ def test_condition_codes_use_labels_then_the_variables_own_sensor():
     labels = {"Action": np.array([0, 1, 2, -1]), "Hand": np.array([2, -1, -1, 0]), "Object": np.array([1, 0, -1, 1])}
     readings = {"finger_flexion": np.array([np.nan, 44.0, 91.0, 1.0]),
                 "object_circleness": np.array([0.2, 0.9, np.nan, 0.1])}
-    codes = condition_codes(config, ["Action", "Hand", "Object"], readings, labels)
+    codes = condition_columns(config, ["Action", "Hand", "Object"], readings, labels)
     # Hand of case 1 from its flexion (45 degrees: 'fortyfive'); case 2 has no object at all; case 3 no action
-    assert codes.tolist() == [np.ravel_multi_index((0, 2, 1), (4, 3, 2)), np.ravel_multi_index((1, 1, 0), (4, 3, 2)),
-                              -1, -1]
+    assert codes.tolist() == [[0, 2, 1], [1, 1, 0], [2, 2, -1], [-1, 0, 1]]
 
 
 def test_configuration_errors_say_what_to_fix_and_the_file_round_trips(tmp_path):
