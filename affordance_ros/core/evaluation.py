@@ -9,7 +9,8 @@ distribution). Of the RMSE there are three: ``euclidean_rmse``, the root mean sq
 Euclidean distance between a case's predicted and true readings (all of the target's readings
 together, e.g. the displacement (dx, dy)); ``rmse``, per coordinate, the root mean square over
 every single reading (``euclidean_rmse / sqrt(d)`` for d readings); ``rmse_<name>``, that of one
-reading. Baselines, each given the same inputs:
+reading. Baselines, each given the same inputs (``Inputs``), here written by hand where no library has
+them:
 
 - ``majority``: the most frequent training label / the mean training reading;
 - ``cell_mean``: the same within the held-out case's *cell* (its values of the other
@@ -17,15 +18,18 @@ reading. Baselines, each given the same inputs:
 - ``nearest_centroid``: labels: the class whose centroid of the input readings (within the
   cell) is nearest, probabilities a softmax of -d^2/2 in pooled within-class units;
   readings: the mean target of the training *group* (e.g. object) of the cell whose centroid of
-  input readings is nearest (groups: a column such as object_id; without one, the cell);
-- ``knn``: the k nearest training cases of the cell in standardised input readings.
+  input readings is nearest (groups: a column such as object_id; without one, the cell).
+
+``evaluate`` takes other baselines too: any object with ``labels(inputs, y, n_classes)`` and
+``readings(inputs, y)`` (``Baseline``), such as scikit-learn's estimators on ``Inputs.features``
+(the cell's labels one-hot, the input readings standardised: ``tools/baselines.py``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 from scipy.special import softmax
@@ -36,8 +40,7 @@ from .gaussian import diagonal_log_density
 from .network import AffordanceNetwork
 from .predict import predict_readings
 
-BASELINES = ("majority", "cell_mean", "nearest_centroid", "knn")
-METHODS = ("ours", *BASELINES)
+BASELINES = ("majority", "cell_mean", "nearest_centroid")
 _EPS = 1e-12
 
 
@@ -56,6 +59,18 @@ def group_indices(groups: Sequence) -> tuple[list, list[np.ndarray]]:
     if len(names) < 2:
         raise DataError(f"leave-one-out needs at least 2 groups, the column has {names}")
     return names, [np.flatnonzero(groups == g) for g in names]
+
+
+def transfer_indices(groups: Sequence, train_group: str) -> list[np.ndarray]:
+    """One fold that learns on the cases of group ``train_group`` and tests on every other case (e.g. learn on
+    hand postures, predict tools).
+    """
+    groups = np.asarray(groups, dtype=object).astype(str)
+    test = np.flatnonzero(groups != str(train_group))
+    if len(test) == len(groups) or len(test) == 0:
+        raise DataError(f"to learn on '{train_group}' and test on the rest the column needs both: it has "
+                        f"{sorted(set(groups.tolist()))}")
+    return [test]
 
 
 # ---------------------------------------------------------------- targets and inputs
@@ -120,16 +135,37 @@ class Inputs:
     x_train: np.ndarray      # standardised input readings, NaN -> 0 (the training mean)
     x_test: np.ndarray
     groups_train: np.ndarray | None = None
+    cell_cards: tuple = ()   # how many values each column of the cells has (the variable's card)
 
     @classmethod
     def build(cls, train: CaseSet, test: CaseSet, network, target: Target, groups_train=None) -> "Inputs":
+        """The inputs of one fold for ``target``: the other labels, and the readings of every other sensor
+        standardised by the training cases' mean and standard deviation.
+        """
         x_tr, x_te = _reading_inputs(train, network, target), _reading_inputs(test, network, target)
         centre = np.nanmean(x_tr, axis=0) if x_tr.shape[1] else np.zeros(0)
         scale = np.nanstd(x_tr, axis=0) if x_tr.shape[1] else np.zeros(0)
         scale = np.where(scale > 0, scale, 1.0)
         z = lambda x: np.nan_to_num((x - centre) / scale)  # noqa: E731
+        cards = tuple(network[n].card for n in sorted(train.labels) if n != target.variable)
         return cls(_label_cells(train, target.variable), _label_cells(test, target.variable), z(x_tr), z(x_te),
-                   None if groups_train is None else np.asarray(groups_train, dtype=object).astype(str))
+                   None if groups_train is None else np.asarray(groups_train, dtype=object).astype(str), cards)
+
+    def training_rows(self, keep: np.ndarray) -> "Inputs":
+        """The same inputs with only the training cases ``keep`` (a mask)."""
+        groups = None if self.groups_train is None else self.groups_train[keep]
+        return Inputs(self.cells_train[keep], self.cells_test, self.x_train[keep], self.x_test, groups,
+                      self.cell_cards)
+
+    def features(self) -> tuple[np.ndarray, np.ndarray]:
+        """(training, test) feature matrices for a general-purpose learner: each cell column one-hot (a missing
+        label: all zeros), then the standardised input readings.
+        """
+        def one_hot(cells: np.ndarray) -> np.ndarray:
+            return np.hstack([np.eye(card + 1)[cells[:, j] + 1][:, 1:] for j, card in enumerate(self.cell_cards)]
+                             + [np.zeros((len(cells), 0))])
+        return (np.hstack([one_hot(self.cells_train), self.x_train]),
+                np.hstack([one_hot(self.cells_test), self.x_test]))
 
     def same_cell(self) -> np.ndarray:
         """(n_test, n_train): training case k is in test case i's cell."""
@@ -137,10 +173,6 @@ class Inputs:
             return np.ones((len(self.cells_test), len(self.cells_train)), dtype=bool)
         return np.all(self.cells_test[:, None, :] == self.cells_train[None, :, :], axis=2)
 
-    def distances(self) -> np.ndarray:
-        """Squared euclidean distances (n_test, n_train) in standardised input readings."""
-        a, b = self.x_test, self.x_train
-        return np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0)
 
 
 def _cell_members(inputs: Inputs) -> np.ndarray:
@@ -151,10 +183,10 @@ def _cell_members(inputs: Inputs) -> np.ndarray:
     return same
 
 
-def label_baseline(method: str, inputs: Inputs, y_train: np.ndarray, n_classes: int, k: int = 10) -> np.ndarray:
+def label_baseline(method: str, inputs: Inputs, y_train: np.ndarray, n_classes: int) -> np.ndarray:
     """Class probabilities (n_test, C) of a baseline for a label target (codes y_train, -1 skipped)."""
     keep = y_train != MISSING
-    inputs = Inputs(inputs.cells_train[keep], inputs.cells_test, inputs.x_train[keep], inputs.x_test)
+    inputs = inputs.training_rows(keep)
     y = y_train[keep]
     onehot = np.eye(n_classes)[y]                                          # (n_train, C)
     global_freq = (onehot.sum(0) + 1.0) / (len(y) + n_classes)
@@ -178,29 +210,15 @@ def label_baseline(method: str, inputs: Inputs, y_train: np.ndarray, n_classes: 
         var = max(float(np.mean(within ** 2)), 1e-6)
         d2 = ((inputs.x_test[:, None, :] - centroids) ** 2).sum(2)       # (n_test, C)
         return softmax(-0.5 * d2 / var, axis=1)
-    if method == "knn":
-        nbrs = _neighbours(inputs, k)
-        counts = nbrs.astype(float) @ onehot
-        return (counts + 1.0) / (counts.sum(1, keepdims=True) + n_classes)
     raise ValueError(f"unknown baseline '{method}'; expected one of {list(BASELINES)}")
 
 
-def _neighbours(inputs: Inputs, k: int) -> np.ndarray:
-    """(n_test, n_train) mask of the k nearest training cases of each test case's cell (ties included)."""
-    member = _cell_members(inputs)
-    d2 = np.where(member, inputs.distances(), np.inf)
-    kk = min(k, d2.shape[1])
-    kth = np.partition(d2, kk - 1, axis=1)[:, kk - 1:kk]
-    return member & (d2 <= kth + 1e-12)
-
-
-def reading_baseline(method: str, inputs: Inputs, y_train: np.ndarray, k: int = 10):
+def reading_baseline(method: str, inputs: Inputs, y_train: np.ndarray):
     """(means (n_test, d), variances (n_test, d)) of a Gaussian prediction of a reading target (y_train
     (n_train, d), training rows with a missing target reading skipped).
     """
     keep = np.all(np.isfinite(y_train), axis=1)
-    groups = None if inputs.groups_train is None else inputs.groups_train[keep]
-    inputs = Inputs(inputs.cells_train[keep], inputs.cells_test, inputs.x_train[keep], inputs.x_test, groups)
+    inputs = inputs.training_rows(keep)
     y = y_train[keep]
     n_test = len(inputs.cells_test)
     if method == "majority":
@@ -212,7 +230,7 @@ def reading_baseline(method: str, inputs: Inputs, y_train: np.ndarray, k: int = 
         return _member_mean(member, y), np.broadcast_to(variance, (n_test, y.shape[1])).copy()
     if method == "nearest_centroid":
         if inputs.groups_train is None or inputs.x_train.shape[1] == 0:
-            return reading_baseline("cell_mean", inputs, y, k)
+            return reading_baseline("cell_mean", inputs, y)
         keys = np.array([f"{g}|{c}" for g, c in zip(inputs.groups_train, map(tuple, inputs.cells_train))], dtype=object)
         names, which = np.unique(keys, return_inverse=True)
         onehot = np.eye(len(names))[which.reshape(-1)]                    # (n_train, G)
@@ -229,14 +247,6 @@ def reading_baseline(method: str, inputs: Inputs, y_train: np.ndarray, k: int = 
         best = np.argmin(np.where(allowed, d2, np.inf), axis=1)
         var = _pooled_variance(which.reshape(-1, 1), y)
         return targets[best], np.broadcast_to(var, (n_test, y.shape[1])).copy()
-    if method == "knn":
-        nbrs = _neighbours(inputs, k).astype(float)
-        mean = _member_mean(nbrs, y)
-        second = _member_mean(nbrs, y * y)
-        n = nbrs.sum(1, keepdims=True)
-        var = np.maximum(second - mean ** 2, 0.0) * n / np.maximum(n - 1.0, 1.0)
-        floor = 0.05 * y.var(0)[None, :]
-        return mean, np.maximum(var, floor)
     raise ValueError(f"unknown baseline '{method}'; expected one of {list(BASELINES)}")
 
 
@@ -257,6 +267,42 @@ def _pooled_variance(cells: np.ndarray, y: np.ndarray) -> np.ndarray:
     resid = y - means[which]
     dof = max(len(y) - n_cells, 1)
     return np.maximum((resid ** 2).sum(0) / dof, _EPS)
+
+
+class Baseline(Protocol):
+    """What ``evaluate`` asks of a baseline: a label target's class probabilities, a reading target's
+    Gaussian prediction (None: it does not predict readings), given the same ``Inputs`` as every other.
+    """
+
+    def labels(self, inputs: Inputs, y_train: np.ndarray, n_classes: int) -> np.ndarray:
+        """Class probabilities (n_test, n_classes) (``y_train``: codes, -1 where unknown)."""
+
+    def readings(self, inputs: Inputs, y_train: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(means, variances), each (n_test, d) (``y_train`` (n_train, d), NaN where unknown)."""
+
+
+@dataclass(frozen=True)
+class HandWritten:
+    """A baseline of this module, by name (one of ``BASELINES``)."""
+
+    method: str
+
+    def __post_init__(self):
+        if self.method not in BASELINES:
+            raise ValueError(f"unknown baseline '{self.method}'; expected one of {list(BASELINES)}")
+
+    def labels(self, inputs: Inputs, y_train: np.ndarray, n_classes: int) -> np.ndarray:
+        """``label_baseline`` of this method."""
+        return label_baseline(self.method, inputs, y_train, n_classes)
+
+    def readings(self, inputs: Inputs, y_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``reading_baseline`` of this method."""
+        return reading_baseline(self.method, inputs, y_train)
+
+
+def hand_written_baselines() -> dict[str, Baseline]:
+    """Every baseline of this module, by name."""
+    return {method: HandWritten(method) for method in BASELINES}
 
 
 # ---------------------------------------------------------------- ours
@@ -285,6 +331,7 @@ class TargetResult:
     predictions: dict = field(default_factory=dict)      # method -> (n, C) probabilities or (n, d) means
     log_density: dict = field(default_factory=dict)      # method -> (n,) (reading targets)
     truth: np.ndarray | None = None                      # (n,) codes or (n, d) readings
+    tested: np.ndarray | None = None                     # (n,) whether a fold held the case out
 
 
 @dataclass
@@ -296,94 +343,113 @@ class EvaluationResult:
     n_cases: int
     targets: list
     duration: float = 0.0
+    methods: tuple = ("ours", *BASELINES)
 
     def to_dict(self) -> dict:
         """The metrics, JSON-ready (the predictions are left out)."""
         return {"scheme": self.scheme, "folds": self.folds, "num_cases": self.n_cases,
-                "duration": round(self.duration, 3),
+                "duration": round(self.duration, 3), "methods": list(self.methods),
                 "targets": {t.target.variable: {"kind": t.target.kind, "names": list(t.target.names),
                                                 "classes": list(t.target.classes), "metrics": t.metrics}
                             for t in self.targets}}
 
 
 def evaluate(config: AffordanceNetwork, cases: CaseSet, fit: Callable, test_indices: Sequence[np.ndarray],
-             targets: Sequence[str] | None = None, groups: Sequence | None = None, k: int = 10,
-             scheme: str = "", progress: Callable | None = None) -> EvaluationResult:
+             targets: Sequence[str] | None = None, groups: Sequence | None = None,
+             baselines: Mapping[str, Baseline] | None = None, scheme: str = "",
+             progress: Callable | None = None) -> EvaluationResult:
     """Fit ``fit(config, training cases) -> model`` on every fold's complement, predict its test cases.
 
-    ``test_indices``: the folds (``kfold_indices`` or ``group_indices``); ``groups``: per case, the
-    group the nearest-centroid baseline averages readings over (e.g. object_id).
+    ``test_indices``: the folds (``kfold_indices``, ``group_indices`` or ``transfer_indices``); ``groups``: per
+    case, the group the nearest-centroid baseline averages readings over (e.g. object_id); ``baselines``: by
+    name (default: ``hand_written_baselines``), each predicting from the same ``Inputs``. A baseline whose
+    ``readings`` is None has no figures for a reading target.
     """
     start = time.perf_counter()
     cases = CaseSet(cases.network, {name: c for name, c in cases.labels.items() if np.any(c != MISSING)},
                     {name: x for name, x in cases.readings.items() if not np.all(np.isnan(x))}, cases.trial_ids,
                     cases.extra)  # (a column without data, learned with allow_missing, is neither target nor input)
+    baselines = hand_written_baselines() if baselines is None else dict(baselines)
+    methods = ("ours", *baselines)
     resolved = resolve_targets(config, cases, targets)
     n = cases.n_cases
     groups = None if groups is None else np.asarray(groups, dtype=object)
     results = []
     for t in resolved:
         r = TargetResult(t)
+        width = len(t.classes) if t.kind == "label" else len(t.names)
+        r.predictions = {m: np.full((n, width), np.nan) for m in methods}
         if t.kind == "label":
             r.truth = cases.labels[t.variable]
-            for m in METHODS:
-                r.predictions[m] = np.full((n, len(t.classes)), np.nan)
         else:
             r.truth = np.stack([cases.readings[name] for name in t.names], axis=1)
-            for m in METHODS:
-                r.predictions[m] = np.full((n, len(t.names)), np.nan)
-                r.log_density[m] = np.full(n, np.nan)
+            r.log_density = {m: np.full(n, np.nan) for m in methods}
         results.append(r)
     every = np.arange(n)
+    tested = np.zeros(n, dtype=bool)
+    tested[np.concatenate(list(test_indices))] = True
+    for r in results:
+        r.tested = tested
     for f, test_idx in enumerate(test_indices):
         train_idx = np.setdiff1d(every, test_idx)
         train, test = cases.take(train_idx), cases.take(test_idx)
         model = fit(config, train)
         for r in results:
-            t = r.target
-            inputs = Inputs.build(train, test, config, t, None if groups is None else groups[train_idx])
-            if t.kind == "label":
-                r.predictions["ours"][test_idx] = ours(model, test, t)
-                for m in BASELINES:
-                    r.predictions[m][test_idx] = label_baseline(m, inputs, train.labels[t.variable],
-                                                                len(t.classes), k)
-            else:
-                y_train = np.stack([train.readings[name] for name in t.names], axis=1)
-                y_test = r.truth[test_idx]
-                mean, mixture = ours(model, test, t)
-                r.predictions["ours"][test_idx] = mean
-                r.log_density["ours"][test_idx] = mixture.log_density(y_test)
-                for m in BASELINES:
-                    mean, var = reading_baseline(m, inputs, y_train, k)
-                    r.predictions[m][test_idx] = mean
-                    r.log_density[m][test_idx] = diagonal_log_density(y_test, mean, var)
+            _predict_fold(r, model, train, test, test_idx, Inputs.build(
+                train, test, config, r.target, None if groups is None else groups[train_idx]), baselines)
         if progress:
             progress(f + 1, len(test_indices))
     for r in results:
-        for m in METHODS:
-            r.metrics[m] = _metrics(r, m)
-    return EvaluationResult(len(test_indices), scheme, n, results, time.perf_counter() - start)
+        for m in methods:
+            if not np.all(np.isnan(r.predictions[m][tested])):
+                r.metrics[m] = _metrics(r, m)
+            else:   # a baseline that does not predict this kind of target
+                del r.predictions[m]
+                r.log_density.pop(m, None)
+    return EvaluationResult(len(test_indices), scheme, n, results, time.perf_counter() - start, methods)
+
+
+def _predict_fold(r: TargetResult, model: AffordanceNetwork, train: CaseSet, test: CaseSet, test_idx: np.ndarray,
+                  inputs: Inputs, baselines: Mapping[str, Baseline]) -> None:
+    """Ours and every baseline on one fold's test cases, into ``r``'s predictions (and log-densities)."""
+    t = r.target
+    if t.kind == "label":
+        r.predictions["ours"][test_idx] = ours(model, test, t)
+        for name, baseline in baselines.items():
+            r.predictions[name][test_idx] = baseline.labels(inputs, train.labels[t.variable], len(t.classes))
+        return
+    y_train = np.stack([train.readings[name] for name in t.names], axis=1)
+    y_test = r.truth[test_idx]
+    mean, mixture = ours(model, test, t)
+    r.predictions["ours"][test_idx] = mean
+    r.log_density["ours"][test_idx] = mixture.log_density(y_test)
+    for name, baseline in baselines.items():
+        gaussian = baseline.readings(inputs, y_train)
+        if gaussian is not None:
+            r.predictions[name][test_idx] = gaussian[0]
+            r.log_density[name][test_idx] = diagonal_log_density(y_test, *gaussian)
 
 
 def _metrics(r: TargetResult, method: str) -> dict:
+    """The method's figures over the cases a fold held out (every case, unless the folds test a group only)."""
     if r.target.kind == "label":
         y = r.truth
-        ok = y != MISSING
+        ok = (y != MISSING) & r.tested
         p = r.predictions[method][ok]
         y = y[ok]
         chosen = np.argmax(p, axis=1)
         prob = np.clip(p[np.arange(len(y)), y], 1e-15, 1.0)
         return {"accuracy": float(np.mean(chosen == y)), "log_loss": float(-np.mean(np.log(prob))),
                 "cases": int(ok.sum())}
-    y = r.truth
-    pred = r.predictions[method]
+    y = r.truth[r.tested]
+    pred = r.predictions[method][r.tested]
     err = (pred - y) ** 2
     out = {"rmse": float(np.sqrt(np.nanmean(err)))}
     for j, name in enumerate(r.target.names):
         out[f"rmse_{name}"] = float(np.sqrt(np.nanmean(err[:, j])))
     complete = np.all(np.isfinite(y), axis=1)
     out["euclidean_rmse"] = float(np.sqrt(np.mean(np.sum(err[complete], axis=1))))
-    out["log_density"] = float(np.mean(r.log_density[method][complete]))
+    out["log_density"] = float(np.mean(r.log_density[method][r.tested][complete]))
     out["cases"] = int(complete.sum())
     return out
 
@@ -396,5 +462,6 @@ def confusion_matrix(truth: np.ndarray, probabilities: np.ndarray, n_classes: in
     return out
 
 
-__all__ = ["BASELINES", "METHODS", "EvaluationResult", "Target", "TargetResult", "confusion_matrix", "evaluate",
-           "group_indices", "kfold_indices", "label_baseline", "reading_baseline", "resolve_targets"]
+__all__ = ["BASELINES", "Baseline", "EvaluationResult", "HandWritten", "Inputs", "Target", "TargetResult",
+           "confusion_matrix", "evaluate", "group_indices", "hand_written_baselines", "kfold_indices", "label_baseline",
+           "reading_baseline", "resolve_targets", "transfer_indices"]

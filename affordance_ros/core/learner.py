@@ -8,17 +8,25 @@ learner.result_                     # LearnResult: arcs, log-likelihood, iterati
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 from .cases import CaseEvidence, CaseSet
+from .conditions import own_condition_prior
 from .errors import DataError, ModelFormatError
-from .network import AffordanceNetwork
+from .network import AffordanceNetwork, SensorModel
 from .options import STRUCTURES, LearningOptions
 from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
+
+# How many trials' worth of prior a row of a variable whose values are conditions gives its own condition
+# (``conditions.own_condition_prior``): a parent configuration no training case has predicts its condition's
+# pooled centre (the uniform pseudo-counts of ``prior`` over the row's other values weigh little against it); a
+# row with trials gets its trials' values, the same ones, with the share of the wide value they show.
+OWN_CONDITION_TRIALS = 10.0
 
 
 @dataclass
@@ -46,6 +54,13 @@ class AffordanceLearner:
     3. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline);
     4. with ``structural_em`` > 0, up to that many rounds of structural EM: search the structure
        again on the expected counts under the model of step 3, re-learn the CPTs, repeat.
+
+    A variable whose values are the conditions of some variables (a sensor's ``cluster_by``, fitted by
+    ``core.conditions``: every combination of the values of the variables that matter) has those variables
+    as its parents, not searched (its values are defined by them: the cross-validation of its sensor chose
+    them, holding out entities where the cases name them); with a fixed structure, its conditions are
+    those of its parents (``conditions_within_parents``). Its CPT's rows point at their own conditions
+    (``condition_priors``).
 
     Takes the fields of ``LearningOptions`` as keyword arguments (None: not given); options not
     given here come from the configuration's "learning" block, then the defaults.
@@ -84,16 +99,26 @@ class AffordanceLearner:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
         warnings = missing_data_warnings(config, cases, opts)
         report(progress, "sensors", 0)
-        network = fit_sensors(config, cases.readings, cases.labels, opts.seed)
+        if opts.structure == "fixed":
+            config = conditions_within_parents(config)
+        entities = cases.extra.get(opts.entity_column) if opts.entity_column else None
+        if opts.entity_column and entities is None:
+            warnings.append(f"learning option 'entity_column' names '{opts.entity_column}', a column these cases do "
+                            "not have: the sensors cluster distinct readings, and learning holds out cases, not "
+                            "entities")
+        sensors = fit_sensors(config, cases.readings, cases.labels, opts.seed, entities)
+        network, warnings = sensors.network, warnings + sensors.warnings
         observed = CaseEvidence(cases, network)
         structure_result = None
+        fixed = {v.name: v.sensor.cluster_by for v in _condition_variables(network)}
         if opts.structure != "fixed":
-            network, structure_result = learn_structure(network, observed.map_values(), opts, progress)
+            network, structure_result = learn_structure(network, observed.map_values(), opts, progress, fixed)
         fitted = {}
 
         def fit_parameters(net: AffordanceNetwork) -> AffordanceNetwork:
             if opts.method == "em":
-                fitted["model"], fitted["em"] = fit_em(net, observed, opts, prior_model=prior_model, progress=progress)
+                fitted["model"], fitted["em"] = fit_em(net, observed, opts, prior_model=prior_model, progress=progress,
+                                                       pseudo_counts=condition_priors(net))
             else:
                 report(progress, "parameters", 0)
                 fitted["model"], fitted["em"] = fit_discrete(net, observed, opts.prior), None
@@ -103,7 +128,7 @@ class AffordanceLearner:
         structural_rounds = 0
         if opts.structural_em and opts.structure != "fixed":
             model, structure_result, structural_rounds = structural_em(model, observed, fit_parameters, opts,
-                                                                       progress)
+                                                                       progress, fixed)
         em_result = fitted["em"]
         if em_result is not None:
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
@@ -126,7 +151,7 @@ class AffordanceLearner:
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         if warnings:
-            metadata["learned"]["warnings"] = warnings
+            metadata["learned"]["warnings"] = list(warnings)
         if arc_probabilities:
             metadata["learned"]["arc_probabilities"] = {f"{a}->{b}": round(float(p), 4)
                                                         for (a, b), p in arc_probabilities.items()}
@@ -153,6 +178,46 @@ def missing_data_warnings(config: AffordanceNetwork, cases: CaseSet, options: Le
                     "option 'latent'; or learn without it with the learning option allow_missing (--allow-missing)")
 
 
+def _condition_variables(network: AffordanceNetwork):
+    """The variables whose values are conditions: a fitted sensor with ``cluster_by`` and two values (a core
+    and a wide one) for every combination of those variables' values.
+    """
+    for v in network.variables:
+        s = v.sensor
+        if s is not None and s.fitted and s.cluster_by and \
+                v.card == 2 * math.prod(network[n].card for n in s.cluster_by):
+            yield v
+
+
+def condition_priors(network: AffordanceNetwork) -> dict:
+    """Pseudo-counts (``fit_em``'s ``pseudo_counts``) for every variable whose values are conditions: each row
+    gives ``OWN_CONDITION_TRIALS`` to its own condition's values (``conditions.own_condition_prior``).
+    """
+    out = {}
+    for v in _condition_variables(network):
+        if v.parents is not None:
+            parent_of = [v.parents.index(n) if n in v.parents else None for n in v.sensor.cluster_by]
+            out[v.name] = own_condition_prior([network[p].card for p in v.parents], parent_of,
+                                              [network[n].card for n in v.sensor.cluster_by], OWN_CONDITION_TRIALS)
+    return out
+
+
+def conditions_within_parents(config: AffordanceNetwork) -> AffordanceNetwork:
+    """``config`` with every sensor still to be fitted by conditions (``cluster_by``) restricted to the variables
+    among its variable's configured parents (when some are): no values the parents cannot tell apart.
+    """
+    changes = {}
+    for v in config.variables:
+        s = v.sensor
+        if s is not None and not s.fitted and s.cluster_by and v.parents is not None:
+            kept = tuple(n for n in s.cluster_by if n in v.parents)
+            if kept and kept != s.cluster_by:
+                changes[v.name] = {"sensor": SensorModel(
+                    name=s.name, names=s.names, max_components=s.max_components, valid_range=s.valid_range,
+                    covariance_type=s.covariance_type, cluster_by=kept)}
+    return config.replace_variables(changes) if changes else config
+
+
 def learning_config(config: AffordanceNetwork, structure: str, current: AffordanceNetwork | None = None,
                     prior: AffordanceNetwork | None = None) -> AffordanceNetwork:
     """The configuration a learn that follows an earlier model starts from.
@@ -174,4 +239,5 @@ def format_arcs(arcs) -> list[str]:
     return [f"{a}->{b}" for a, b in arcs]
 
 
-__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "format_arcs", "learning_config", "missing_data_warnings"]
+__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "condition_priors", "conditions_within_parents",
+           "format_arcs", "learning_config", "missing_data_warnings"]

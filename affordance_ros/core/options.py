@@ -76,6 +76,10 @@ class LearningOptions:
                                 "any other variable, or sensor column, without data is an error")
     allow_missing: bool = _option(False, "learn even when a configured variable or sensor column has no data at all "
                                          "(a warning instead of the error; such a variable is learned as latent)")
+    entity_column: str | None = _option(None, "a column of the cases that is not a variable (e.g. object_id) "
+                                              "naming the entity (object, tool, hand) each trial is about: "
+                                              "sensors cluster entities, not their repeated readings, and the "
+                                              "cross-validation inside learning holds out whole entities")
 
     def __post_init__(self):
         for name, choices in CHOICES.items():
@@ -94,6 +98,8 @@ class LearningOptions:
         for name in ("fit_sensors", "allow_missing"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelFormatError(f"learning option '{name}' must be true or false, got {getattr(self, name)!r}")
+        if self.entity_column is not None and (not isinstance(self.entity_column, str) or not self.entity_column):
+            raise ModelFormatError(f"learning option 'entity_column' must be a column name, got {self.entity_column!r}")
         object.__setattr__(self, "forbidden_arcs", _pairs("forbidden_arcs", self.forbidden_arcs))
         object.__setattr__(self, "forbidden_group_arcs", _pairs("forbidden_group_arcs", self.forbidden_group_arcs))
         for pair in self.forbidden_group_arcs:

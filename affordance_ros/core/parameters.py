@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, prio
 
 def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: LearningOptions,
            initial_cpts: Sequence[np.ndarray] | None = None, prior_model: AffordanceNetwork | None = None,
-           chunk_size: int = 512, progress: Progress = None):
+           chunk_size: int = 512, progress: Progress = None, pseudo_counts: Mapping[str, np.ndarray] | None = None):
     """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
 
     E-step: p(family | case) for every family and case by one junction-tree pass over all cases
@@ -105,6 +105,8 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: L
     model learned carries over; ``options.fit_sensors`` re-estimates every sensor's means and
     stddevs in the M-step too (for sensor models only roughly known). ``progress``: called after
     every E-step with ("parameters", E-steps done, log-likelihood) (see ``core.progress``).
+    ``pseudo_counts``: more pseudo-counts for some variables (by name, shaped like the CPT), e.g. the rows
+    of a variable whose values are conditions pointing at their own condition (``core.conditions``).
 
     The network returned carries the Dirichlet posterior of its CPTs (``Variable.counts``): the expected
     counts of the cases under the learned CPTs plus the pseudo-counts.
@@ -115,6 +117,8 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: L
     pseudo = [np.asarray(float(prior))] * len(network)
     if prior_model is not None and options.prior_strength > 0:
         pseudo = [prior + options.prior_strength * t for t in family_priors(prior_model, network)]
+    for name, extra in (pseudo_counts or {}).items():
+        pseudo[network.index(name)] = pseudo[network.index(name)] + extra
     engine = JunctionTree(network)
     if options.fit_sensors:
         estep = None

@@ -7,37 +7,44 @@ whose number of components and covariance type (full or diagonal) BIC chooses, w
 covariance floor so that repeated identical readings never collapse a component; its
 components are ordered by their first coordinate.
 
+Descriptors of entities (objects, tools, hand postures) seen in many trials through a few views
+repeat the same readings, and BIC would count every repeat as new evidence: then the *units* are
+clustered, not the readings (``entity_clusters``): the entities (one point each, the mean of its
+readings) when the cases name them (learning option ``entity_column``), else the distinct readings.
+When another sensor's values are conditions that include this variable (``cluster_by``), the number
+of clusters is the one whose clusters predict that sensor's readings of held-out units best
+(``choose_by_held_out_effect``); else BIC's on the units. A search that ends at ``max_components``
+is reported (``SensorsFit.warnings``).
+
 A sensor with ``cluster_by`` (typically an effect, by the action and the objects) gets its
-values from the conditions of the experiment instead: each combination of those variables'
-values seen in enough cases becomes two values, a robust centre of its readings with a core
-and a wide Gaussian (``fit_conditional_sensor``). Clusters of the pooled readings are shared
-by conditions whose readings differ, and a broad cluster's mean answers for readings far from
-it; a prediction of the readings (the posterior mean of the components' means) then drifts
-towards the middle. Per condition, the posterior mean stays at the condition's robust centre.
+values from the conditions of the experiment instead (``core.conditions``): two values per
+condition, a core and a wide Gaussian about a centre pooled with the other conditions'.
+Clusters of the pooled readings are shared by conditions whose readings differ, and a broad
+cluster's mean answers for readings far from it; a prediction of the readings (the posterior
+mean of the components' means) then drifts towards the middle. Per condition, the posterior
+mean stays at the condition's centre.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
 
+from .conditions import (
+    START_STRENGTH,
+    PooledCentres,
+    all_terms,
+    entity_folds,
+    fit_conditional_sensor,
+    group_centres,
+)
 from .errors import DataError
-from .gaussian import fit_mixture, n_parameters
+from .gaussian import fit_mixture, log_density, n_parameters
 from .network import AffordanceNetwork, SensorModel
 
-# fewest readings of one condition that give it values of its own (``cluster_by``)
-MIN_CONDITION_READINGS = 3
-# A condition's wide Gaussian has this many times the variance of its core (twice the standard
-# deviation): the two about one centre are Tukey's contaminated normal, whose wide part takes the
-# heavy tails and the outliers so that they neither inflate the core nor pull the centre.
-WIDE_VARIANCE = 4.0
-# A condition's centre is the trimmed mean, from the mean (0) to the median (0.5), that predicts held-out
-# trials of their condition best (CENTRE_FOLDS-fold cross-validation within every condition, squared error):
-# the median where outliers would drag the mean, the mean where the readings are skewed and the median
-# would miss the reading to expect.
-CENTRE_TRIMS = (0.0, 0.1, 0.25, 0.5)
-CENTRE_FOLDS = 5
 # Variance floor of a vector sensor's components, in units of each reading's variance (standardised).
 COVARIANCE_FLOOR = 1e-3
 
@@ -160,76 +167,197 @@ def fit_vector_sensor(readings: np.ndarray, n_components: int | None, max_compon
     return means[order], covs[order], w[order], cov_type
 
 
-def robust_covariance(residuals: np.ndarray) -> np.ndarray:
-    """Diagonal covariance (d, d) of residuals (n, d) from each coordinate's median absolute deviation
-    (x 1.4826: the standard deviation of a Gaussian), floored so that identical readings keep a width.
+@dataclass(frozen=True)
+class Units:
+    """What a sensor's clusters group: its distinct complete readings (U, d), once each however often trials
+    repeat them; the unit of every case (n,) (-1: no complete reading); the entity of every unit (U,) (codes;
+    each unit its own without entities); what is held out when the number of clusters is chosen.
     """
-    r = np.asarray(residuals, dtype=float)
-    variance = (1.4826 * np.median(np.abs(r), axis=0)) ** 2
-    return np.diag(np.maximum(variance, np.maximum(COVARIANCE_FLOOR * r.var(axis=0), 1e-12)))
+
+    points: np.ndarray
+    of_case: np.ndarray
+    entity: np.ndarray
+    kind: str
 
 
-def trimmed_centres(x: np.ndarray, trims: Sequence[float] = CENTRE_TRIMS) -> np.ndarray:
-    """Coordinate-wise trimmed means (len(trims), d) of rows ``x`` (n, d): for each trim, int(trim * n) rows
-    cut from each end of every sorted coordinate (0.5: the median).
+def sensor_units(x: np.ndarray, entities: Sequence | None) -> Units:
+    """The units of readings ``x`` (n, d), and their entities (``entities``: per case its id, or None)."""
+    complete = np.all(np.isfinite(x), axis=1)
+    of_case = np.full(len(x), -1, dtype=np.int64)
+    points, first, which = np.unique(x[complete], axis=0, return_index=True, return_inverse=True)
+    of_case[complete] = which.reshape(-1)
+    if entities is None:
+        return Units(points, of_case, np.arange(len(points)), "distinct readings")
+    _, entity = np.unique(np.asarray(entities, dtype=object).astype(str)[complete], return_inverse=True)
+    return Units(points, of_case, entity.reshape(-1)[first], "entities")
+
+
+def _mixture(points: np.ndarray, n_components: int | None, max_components: int, covariance_type: str,
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(means (k, d), covariances (k, d, d)) of a mixture of ``points`` (n, d): ``fit_sensor`` for one reading,
+    ``fit_vector_sensor`` for several; ``n_components`` None: chosen by BIC.
     """
-    ordered = np.sort(x, axis=0)
-    n = len(ordered)
-    return np.array([np.median(ordered, axis=0) if trim >= 0.5 else ordered[int(trim * n):n - int(trim * n)].mean(0)
-                     for trim in trims])
+    if points.shape[1] == 1:
+        means, stddevs, _ = fit_sensor(points[:, 0], n_components, max_components, rng)
+        return means[:, None], (stddevs ** 2)[:, None, None]
+    means, covs, _, _ = fit_vector_sensor(points, n_components, max_components, covariance_type, rng)
+    return means, covs
 
 
-def choose_centre_trim(parts: Sequence[np.ndarray], rng: np.random.Generator) -> float:
-    """The trim of ``CENTRE_TRIMS`` whose centres of the training folds of every condition (``parts``:
-    each condition's readings) are nearest, in squared error, to the held-out readings.
+# How many units' worth the pooled within-cluster covariance has against a cluster's own (regularised
+# discriminant analysis, Friedman 1989): a cluster of a few units keeps the shape of the others, one of many its own.
+POOLED_COVARIANCE_UNITS = 10.0
+
+
+def cluster_gaussians(points: np.ndarray, labels: np.ndarray, covariance_type: str) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussians (means (k, d), covariances (k, d, d)) of clusters of units ``points`` (U, d) (``labels``: each
+    unit's cluster; empty clusters dropped), ordered by the first coordinate: each at the mean of its units,
+    with its own covariance shrunk towards the pooled within-cluster one (``POOLED_COVARIANCE_UNITS``), diagonal
+    for "diag" or one reading, plus ``COVARIANCE_FLOOR`` of each reading's variance (a cluster of one unit
+    keeps a width).
     """
-    errors = np.zeros(len(CENTRE_TRIMS))
-    for part in parts:
-        folds = rng.permutation(len(part)) % min(CENTRE_FOLDS, len(part))
-        for fold in range(folds.max() + 1):
-            test = part[folds == fold]
-            centres = trimmed_centres(part[folds != fold])                        # (trims, d)
-            errors += ((test[None, :, :] - centres[:, None, :]) ** 2).sum(axis=(1, 2))
-    return CENTRE_TRIMS[int(np.argmin(errors))]
+    _, labels = np.unique(labels, return_inverse=True)
+    labels = labels.reshape(-1)
+    k, d = int(labels.max()) + 1, points.shape[1]
+    sizes = np.bincount(labels, minlength=k).astype(float)
+    means = np.stack([np.bincount(labels, weights=points[:, j], minlength=k) for j in range(d)], 1) / sizes[:, None]
+    residuals = points - means[labels]
+    scatter = np.einsum("ui,uj->uij", residuals, residuals)
+    own = np.stack([scatter[labels == c].sum(axis=0) for c in range(k)])                 # (k, d, d)
+    pooled = own.sum(axis=0) / max(len(points) - k, 1)
+    covs = (own + POOLED_COVARIANCE_UNITS * pooled) / (sizes + POOLED_COVARIANCE_UNITS)[:, None, None]
+    covs = covs + COVARIANCE_FLOOR * np.diag(np.maximum(points.var(axis=0), 1e-12))
+    if covariance_type == "diag" or d == 1:
+        covs = covs * np.eye(d)
+    order = np.lexsort(means.T[::-1])
+    return means[order], covs[order]
 
 
-def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, rng: np.random.Generator | None = None,
-                           min_readings: int = MIN_CONDITION_READINGS):
-    """A sensor's values from the conditions of the experiment: readings (n, d), and per reading the
-    code of its condition (n,) (-1: unknown, left out).
-
-    Every condition with at least ``min_readings`` complete readings gets two components centred at
-    the trimmed mean of its readings (the trim by ``choose_centre_trim``; ``rng`` makes its folds): a
-    core, with the robust covariance of all conditions' residuals (``robust_covariance``), and a wide
-    one with ``WIDE_VARIANCE`` times it. Returns (condition codes (G,), means (2G, d), covariances
-    (2G, d, d): the G cores in code order, then the G wide ones, and the trim chosen).
+def ward_tree(points: np.ndarray) -> np.ndarray | None:
+    """Ward's agglomerative clustering of the standardised ``points`` (U, d), each unit once, as a linkage
+    matrix whose clusterings of every number of clusters are nested (``ward_clusters``); None for one point.
     """
-    x = np.asarray(readings, dtype=float).reshape(len(conditions), -1)
-    conditions = np.asarray(conditions)
-    keep = np.all(np.isfinite(x), axis=1) & (conditions >= 0)
-    codes, inverse, counts = np.unique(conditions[keep], return_inverse=True, return_counts=True)
-    enough = counts >= min_readings
-    if not np.any(enough):
-        most = int(counts.max()) if counts.size else 0
-        raise DataError(f"no condition has {min_readings} complete readings to fit the sensor model from (the most "
-                        f"any has is {most})")
-    rows = enough[inverse]
-    x, group = x[keep][rows], np.cumsum(enough)[inverse[rows]] - 1
-    order = np.argsort(group, kind="stable")
-    starts = np.searchsorted(group[order], np.arange(int(enough.sum())))
-    parts = np.split(x[order], starts[1:])
-    trim = choose_centre_trim(parts, rng if rng is not None else np.random.default_rng(0))
-    centres = np.array([trimmed_centres(part, (trim,))[0] for part in parts])
-    core = robust_covariance(x - centres[group])
-    means = np.concatenate([centres, centres])
-    covs = np.repeat(np.stack([core, WIDE_VARIANCE * core]), len(centres), axis=0)
-    return codes[enough], means, covs, trim
+    if len(points) < 2:
+        return None
+    z, _, _ = _standardise(points)
+    return linkage(z, method="ward")
 
 
-def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: dict,
-                    labels: dict) -> np.ndarray:
-    """Per case, the code of its combination of the values of ``names`` (-1 where one is unknown):
-    each variable's label where the case has one, else its MAP value from its own fitted sensor.
+def ward_clusters(tree: np.ndarray | None, k: int) -> np.ndarray:
+    """The cluster (0..k-1) of each unit of a ``ward_tree`` cut into (at most) k clusters."""
+    return np.zeros(1, dtype=np.int64) if tree is None else fcluster(tree, k, criterion="maxclust") - 1
+
+
+# The trim of the condition centres when the number of clusters is chosen by held-out effects: a robust centre
+# (outliers must not choose the clusters); the effect's own trim is chosen when its sensor is fitted. The
+# folds of entities are drawn HELD_OUT_REPEATS times.
+HELD_OUT_TRIM = 0.25
+HELD_OUT_REPEATS = 3
+
+
+def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarray,
+                              companions: np.ndarray, covariance_type: str, rng: np.random.Generator):
+    """The number of clusters of ``ks`` whose clusters predict the effect of held-out entities best. In folds of
+    the entities (``HELD_OUT_REPEATS`` random splits), the training entities' units are clustered
+    (``ward_tree``) and give the clusters' Gaussians (``cluster_gaussians``), every held-out unit
+    goes to its most likely cluster, and each held-out case's ``effect`` reading (n, e) is predicted by the pooled
+    centre of its condition (``companions`` (n, m): the codes of the effect's other condition variables, then
+    the cluster) from the training entities' cases; squared error. Returns (k, {k: mean squared error per
+    case}): the fewest clusters whose error exceeds the smallest by at most its standard error, the
+    differences paired by entity (the one-standard-error rule: with a few entities, a cluster more must
+    predict clearly better, as a grouping of ten objects by chance can).
+    """
+    usable = (units.of_case >= 0) & np.all(np.isfinite(effect), axis=1) & np.all(companions >= 0, axis=1)
+    unit, y, known = units.of_case[usable], effect[usable], companions[usable]
+    terms = all_terms(known.shape[1] + 1)
+    n_entities = int(units.entity.max()) + 1
+    errors = np.zeros((len(ks), n_entities))
+    for _ in range(HELD_OUT_REPEATS):
+        training_units = entity_folds(n_entities, None, rng)[units.entity]
+        for fold in np.unique(training_units):
+            training_units_now = training_units != fold
+            train, test = training_units_now[unit], ~training_units_now[unit]
+            if not train.any() or not test.any():
+                continue
+            tree = ward_tree(units.points[training_units_now])
+            for i, k in enumerate(ks):
+                means, covs = cluster_gaussians(units.points[training_units_now], ward_clusters(tree, k),
+                                                covariance_type)
+                conditions = np.column_stack([known, log_density(units.points, means, covs).argmax(axis=1)[unit]])
+                seen, centres, counts, _ = group_centres(y[train], conditions[train], HELD_OUT_TRIM)
+                pooled = PooledCentres.fit(seen, centres, 1.0 / counts, terms, [START_STRENGTH] * len(terms))
+                squared = np.sum((y[test] - pooled.predict(conditions[test])) ** 2, axis=1)
+                errors[i] += np.bincount(units.entity[unit[test]], weights=squared, minlength=n_entities)
+    per_entity = errors / (HELD_OUT_REPEATS * max(len(y), 1))      # each entity's share of the mean squared error
+    totals = per_entity.sum(axis=1)
+    excess = per_entity - per_entity[int(np.argmin(totals))]           # paired by entity
+    standard_error = np.sqrt(n_entities) * excess.std(axis=1, ddof=1) if n_entities > 1 else np.zeros(len(ks))
+    chosen = next(i for i in range(len(ks)) if excess[i].sum() <= standard_error[i])
+    return ks[chosen], dict(zip(ks, totals.tolist()))
+
+
+def _effect_of(network: AffordanceNetwork, name: str, readings: dict):
+    """The variable whose sensor's values are conditions that include ``name`` (with all its readings), or None."""
+    for w in network.variables:
+        if w.sensor is not None and name in w.sensor.cluster_by and all(r in readings for r in w.sensor.names):
+            return w
+    return None
+
+
+def _codable(network: AffordanceNetwork, name: str, readings: dict, labels: dict) -> bool:
+    """Whether the cases' codes of ``name`` are known now: a label column, or a fitted sensor with readings."""
+    v = network[name]
+    return name in labels or (v.sensor is not None and v.sensor.fitted and all(r in readings for r in v.sensor.names))
+
+
+def _fit_mixture_sensor(network: AffordanceNetwork, v, readings: dict, labels: dict, entities, rng,
+                        warnings: list) -> dict:
+    """A mixture sensor's values: on its readings (BIC), or on its units (``sensor_units``) when the cases name
+    entities or repeat readings, their number by the held-out effect where there is one (``_effect_of``).
+    """
+    x = _stacked_readings(v, readings)
+    n_components = None if v.values is None else len(v.values)
+    cap = v.sensor.max_components
+    units = sensor_units(x, entities)
+    complete = units.of_case >= 0
+    if not complete.any():
+        raise DataError(f"sensor '{v.sensor.name}' of '{v.name}' has no complete readings to fit its model from")
+    covariance_type = v.sensor.covariance_type if v.sensor.vector else "full"
+    effect = _effect_of(network, v.name, readings)
+    if n_components is not None or (entities is None and len(units.points) == complete.sum()):
+        means, covs = _mixture(x[complete], n_components, cap, covariance_type, rng)
+        how, among = "BIC on every reading", int(complete.sum())
+    else:
+        among = len(units.points)
+        if effect is not None:
+            companions = [c for c in effect.sensor.cluster_by if c != v.name and _codable(network, c, readings, labels)]
+            known = condition_columns(network, companions, readings, labels) if companions else \
+                np.zeros((len(x), 0), dtype=np.int64)
+            k, _ = choose_by_held_out_effect(units, range(1, min(cap, among) + 1),
+                                             _stacked_readings(effect, readings), known, covariance_type, rng)
+            how = f"the effect of '{effect.name}' on held-out {units.kind}"
+        else:
+            k = len(_mixture(units.points, None, cap, covariance_type, rng)[0])
+            how = "BIC on its distinct readings"
+        means, covs = cluster_gaussians(units.points, ward_clusters(ward_tree(units.points), k), covariance_type)
+    if n_components is None and len(means) == cap and cap < among:
+        warnings.append(f"'{v.name}': {how} chose {cap} values, the most its sensor's 'max_components' allows: there "
+                        f"may be more; raise 'max_components' (or give 'values')" + (
+                            "; when trials repeat the readings of a few entities (objects, tools, hands), name the "
+                            "column of the entity of each trial (learning option 'entity_column')"
+                            if how == "BIC on every reading" else ""))
+    values = v.values or tuple(f"{v.name.lower()}_{j}" for j in range(len(means)))
+    if v.sensor.vector:
+        sensor = SensorModel(names=v.sensor.names, means=means, covariances=covs, max_components=cap,
+                             covariance_type=v.sensor.covariance_type, valid_range=v.sensor.valid_range)
+    else:
+        sensor = SensorModel(v.sensor.name, means[:, 0], np.sqrt(covs[:, 0, 0]), cap, v.sensor.valid_range)
+    return {"values": values, "sensor": sensor}
+
+
+def condition_columns(network: AffordanceNetwork, names: Sequence[str], readings: dict, labels: dict) -> np.ndarray:
+    """Per case, the codes (n, len(names)) of the values of ``names`` (-1 where unknown): each variable's label
+    where the case has one, else its MAP value from its own fitted sensor.
     """
     n = len(next(iter(readings.values()))) if readings else len(next(iter(labels.values())))
     columns = []
@@ -245,39 +373,43 @@ def condition_codes(network: AffordanceNetwork, names: Sequence[str], readings: 
         if np.all(codes < 0):
             raise DataError(f"'{name}' (in a sensor's 'cluster_by') has no label and no sensor reading in any case")
         columns.append(codes)
-    codes = np.stack(columns, axis=1)
-    known = np.all(codes >= 0, axis=1)
-    cards = [network[name].card for name in names]
-    return np.where(known, np.ravel_multi_index(np.where(known[:, None], codes, 0).T, cards), -1)
+    return np.stack(columns, axis=1)
 
 
-def fit_sensors(network: AffordanceNetwork, readings: dict, labels: dict, seed: int) -> AffordanceNetwork:
+@dataclass
+class SensorsFit:
+    """What ``fit_sensors`` made: the network with every sensor fitted, and what a user should hear of it."""
+
+    network: AffordanceNetwork
+    warnings: list = field(default_factory=list)
+
+
+def fit_sensors(network: AffordanceNetwork, readings: dict, labels: dict, seed: int,
+                entities: Sequence | None = None) -> SensorsFit:
     """Fit every sensor model that has no means yet; generate labels for variables without values.
     ``readings`` and ``labels`` are the cases' columns (``CaseSet.readings``, ``CaseSet.labels``); ``seed``
-    makes the mixtures' random starts.
+    makes the mixtures' random starts and the folds; ``entities``: per case, the entity it is about (None:
+    not known), whose repeated readings count once.
 
     Sensors with ``cluster_by`` are fitted last, from the conditions of the cases (``labels``: codes
     per variable name), once the sensors of those variables are fitted.
     """
     rng = np.random.default_rng(seed)
+    out = SensorsFit(network)
     changes = {}
     for v in network.variables:
         if v.sensor is None or v.sensor.fitted or v.sensor.cluster_by:
             continue
-        if v.sensor.vector:
-            changes[v.name] = _fit_vector(v, readings, rng)
-            continue
-        if v.sensor.name not in readings:
-            raise DataError(f"sensor '{v.sensor.name}' of '{v.name}' has no readings to fit its model from")
-        n_components = None if v.values is None else len(v.values)
-        means, stddevs, _ = fit_sensor(readings[v.sensor.name], n_components, v.sensor.max_components, rng)
-        values = v.values or tuple(f"{v.name.lower()}_{j}" for j in range(means.size))
-        sensor = SensorModel(v.sensor.name, means, stddevs, v.sensor.max_components)
-        changes[v.name] = {"values": values, "sensor": sensor}
-    network = network.replace_variables(changes) if changes else network
-    conditional = {v.name: _fit_by_condition(network, v, readings, labels, rng)
-                   for v in network.variables if v.sensor is not None and not v.sensor.fitted}
-    return network.replace_variables(conditional) if conditional else network
+        missing = [r for r in v.sensor.names if r not in readings]
+        if missing:
+            raise DataError(f"sensor '{v.sensor.name}' of '{v.name}' has no readings {missing} to fit its model from")
+        changes[v.name] = _fit_mixture_sensor(network, v, readings, labels, entities, rng, out.warnings)
+    out.network = network.replace_variables(changes) if changes else network
+    conditional = {v.name: _fit_by_condition(out.network, v, readings, labels, entities, rng)
+                   for v in out.network.variables if v.sensor is not None and not v.sensor.fitted}
+    if conditional:
+        out.network = out.network.replace_variables(conditional)
+    return out
 
 
 def _stacked_readings(v, readings: dict) -> np.ndarray:
@@ -288,33 +420,26 @@ def _stacked_readings(v, readings: dict) -> np.ndarray:
     return np.stack([np.asarray(readings[n], dtype=float) for n in v.sensor.names], axis=1)
 
 
-def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict, rng: np.random.Generator) -> dict:
-    names = v.sensor.cluster_by
+def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dict, entities, rng) -> dict:
+    names = tuple(n for n in v.sensor.cluster_by if network[n].card > 1) or v.sensor.cluster_by[:1]
     x = _stacked_readings(v, readings)
+    cards = [network[n].card for n in names]
     try:
-        codes, means, covs, _ = fit_conditional_sensor(x, condition_codes(network, names, readings, labels), rng)
+        fit = fit_conditional_sensor(x, condition_columns(network, names, readings, labels), cards, rng, entities)
     except DataError as exc:
         raise DataError(f"the sensor of '{v.name}' (cluster_by {list(names)}): {exc}; record more trials of each "
                         "condition, or name fewer variables in 'cluster_by'") from None
-    cards = [network[n].card for n in names]
-    conditions = [".".join(network[n].values[j] for n, j in zip(names, np.unravel_index(c, cards))) for c in codes]
+    kept = [names[j] for j in fit.variables]
+    grid = np.indices([network[n].card for n in kept]).reshape(len(kept), -1).T
+    conditions = [".".join(network[n].values[j] for n, j in zip(kept, row)) or "all" for row in grid]
     values = tuple(conditions + [f"{c}.wide" for c in conditions])
     if len(set(values)) != len(values):
         values = tuple(f"{v.name.lower()}_{j}" for j in range(len(values)))
     if v.sensor.vector:
-        sensor = SensorModel(names=v.sensor.names, means=means, covariances=covs,
-                             max_components=v.sensor.max_components, covariance_type=v.sensor.covariance_type)
+        sensor = SensorModel(names=v.sensor.names, means=fit.means, covariances=fit.covariances,
+                             max_components=v.sensor.max_components, covariance_type=v.sensor.covariance_type,
+                             valid_range=v.sensor.valid_range, cluster_by=tuple(kept))
     else:
-        sensor = SensorModel(v.sensor.name, means[:, 0], np.sqrt(covs[:, 0, 0]), v.sensor.max_components)
-    return {"values": values, "sensor": sensor}
-
-
-def _fit_vector(v, readings: dict, rng: np.random.Generator) -> dict:
-    x = _stacked_readings(v, readings)
-    n_components = None if v.values is None else len(v.values)
-    means, covs, _, cov_type = fit_vector_sensor(x, n_components, v.sensor.max_components,
-                                                 v.sensor.covariance_type, rng)
-    values = v.values or tuple(f"{v.name.lower()}_{j}" for j in range(len(means)))
-    sensor = SensorModel(names=v.sensor.names, means=means, covariances=covs,
-                         max_components=v.sensor.max_components, covariance_type=v.sensor.covariance_type)
+        sensor = SensorModel(v.sensor.name, fit.means[:, 0], np.sqrt(fit.covariances[:, 0, 0]),
+                             v.sensor.max_components, v.sensor.valid_range, cluster_by=tuple(kept))
     return {"values": values, "sensor": sensor}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy.special import gammaln
@@ -578,13 +578,18 @@ def _add_held(freq: np.ndarray, parents: Sequence[int], steps: int) -> None:
 
 
 def search(scorer: FamilyScore, network: AffordanceNetwork, options: LearningOptions,
-           progress: Progress = None) -> StructureResult:
+           progress: Progress = None, fixed: Mapping[str, Sequence[str]] | None = None) -> StructureResult:
     """K2 with ``scorer`` under ``options`` (its order, rules and ``max_parents``); for ``options.structure``
     "mcmc", MCMC started from K2's answer. ``progress`` (see ``core.progress``) hears of K2's nodes and of
-    MCMC's steps, and may cancel.
+    MCMC's steps, and may cancel. ``fixed``: families not searched, their parents given (e.g. a variable whose
+    values are the conditions of its parents); no arc goes from such a variable into its parents, and the
+    score is that of the other families.
     """
     n = len(network)
     allowed = allowed_arcs(network, options)
+    for child, parents in (fixed or {}).items():
+        allowed[:, network.index(child)] = False
+        allowed[network.index(child), [network.index(p) for p in parents]] = False
     parents = k2(scorer, _order(network, options.order), allowed, options.max_parents, progress)
     result = StructureResult("k2", scorer.name, sum(scorer(v, parents[v]) for v in range(n)), {})
     if options.structure == "mcmc":
@@ -595,15 +600,16 @@ def search(scorer: FamilyScore, network: AffordanceNetwork, options: LearningOpt
                          for u in range(n) for v in range(n) if freq[u, v] > 0}
         result = StructureResult("mcmc", scorer.name, best, {}, probabilities, acceptance, trace)
     result.parents = {network.names[v]: tuple(network.names[u] for u in parents[v]) for v in range(n)}
+    result.parents.update({child: tuple(given) for child, given in (fixed or {}).items()})
     return result
 
 
 def structural_em(model: AffordanceNetwork, observed: CaseEvidence, fit: Callable, options: LearningOptions,
-                  progress: Progress = None):
+                  progress: Progress = None, fixed: Mapping[str, Sequence[str]] | None = None):
     """Structural EM from a learned ``model``: score families on expected counts under the current model
     (``observed``: the cases' evidence), search again, re-fit the parameters with ``fit(network) -> model``;
     at most ``options.structural_em`` times, until the structure repeats. Returns (model, StructureResult of
-    the last search, rounds run).
+    the last search, rounds run). ``fixed``: families not searched (``search``).
     """
     _check_searchable(options)
     seen = {tuple(model.arcs)}
@@ -611,7 +617,7 @@ def structural_em(model: AffordanceNetwork, observed: CaseEvidence, fit: Callabl
     done = 0
     for done in range(1, options.structural_em + 1):
         counts = ExpectedCounts(model, CaseEvidence.of(observed, model).evidence())
-        result = search(family_score(counts, options), model, options, progress)
+        result = search(family_score(counts, options), model, options, progress, fixed)
         candidate = model.with_structure(result.parents)
         if tuple(candidate.arcs) in seen:
             break
@@ -635,14 +641,14 @@ def _check_searchable(options: LearningOptions) -> None:
 
 
 def learn_structure(network: AffordanceNetwork, codes: np.ndarray, options: LearningOptions,
-                    progress: Progress = None):
+                    progress: Progress = None, fixed: Mapping[str, Sequence[str]] | None = None):
     """K2 or MCMC (``options.structure``) on complete value codes (K, n), as the paper does on the MAP
     assignments of the hidden values (``CaseEvidence.map_values``). Returns (network with the arcs,
-    StructureResult).
+    StructureResult). ``fixed``: families not searched (``search``).
 
     ``progress`` (see ``core.progress``) hears of K2's nodes and of MCMC's steps (K2's first: MCMC starts from
     K2's structure), and may cancel.
     """
     _check_searchable(options)
-    result = search(family_score(CaseCounts(codes, network.cards), options), network, options, progress)
+    result = search(family_score(CaseCounts(codes, network.cards), options), network, options, progress, fixed)
     return network.with_structure(result.parents), result

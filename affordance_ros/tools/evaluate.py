@@ -3,9 +3,11 @@
     affordance-ros simulate --scenario tools --out cases.csv
     affordance-ros evaluate --cases cases.csv --config config/tools.json --leave-out object_id --targets Effect
     affordance-ros evaluate --cases cases.csv --config config/hands.json --folds 10 --targets Action Effect --out eval/
+    affordance-ros evaluate --cases transfer.csv --config transfer --train-on kind=hand --groups manipulator_id
 
-The folds, baselines and metrics are in ``affordance_ros.core.evaluation``; this module reads
-the files, runs it with a progress bar and writes the table, the JSON and the figures.
+The folds, the hand-written baselines and the metrics are in ``affordance_ros.core.evaluation``, the strong
+baselines (scikit-learn) in ``tools/baselines.py``; this module reads the files, runs it with a progress bar
+and writes the table, the JSON and the figures.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from ..core import AffordanceLearner, AffordanceNetwork, CaseSet, LearningOptions
-from ..core.evaluation import METHODS, confusion_matrix, evaluate, group_indices, kfold_indices
+from ..core.evaluation import (
+    confusion_matrix,
+    evaluate,
+    group_indices,
+    hand_written_baselines,
+    kfold_indices,
+    transfer_indices,
+)
 from ..core.ground_truth import benchmark_network, sample_values
 from ..core.learner import missing_data_warnings
 from ..core.scenarios import SCENARIOS, simulate
@@ -43,7 +52,9 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     p = evaluate_parser
     p.description = ("Cross-validate learning on recorded cases: learn on the training cases of every fold as "
                      "`learn` does, predict each held-out case's targets from everything else it has, and score "
-                     "ours and four baselines (majority, cell_mean, nearest_centroid, knn) on the same folds.")
+                     "ours and the baselines on the same folds: majority, cell_mean, nearest_centroid (written "
+                     "here) and, from scikit-learn (the 'eval' extra), knn, gradient_boosting, random_forest and "
+                     "logistic_regression, on the other labels one-hot and the input readings standardised.")
     p.epilog = METRICS_HELP
     p.add_argument("--cases", required=True, help="CSV (trial_id, labels, readings, and e.g. an object_id column)")
     p.add_argument("--config", required=True,
@@ -53,14 +64,18 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     scheme.add_argument("--leave-out", metavar="COLUMN",
                         help="a CSV column that groups cases and is not a variable (e.g. object_id): "
                              "one fold per group (leave-one-group-out)")
+    scheme.add_argument("--train-on", metavar="COLUMN=VALUE",
+                        help="one fold: learn on the cases whose CSV column COLUMN (not a variable) is VALUE, test on "
+                             "all the others (e.g. --train-on kind=hand: learn on hand postures, predict tools)")
     p.add_argument("--targets", nargs="+", metavar="VAR",
                    help="variables (or groups) to predict from everything else; default: every variable observed")
     p.add_argument("--groups", metavar="COLUMN",
-                   help="the column whose groups the nearest-centroid baseline averages over (default: --leave-out's)")
+                   help="the column whose groups the nearest-centroid baseline averages over (default: --leave-out's "
+                        "or --train-on's)")
     p.add_argument("--ignore-columns", nargs="+", metavar="COLUMN", default=[],
                    help="other CSV columns that are not variables, to skip")
     p.add_argument("--k", type=int, default=10, help="neighbours of the k-NN baseline (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the k-fold split")
+    p.add_argument("--seed", type=int, default=0, help="seed of the k-fold split and of the baselines' forests")
     p.add_argument("--out", help="directory for evaluation.json and the PNGs (confusion matrices, predicted vs true)")
     p.add_argument("--progress", action="store_true", default=None,
                    help="show a progress bar on stderr (default: only on a terminal)")
@@ -69,11 +84,11 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     s = simulate_parser
     s.add_argument("--scenario", choices=(ROBOT_SCENARIO, *SCENARIOS), required=True,
                    help="montesano: the simulated robot's trials (the ground truth of Montesano et al., sensor "
-                        f"noise {ROBOT_SIGMA:g}, the action as a label; learn them with --config montesano); tools: "
-                        "3 tools x 11 objects x 4 actions; hands: 3 hand postures x 2 objects x 4 actions")
+                        f"noise {ROBOT_SIGMA:g}, the action as a label; learn them with --config montesano); "
+                        + "; ".join(f"{name}: {what}" for name, what in SCENARIOS.items()))
     s.add_argument("--out", required=True, help="the CSV file to write")
     s.add_argument("--repeats", type=int, default=10,
-                   help="tools, hands: trials of every combination (default 10)")
+                   help="every scenario but montesano: trials of every combination (default 10)")
     s.add_argument("--trials", type=int, default=1000, help="montesano: how many trials (default 1000)")
     s.add_argument("--seed", type=int, default=0)
 
@@ -119,12 +134,18 @@ def _cell(x) -> str:
 def run_evaluate(args, user_error) -> int:
 
     config = AffordanceNetwork.load(args.config, what="configuration")
-    extra = [c for c in dict.fromkeys([args.leave_out, args.groups, *args.ignore_columns]) if c]
+    train_column, _, train_group = (args.train_on or "").partition("=")
+    if args.train_on and not (train_column and train_group):
+        raise user_error(f"--train-on {args.train_on}: give COLUMN=VALUE, e.g. --train-on kind=hand")
+    extra = [c for c in dict.fromkeys([args.leave_out, train_column, args.groups, *args.ignore_columns]) if c]
     cases = CaseSet.from_csv(config, args.cases, extra=extra)
-    group_column = args.groups or args.leave_out
+    group_column = args.groups or args.leave_out or train_column
     if args.leave_out:
         names, folds = group_indices(cases.extra[args.leave_out])
         scheme = f"leave one {args.leave_out} out ({len(names)} folds)"
+    elif args.train_on:
+        folds = transfer_indices(cases.extra[train_column], train_group)
+        scheme = f"learn on {args.train_on} ({cases.n_cases - len(folds[0])} cases), test on the others"
     else:
         n_folds = args.folds or 10
         if n_folds < 2:
@@ -141,8 +162,8 @@ def run_evaluate(args, user_error) -> int:
     with ProgressBar(f"evaluate: {len(folds)} folds", enabled=args.progress) as bar:
         bar.update(0, len(folds))
         result = evaluate(config, cases, fit, folds, args.targets,
-                          groups=cases.extra[group_column] if group_column else None, k=args.k,
-                          scheme=scheme, progress=bar.update)
+                          groups=cases.extra[group_column] if group_column else None,
+                          baselines=every_baseline(args.k, args.seed), scheme=scheme, progress=bar.update)
     print(f"{scheme}, {cases.n_cases} cases, {result.duration:.1f} s; learning options: "
           f"{json.dumps(learner.options(config).to_dict(), separators=(',', ':'))}")
     for line in table(result):
@@ -156,12 +177,29 @@ def run_evaluate(args, user_error) -> int:
     return 0
 
 
+def every_baseline(k: int, seed: int) -> dict:
+    """The hand-written baselines and, when scikit-learn is installed, the strong ones (``tools/baselines.py``);
+    without it, one line on stderr says what to install.
+    """
+    try:
+        from .baselines import sklearn_baselines
+    except ImportError as exc:
+        if not (exc.name or "").startswith("sklearn"):
+            raise
+        print("evaluate: scikit-learn is not installed, so knn, gradient_boosting, random_forest and "
+              "logistic_regression are left out: pip install scikit-learn (the package's 'eval' extra)",
+              file=sys.stderr)
+        return hand_written_baselines()
+    return {**hand_written_baselines(), **sklearn_baselines(k, seed)}
+
+
 def table(result) -> list[str]:
-    """One row per target and metric, one column per method; the best of each row marked with *."""
-    lines = []
-    header = f"{'target':10s} {'metric':16s}" + "".join(f"{m:>18s}" for m in METHODS)
-    lines.append(header)
-    lines.append("-" * len(header))
+    """One row per target and metric, one column per method ('-': the method does not predict such a target);
+    the best of each row marked with *."""
+    methods = result.methods
+    widths = [max(len(m), 7) + 2 for m in methods]
+    header = f"{'target':10s} {'metric':16s}" + "".join(f"{m:>{w}s}" for m, w in zip(methods, widths))
+    lines = [header, "-" * len(header)]
     for r in result.targets:
         if r.target.kind == "label":
             rows = [(key, title, fmt, key != "log_loss") for key, title, fmt in _LABEL_METRICS]
@@ -170,9 +208,10 @@ def table(result) -> list[str]:
             rows += [(f"rmse_{n}", f"RMSE {n}", "{:.3f}", False) for n in r.target.names]
             rows += [("log_density", "log-density", "{:.3f}", True)]
         for key, title, fmt, higher in rows:
-            values = [r.metrics[m][key] for m in METHODS]
-            best = (max if higher else min)(values)
-            cells = "".join(f"{fmt.format(v) + ('*' if v == best else ' '):>18s}" for v in values)
+            values = [r.metrics[m][key] if m in r.metrics else None for m in methods]
+            best = (max if higher else min)(v for v in values if v is not None)
+            cells = "".join(f"{'- ' if v is None else fmt.format(v) + ('*' if v == best else ' '):>{w}s}"
+                            for v, w in zip(values, widths))
             lines.append(f"{r.target.variable:10s} {title:16s}{cells}")
     return lines
 
@@ -192,9 +231,9 @@ def figures(result, out: Path) -> list[Path]:
         t = r.target
         if t.kind == "label":
             fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-            best = max((m for m in METHODS if m != "ours"), key=lambda m: r.metrics[m]["accuracy"])
+            best = max((m for m in r.metrics if m != "ours"), key=lambda m: r.metrics[m]["accuracy"])
             for ax, method in zip(axes, ("ours", best)):
-                cm = confusion_matrix(r.truth, r.predictions[method], len(t.classes))
+                cm = confusion_matrix(r.truth[r.tested], r.predictions[method][r.tested], len(t.classes))
                 ax.imshow(cm, cmap="Blues")
                 for (i, j), c in np.ndenumerate(cm):
                     ax.text(j, i, str(c), ha="center", va="center", fontsize=8)
@@ -205,7 +244,7 @@ def figures(result, out: Path) -> list[Path]:
                 ax.set_title(f"{method}: accuracy {r.metrics[method]['accuracy']:.1%}")
             fig.suptitle(f"{t.variable}: {result.scheme}")
         else:
-            best = min((m for m in METHODS if m != "ours"), key=lambda m: r.metrics[m]["rmse"])
+            best = min((m for m in r.metrics if m != "ours"), key=lambda m: r.metrics[m]["rmse"])
             fig, axes = plt.subplots(2, len(t.names), figsize=(4.5 * len(t.names), 8.5), squeeze=False)
             for row, method in enumerate(("ours", best)):
                 for j, name in enumerate(t.names):

@@ -8,15 +8,16 @@ import pytest
 from scipy.stats import trim_mean
 
 from affordance_ros.core import AffordanceLearner, AffordanceNetwork, DataError, ModelFormatError, predict
-from affordance_ros.core.scenarios import scenario_cases, simulate
-from affordance_ros.core.sensors import (
+from affordance_ros.core.conditions import (
     WIDE_VARIANCE,
+    all_terms,
     choose_centre_trim,
-    condition_codes,
     fit_conditional_sensor,
+    group_trimmed_means,
     robust_covariance,
-    trimmed_centres,
 )
+from affordance_ros.core.scenarios import scenario_cases, simulate
+from affordance_ros.core.sensors import condition_columns
 from affordance_ros.share import share_directory
 
 
@@ -39,23 +40,30 @@ def test_each_condition_gets_a_robust_centre_a_core_and_a_wide_gaussian():
     x[outliers] += 30.0 * np.stack([np.cos(angle), np.sin(angle)], axis=1)   # far outliers, in any direction
     conditions[:5] = -1                       # unknown condition: left out
     x[10, 1] = np.nan                         # incomplete reading: left out
-    codes, means, covs, trim = fit_conditional_sensor(x, conditions)
-    assert codes.tolist() == [4, 7, 9]
-    assert means.shape == (6, 2) and covs.shape == (6, 2, 2)
-    np.testing.assert_allclose(means[:3], means[3:])
-    assert trim > 0.0                                          # trimmed: the outliers are cut
+    fit = fit_conditional_sensor(x, conditions[:, None], [10])
+    means, covs = fit.means, fit.covariances
+    # every value of the variable gets a core and a wide Gaussian, those of no case too
+    assert fit.variables == (0,) and means.shape == (20, 2) and covs.shape == (20, 2, 2)
+    np.testing.assert_allclose(means[:10], means[10:])
+    assert fit.trim > 0.0                                      # trimmed: the outliers are cut
     plain = np.array([x[(conditions == c) & np.all(np.isfinite(x), 1)].mean(0) for c in (4, 7, 9)])
-    assert np.max(np.abs(means[:3] - centres)) < 0.6 * np.max(np.abs(plain - centres))   # the mean is dragged
+    seen = means[[4, 7, 9]]
+    assert np.max(np.abs(seen - centres)) < 0.6 * np.max(np.abs(plain - centres))   # the mean is dragged
+    # a value no case has is the grand centre: between the conditions'
+    np.testing.assert_allclose(means[0], means[5], rtol=1e-9)
+    assert np.all((means[0] > centres.min(0)) & (means[0] < centres.max(0)))
     # t(3) has a MAD of 0.765: the core's standard deviation is 1.4826 * that, the wide one twice it
-    np.testing.assert_allclose(np.sqrt(np.diagonal(covs[0])), 1.4826 * 0.765, rtol=0.12)
-    np.testing.assert_allclose(covs[3:], WIDE_VARIANCE * covs[:3])
+    np.testing.assert_allclose(np.sqrt(np.diagonal(covs[4])), 1.4826 * 0.765, rtol=0.12)
+    np.testing.assert_allclose(covs[10:], WIDE_VARIANCE * covs[:10])
 
 
 @pytest.mark.parametrize("n", [3, 4, 7, 10, 23, 100])
-def test_trimmed_centres_equal_scipys_trimmed_mean_and_the_median(n):
+def test_trimmed_means_equal_scipys_trimmed_mean_and_the_median(n):
     x = np.random.default_rng(n).standard_t(2, (n, 3))
     expected = [trim_mean(x, trim, axis=0) for trim in (0.0, 0.1, 0.25)] + [np.median(x, axis=0)]
-    np.testing.assert_allclose(trimmed_centres(x, (0.0, 0.1, 0.25, 0.5)), expected, rtol=1e-12, atol=1e-12)
+    one_group = np.zeros(n, dtype=int)
+    np.testing.assert_allclose([group_trimmed_means(x, one_group, 1, trim)[0] for trim in (0.0, 0.1, 0.25, 0.5)],
+                               expected, rtol=1e-12, atol=1e-12)
 
 
 def test_the_centre_is_the_trim_that_predicts_held_out_trials_best():
@@ -64,26 +72,37 @@ def test_the_centre_is_the_trim_that_predicts_held_out_trials_best():
     all to one side shift the reading to expect: then the mean is right too.)"""
     rng = np.random.default_rng(1)
     conditions = np.repeat(np.arange(8), 40)
+    folds = np.random.default_rng(0).permutation(320) % 5
     centres = rng.normal(0.0, 10.0, (8, 2))
     symmetric = centres[conditions] + rng.normal(0.0, 1.0, (320, 2))
     far = rng.random(320) < 0.08
     symmetric[far] += rng.normal(0.0, 40.0, (far.sum(), 2))
-    assert choose_centre_trim(np.split(symmetric, 8), np.random.default_rng(0)) >= 0.25
-    skewed = centres[conditions] + rng.exponential(1.0, (320, 2)) ** 3
-    assert choose_centre_trim(np.split(skewed, 8), np.random.default_rng(0)) == 0.0
-    _, means, _, trim = fit_conditional_sensor(skewed, conditions)
-    assert trim == 0.0
-    np.testing.assert_allclose(means[:8], [skewed[conditions == c].mean(0) for c in range(8)])
+    trim = choose_centre_trim(symmetric, conditions[:, None], folds, all_terms(1))
+    robust = group_trimmed_means(symmetric, conditions, 8, trim)
+    plain = np.array([symmetric[conditions == c].mean(0) for c in range(8)])
+    # a trimmed centre, which the outliers do not drag: far nearer the true centres than the plain means
+    assert trim > 0.0 and np.abs(robust - centres).max() < 0.3 * np.abs(plain - centres).max()
+    skewed = centres[conditions] + rng.exponential(1.0, (320, 2)) ** 2
+    assert choose_centre_trim(skewed, conditions[:, None], folds, all_terms(1)) == 0.0
+    fit = fit_conditional_sensor(skewed, conditions[:, None], [8])
+    assert fit.trim == 0.0
+    # one variable, 40 trials of each value: each centre is its plain mean shrunk towards the mean of them all
+    # by 40 / (40 + strength), the strength chosen by cross-validation
+    plain = np.array([skewed[conditions == c].mean(0) for c in range(8)])
+    strength = fit.strengths[(0,)]
+    np.testing.assert_allclose(fit.means[:8], plain.mean(0) + 40 / (40 + strength) * (plain - plain.mean(0)))
 
 
-def test_conditions_with_too_few_readings_get_no_values_and_identical_readings_keep_a_width():
+def test_a_condition_with_few_readings_borrows_and_identical_readings_keep_a_width():
     x = np.array([[1.0, 1.0]] * 5 + [[3.0, 3.0]] * 2)
-    codes, means, covs, _ = fit_conditional_sensor(x, np.array([0] * 5 + [1] * 2))
-    assert codes.tolist() == [0]
-    assert np.all(np.linalg.eigvalsh(covs) > 0)
+    fit = fit_conditional_sensor(x, np.array([0] * 5 + [1] * 2)[:, None], [2])
+    # the condition of two readings gets values too, its centre pulled from its readings towards the others'
+    assert fit.means.shape == (4, 2)
+    assert np.all((fit.means[1] > 1.0) & (fit.means[1] <= 3.0))
+    assert np.all(np.linalg.eigvalsh(fit.covariances) > 0)
     assert np.all(np.diag(robust_covariance(np.zeros((4, 2)))) > 0)
     with pytest.raises(DataError, match="no condition has 3 complete readings"):
-        fit_conditional_sensor(x[:2], np.array([0, 1]))
+        fit_conditional_sensor(x[:2], np.array([[0], [1]]), [2])
 
 
 def test_condition_codes_use_labels_then_the_variables_own_sensor():
@@ -91,10 +110,9 @@ def test_condition_codes_use_labels_then_the_variables_own_sensor():
     labels = {"Action": np.array([0, 1, 2, -1]), "Hand": np.array([2, -1, -1, 0]), "Object": np.array([1, 0, -1, 1])}
     readings = {"finger_flexion": np.array([np.nan, 44.0, 91.0, 1.0]),
                 "object_circleness": np.array([0.2, 0.9, np.nan, 0.1])}
-    codes = condition_codes(config, ["Action", "Hand", "Object"], readings, labels)
+    codes = condition_columns(config, ["Action", "Hand", "Object"], readings, labels)
     # Hand of case 1 from its flexion (45 degrees: 'fortyfive'); case 2 has no object at all; case 3 no action
-    assert codes.tolist() == [np.ravel_multi_index((0, 2, 1), (4, 3, 2)), np.ravel_multi_index((1, 1, 0), (4, 3, 2)),
-                              -1, -1]
+    assert codes.tolist() == [[0, 2, 1], [1, 1, 0], [2, 2, -1], [-1, 0, 1]]
 
 
 def test_configuration_errors_say_what_to_fix_and_the_file_round_trips(tmp_path):

@@ -1,9 +1,19 @@
 """Structure that finds what drives effects on the tools scenario; evaluation baselines on tiny data."""
 
+import json
+
 import numpy as np
 import pytest
 
-from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseEvidence, CaseSet, LearningOptions, Variable
+from affordance_ros.core import (
+    AffordanceLearner,
+    AffordanceNetwork,
+    CaseEvidence,
+    CaseSet,
+    DataError,
+    LearningOptions,
+    Variable,
+)
 from affordance_ros.core.evaluation import (
     Inputs,
     evaluate,
@@ -11,6 +21,7 @@ from affordance_ros.core.evaluation import (
     kfold_indices,
     label_baseline,
     reading_baseline,
+    transfer_indices,
 )
 from affordance_ros.core.parameters import fit_em
 from affordance_ros.core.scenarios import scenario_cases, simulate
@@ -23,7 +34,12 @@ EFFECT_PARENTS = {"Action", "Tool", "Shape"}  # what drives the displacement in 
 
 @pytest.fixture(scope="module")
 def tools():
-    config = AffordanceNetwork.load(TOOLS_CONFIG)
+    """config/tools.json with the effect's values one mixture of all its readings (the paper's way: the
+    structure search decides its parents), and the tools scenario's cases."""
+    doc = json.loads(TOOLS_CONFIG.read_text())
+    effect = next(v for v in doc["variables"] if v["name"] == "Effect")
+    effect["sensor"] = {"names": ["dx", "dy"], "max_components": 16, "covariance_type": "full"}
+    config = AffordanceNetwork.from_dict(doc)
     return config, scenario_cases(config, simulate("tools", seed=3))
 
 
@@ -41,6 +57,17 @@ def test_k2_on_map_assignments_misses_the_shape_but_the_recommended_learning_fin
     assert model["Action"].parents == ()                   # nothing points into the experiment's input
     assert not {("Tool", "Shape"), ("Shape", "Tool")} & set(model.arcs)   # independent by design
     assert model.metadata["learned"]["structural_em_rounds"] >= 1
+
+
+def test_with_values_per_condition_the_effect_has_the_variables_that_matter_as_parents_and_no_more_values():
+    config = AffordanceNetwork.load(TOOLS_CONFIG)             # the effect's values per (Action, Tool, Shape)
+    cases = scenario_cases(config, simulate("tools", seed=3), extra=("object_id",))
+    model = AffordanceLearner().fit(config, cases).model_
+    effect = model["Effect"]
+    assert set(effect.parents) == EFFECT_PARENTS == set(effect.sensor.cluster_by)
+    # two values (a core, a wide one) per parent configuration: the CPT is square in what the parents tell apart
+    assert effect.card == 2 * 4 * 3 * model["Shape"].card
+    assert model["Action"].parents == () and not {("Tool", "Shape"), ("Shape", "Tool")} & set(model.arcs)
 
 
 def test_structural_em_alone_recovers_the_shape_from_a_structure_without_it(tools):
@@ -64,7 +91,7 @@ def tiny():
     y_read = np.array([[1.0], [3.0], [8.0], [2.0], [4.0], [9.0]])
     cells_test = np.array([[0], [1]])
     x_test = np.array([[4.5], [0.4]])
-    return Inputs(cells_train, cells_test, x_train, x_test), y_action, y_read
+    return Inputs(cells_train, cells_test, x_train, x_test, cell_cards=(2,)), y_action, y_read
 
 
 def test_label_baselines_by_hand():
@@ -81,10 +108,6 @@ def test_label_baselines_by_hand():
     var = np.mean((inputs.x_train[:, 0] - np.array([7 / 3, 3.0])[y]) ** 2)
     d0, d1 = (4.5 - 0.5) ** 2, (4.5 - 5.0) ** 2
     assert p[0, 1] == pytest.approx(1 / (1 + np.exp(-0.5 * (d0 - d1) / var)))
-    # 2-NN in the cell: cell 0 for 4.5: cases x=5 (class 1), x=1 (class 0) -> (1+1, 1+1)/(2+2)
-    np.testing.assert_allclose(label_baseline("knn", inputs, y, 2, k=2)[0], [0.5, 0.5])
-    # cell 1 for 0.4: x=0 (class 1), x=4 (class 1) -> (0+1, 2+1)/4
-    np.testing.assert_allclose(label_baseline("knn", inputs, y, 2, k=2)[1], [0.25, 0.75])
 
 
 def test_reading_baselines_by_hand():
@@ -96,13 +119,20 @@ def test_reading_baselines_by_hand():
     np.testing.assert_allclose(mean, [[4.0], [5.0]])
     # pooled within-cell variance: residuals (-3, -1, 4) and (-3, -1, 4), 6 - 2 degrees of freedom
     np.testing.assert_allclose(var, [[52 / 4], [52 / 4]])
-    mean, _ = reading_baseline("knn", inputs, y, k=2)
-    np.testing.assert_allclose(mean, [[(8.0 + 3.0) / 2], [(2.0 + 4.0) / 2]])
     # nearest centroid over groups: objects A (x 0, 1), B (x 5) in cell 0; C (x 0, 4), D (x 6) in cell 1
     grouped = Inputs(inputs.cells_train, inputs.cells_test, inputs.x_train, inputs.x_test,
-                     np.array(["A", "A", "B", "C", "C", "D"], dtype=object))
+                     np.array(["A", "A", "B", "C", "C", "D"], dtype=object), inputs.cell_cards)
     mean, _ = reading_baseline("nearest_centroid", grouped, y)
     np.testing.assert_allclose(mean, [[8.0], [3.0]])   # 4.5 is nearest B (5); 0.4 nearest C (centroid 2)
+
+
+def test_features_are_the_cells_one_hot_then_the_readings():
+    inputs, _, _ = tiny()
+    train, test = inputs.features()
+    np.testing.assert_array_equal(train, [[1, 0, 0], [1, 0, 1], [1, 0, 5], [0, 1, 0], [0, 1, 4], [0, 1, 6]])
+    np.testing.assert_array_equal(test, [[1, 0, 4.5], [0, 1, 0.4]])
+    unknown = Inputs(np.array([[-1], [1]]), np.array([[0]]), np.zeros((2, 0)), np.zeros((1, 0)), cell_cards=(2,))
+    np.testing.assert_array_equal(unknown.features()[0], [[0, 0], [0, 1]])     # a missing label: all zeros
 
 
 def test_folds():
@@ -110,6 +140,9 @@ def test_folds():
     assert sorted(np.concatenate(folds).tolist()) == list(range(23)) and {len(f) for f in folds} == {4, 5}
     names, folds = group_indices(["b", "a", "b", "c"])
     assert names == ["a", "b", "c"] and [f.tolist() for f in folds] == [[1], [0, 2], [3]]
+    assert [f.tolist() for f in transfer_indices(["hand", "tool", "hand", "tool"], "hand")] == [[1, 3]]
+    with pytest.raises(DataError, match="needs both"):
+        transfer_indices(["hand", "hand"], "hand")
 
 
 def test_evaluate_scores_ours_and_every_baseline_on_the_same_folds():

@@ -159,12 +159,20 @@ def test_scenario_quick(tmp_path):
     assert table.strip() in printed
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
             if line.startswith(("| Action", "| Effect"))]
-    assert {(r[0], r[1]) for r in rows} >= {("Effect", "rmse"), ("Effect", "log_density"), ("Action", "accuracy")}
-    assert all(len(r) == 8 for r in rows)
-    assert "Time: 3 folds on 264 tools cases" in table
+    assert {(r[0], r[1]) for r in rows} >= {("Effect", "euclidean_rmse"), ("Effect", "rmse"), ("Effect", "log_density"),
+                                            ("Action", "accuracy"), ("Action", "log_loss")}
+    header = next(line for line in table.splitlines() if line.startswith("| target") and "logistic" in line)
+    assert [c.strip() for c in header.strip("|").split("|")][2:-1] == [
+        "ours", "majority", "cell_mean", "nearest_centroid", "knn", "gradient_boosting", "random_forest",
+        "logistic_regression"]
+    assert all(len(r) == 11 for r in rows)        # ours, 7 baselines and the wins ('-': not a reading baseline)
+    assert "Time: 3 folds on 264 tools cases" in table and "A fold's learn on the tools scenario" in table
     results = json.loads((tmp_path / "scenario_results.json").read_text())
     assert results["time_10_folds"] > 0 and set(results["results"]) == {
-        "tools leave-one-object-out", "tools 10-fold", "hands 10-fold"}
+        "tools leave-one-object-out", "tools 10-fold", "hands 10-fold", "hands_shared 10-fold",
+        "tools_unseen leave-one-object-out", "transfer learn on hands, test on tools"}
+    for cost in results["fold_costs"]:     # values per parent configuration: two each (a core, a wide one)
+        assert cost["effect_values"] == 2 * cost["parent_configurations"] and cost["peak_mb"] > 0
 @pytest.mark.skipif(importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None,
                     reason="pyAgrum and pgmpy are benchmark-only extras (tools/setup_bench.sh)")
 def test_inference_quick(tmp_path):

@@ -7,8 +7,11 @@ import pytest
 from test_cli import run
 
 from affordance_ros.core import AffordanceNetwork, predict
-from affordance_ros.core.evaluation import METHODS
+from affordance_ros.core.evaluation import BASELINES
 from affordance_ros.share import share_directory
+from affordance_ros.tools.baselines import STRONG_BASELINES
+
+METHODS = ("ours", *BASELINES, *STRONG_BASELINES)
 
 CONFIG = share_directory() / "config"
 
@@ -47,8 +50,11 @@ def test_evaluate_k_fold_prints_a_table_and_writes_json_and_figures(hands_csv, t
     for metric in ("accuracy", "log-loss", "RMSE dx", "log-density"):
         assert metric in out.stdout
     doc = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
-    assert set(doc["targets"]) == {"Action", "Effect"}
+    assert set(doc["targets"]) == {"Action", "Effect"} and doc["methods"] == list(METHODS)
     assert set(doc["targets"]["Action"]["metrics"]) == set(METHODS)
+    # logistic regression predicts labels only: its column of the reading rows is '-'
+    assert set(doc["targets"]["Effect"]["metrics"]) == set(METHODS) - {"logistic_regression"}
+    assert [line.split()[-1] for line in out.stdout.splitlines() if line.startswith("Effect")][0] == "-"
     assert 0.5 < doc["targets"]["Action"]["metrics"]["ours"]["accuracy"] <= 1.0
     assert doc["targets"]["Effect"]["metrics"]["ours"]["rmse"] < doc["targets"]["Effect"]["metrics"]["majority"]["rmse"]
     assert (tmp_path / "eval" / "Action_confusion.png").stat().st_size > 1000
@@ -95,7 +101,7 @@ def test_evaluate_reports_the_euclidean_and_the_per_coordinate_rmse_and_defines_
     rows = [line.split()[1:3] for line in out.stdout.splitlines() if line.startswith("Effect")]
     assert rows[:4] == [["RMSE", "Euclidean"], ["RMSE", "per"], ["RMSE", "dx"], ["RMSE", "dy"]], out.stdout
     metrics = json.loads((tmp_path / "evaluation.json").read_text())["targets"]["Effect"]["metrics"]
-    for method in METHODS:  # every case has both readings: Euclidean = sqrt(2) x per coordinate
+    for method in metrics:  # every case has both readings: Euclidean = sqrt(2) x per coordinate
         m = metrics[method]
         assert m["euclidean_rmse"] == pytest.approx(2 ** 0.5 * m["rmse"])
         assert m["rmse"] ** 2 == pytest.approx((m["rmse_dx"] ** 2 + m["rmse_dy"] ** 2) / 2)
@@ -103,3 +109,36 @@ def test_evaluate_reports_the_euclidean_and_the_per_coordinate_rmse_and_defines_
     assert ("'RMSE Euclidean' is the root mean square of the Euclidean distance between a case's predicted and "
             "true readings") in help_text
     assert "'RMSE per coord.' is the root mean square over every single reading" in help_text
+
+
+def test_evaluate_learns_on_one_group_and_tests_on_another(tmp_path):
+    """The transfer scenario: learn on the hand postures, predict the tools through the same descriptors."""
+    out = run("simulate", "--scenario", "transfer", "--out", tmp_path / "transfer.csv", "--repeats", "4")
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "transfer.csv").open()))
+    assert {r["kind"] for r in rows} == {"hand", "tool"} and len({r["manipulator_id"] for r in rows}) == 6
+    out = run("evaluate", "--cases", tmp_path / "transfer.csv", "--config", "transfer", "--train-on", "kind=hand",
+              "--groups", "manipulator_id", "--targets", "Action", "Effect", "--out", tmp_path / "eval")
+    assert out.returncode == 0, out.stderr
+    assert "learn on kind=hand (96 cases), test on the others, 192 cases" in out.stdout
+    doc = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
+    assert doc["targets"]["Effect"]["metrics"]["ours"]["cases"] == 96        # the tools only
+    assert doc["targets"]["Action"]["metrics"]["ours"]["accuracy"] > 0.5
+    out = run("evaluate", "--cases", tmp_path / "transfer.csv", "--config", "transfer", "--train-on", "kind",
+              "--ignore-columns", "manipulator_id")
+    assert out.returncode == 2 and "--train-on kind: give COLUMN=VALUE" in out.stderr
+
+
+def test_learn_prints_a_warning_when_bic_reaches_max_components(tmp_path):
+    config = json.loads((CONFIG / "tools.json").read_text())
+    config["learning"].pop("entity_column")
+    config["learning"]["structural_em"] = 0
+    next(v for v in config["variables"] if v["name"] == "Shape")["sensor"]["max_components"] = 2
+    (tmp_path / "tools2.json").write_text(json.dumps(config))
+    assert run("simulate", "--scenario", "tools", "--out", tmp_path / "tools.csv", "--repeats", "3").returncode == 0
+    out = run("learn", "--cases", tmp_path / "tools.csv", "--config", tmp_path / "tools2.json", "--out",
+              tmp_path / "m.json", "--ignore-columns", "object_id")
+    assert out.returncode == 0, out.stderr
+    assert ("affordance-ros learn: warning: 'Shape': BIC on every reading chose 2 values, the most its sensor's "
+            "'max_components' allows") in out.stderr
+    assert json.loads((tmp_path / "m.json").read_text())["metadata"]["learned"]["warnings"]

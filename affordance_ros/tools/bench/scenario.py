@@ -1,94 +1,163 @@
-"""The realistic scenarios (issue 10): ours against every baseline, leave-one-object-out and 10-fold.
+"""The realistic scenarios (issues 10 and 23): ours against every baseline, and what a fold of learning costs.
 
     affordance-ros bench scenario [--quick] [--reps N] [--out DIR]
 
-Trials from ``core.scenarios`` (tools: 3 tools x 11 objects x 4 actions; hands: 3 postures x
-2 objects x 4 actions), learned with the shipped configurations (config/tools.json,
-config/hands.json) and their learning blocks, evaluated with ``core.evaluation`` exactly as
-``affordance-ros evaluate`` does. Also the time of 10 folds on about 1500 tools cases.
+Trials from ``core.scenarios``: tools (3 tools x 11 objects x 4 actions), hands (3 postures x 2 objects x 4
+actions), hands_shared (the hands' conditions with effects that share structure), tools_unseen (an object's
+effect its own, not its shape's) and transfer (learn on hand postures, predict tools), learned with the
+shipped configurations (config/tools.json, config/hands.json, config/transfer.json) and their learning
+blocks, evaluated with ``core.evaluation`` against every baseline exactly as ``affordance-ros evaluate``
+does (scikit-learn's too, when installed). Then, on the tools scenario left one object out, each fold's
+learn alone: its time, its peak memory (``tracemalloc``: what numpy allocates) and the size of the effect;
+and the time of 10 folds on about 1500 tools cases (ours and the hand-written baselines).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import tracemalloc
 
 import numpy as np
 
 from ...core import AffordanceLearner, AffordanceNetwork
-from ...core.evaluation import METHODS, evaluate, group_indices, kfold_indices
+from ...core.evaluation import evaluate, group_indices, hand_written_baselines, kfold_indices, transfer_indices
 from ...core.scenarios import scenario_cases, simulate
 from ...share import share_directory
+from ..evaluate import every_baseline
 from .common import machine, output_dir
 
-# (scenario, scheme, targets)
-SETTINGS = [("tools", "leave-one-object-out", ["Effect"]), ("tools", "10-fold", ["Effect"]),
-            ("hands", "10-fold", ["Action", "Effect"])]
-HIGHER_IS_BETTER = {"accuracy": True, "log_loss": False, "rmse": False, "log_density": True}
+# (scenario, configuration, scheme, targets)
+SETTINGS = [("tools", "tools", "leave-one-object-out", ["Effect"]), ("tools", "tools", "10-fold", ["Effect"]),
+            ("hands", "hands", "10-fold", ["Action", "Effect"]),
+            ("hands_shared", "hands", "10-fold", ["Action", "Effect"]),
+            ("tools_unseen", "tools", "leave-one-object-out", ["Effect"]),
+            ("transfer", "transfer", "learn on hands, test on tools", ["Action", "Effect"])]
+# the column that names each scenario's entities (objects; the manipulators of the transfer)
+ENTITIES = {"transfer": "manipulator_id"}
+HIGHER_IS_BETTER = {"accuracy": True, "log_loss": False, "euclidean_rmse": False, "rmse": False, "log_density": True}
 
 
-def run_setting(scenario: str, scheme: str, targets, seed: int, repeats: int, folds: int):
-    config = AffordanceNetwork.load(share_directory() / "config" / f"{scenario}.json")
-    cases = scenario_cases(config, simulate(scenario, repeats, seed))
+def scenario_config(name: str) -> AffordanceNetwork:
+    """A shipped configuration."""
+    return AffordanceNetwork.load(share_directory() / "config" / f"{name}.json")
+
+
+def setting_cases(scenario: str, config_name: str, seed: int, repeats: int):
+    """(configuration, cases with their entity column and, for the transfer, the kind column)."""
+    config = scenario_config(config_name)
+    entity = ENTITIES.get(scenario, "object_id")
+    extra = (entity, "kind") if scenario == "transfer" else (entity,)
+    return config, scenario_cases(config, simulate(scenario, repeats, seed), extra=extra), entity
+
+
+def run_setting(scenario: str, config_name: str, scheme: str, targets, seed: int, repeats: int, folds: int,
+                baselines=None, objects_left_out: int | None = None):
+    """One evaluation: k-fold with ``folds``, leave-one-object-out (the first ``objects_left_out`` objects only,
+    when given), or the transfer's one fold."""
+    config, cases, entity = setting_cases(scenario, config_name, seed, repeats)
     if scheme == "leave-one-object-out":
-        _, test = group_indices(cases.extra["object_id"])
+        test = group_indices(cases.extra[entity])[1][:objects_left_out]
+    elif scenario == "transfer":
+        test = transfer_indices(cases.extra["kind"], "hand")
     else:
         test = kfold_indices(cases.n_cases, folds, seed)
     learner = AffordanceLearner()
     return evaluate(config, cases, lambda cfg, train: learner.fit(cfg, train).model_, test, targets,
-                    groups=cases.extra["object_id"], scheme=scheme), cases.n_cases
+                    groups=cases.extra[entity], scheme=scheme, baselines=baselines), cases.n_cases
 
 
 def metric_rows(result) -> list[tuple]:
-    """(target, metric, {method: value}) of one evaluation."""
+    """(target, metric, {method: value}) of one evaluation (a method without the figure is left out)."""
     rows = []
     for r in result.targets:
         keys = ["accuracy", "log_loss"] if r.target.kind == "label" else \
-            ["rmse", *[f"rmse_{n}" for n in r.target.names], "log_density"]
+            ["euclidean_rmse", "rmse", *[f"rmse_{n}" for n in r.target.names], "log_density"]
         for key in keys:
-            rows.append((r.target.variable, key, {m: r.metrics[m][key] for m in METHODS}))
+            rows.append((r.target.variable, key, {m: v[key] for m, v in r.metrics.items()}))
     return rows
+
+
+def fold_costs(seed: int, repeats: int, n_folds: int) -> list[dict]:
+    """The first ``n_folds`` folds of the tools scenario left one object out: each learn's time, its peak memory
+    and the effect's values, parents and parent configurations."""
+    config, cases, entity = setting_cases("tools", "tools", seed, repeats)
+    _, folds = group_indices(cases.extra[entity])
+    every = np.arange(cases.n_cases)
+    out = []
+    for test in folds[:n_folds]:
+        train = cases.take(np.setdiff1d(every, test))
+        tracemalloc.start()
+        start = time.perf_counter()
+        model = AffordanceLearner().fit(config, train).model_
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        effect = model["Effect"]
+        out.append({"seconds": seconds, "peak_mb": peak / 1e6, "effect_values": effect.card,
+                    "effect_parents": list(effect.parents),
+                    "parent_configurations": int(np.prod([model[p].card for p in effect.parents]))})
+    return out
+
+
+def _table(title: str, n_cases: int, collected: dict) -> list[str]:
+    methods = list(dict.fromkeys(m for per_seed in collected.values() for values in per_seed for m in values))
+    lines = [f"**{title}** ({n_cases} cases):", "", "| target | metric | " + " | ".join(methods) + " | ours wins |",
+             "|---|---|" + "---|" * (len(methods) + 1)]
+    for (target, key), per_seed in collected.items():
+        higher = HIGHER_IS_BETTER["rmse" if key.startswith("rmse") else key]
+        means = {m: float(np.mean([v[m] for v in per_seed])) for m in methods if m in per_seed[0]}
+        best = (max if higher else min)(means.values())
+        wins = sum((max if higher else min)(v.values()) == v["ours"] for v in per_seed)
+        fmt = "{:.1%}" if key == "accuracy" else "{:.3f}"
+        cells = " | ".join(fmt.format(means[m]) + ("*" if means[m] == best else "") if m in means else "-"
+                           for m in methods)
+        lines.append(f"| {target} | {key} | {cells} | {wins}/{len(per_seed)} |")
+    return lines + [""]
 
 
 def run(args) -> int:
     out = output_dir(args.out)
     reps = args.reps or (1 if args.quick else 3)
-    repeats, folds = (5, 3) if args.quick else (10, 10)  # quick: still 3 training trials of most conditions
+    # quick: 3 trials of every condition, 3 folds, 3 objects left out in turn (CI-sized)
+    repeats, folds, objects_left_out = (3, 3, 3) if args.quick else (10, 10, None)
+    baselines = every_baseline(10, 0)
     lines = [f"Ours against every baseline (mean over {reps} simulated data sets; * best of the row; "
-             "ours wins: on how many data sets ours was best):", ""]
+             "ours wins: on how many data sets ours was best; euclidean_rmse: of the displacement (dx, dy) as a "
+             "whole, rmse: per coordinate):", ""]
     results = {}
-    for scenario, scheme, targets in SETTINGS:
+    for scenario, config_name, scheme, targets in SETTINGS:
         scheme_name = f"{folds}-fold" if scheme == "10-fold" else scheme
+        if objects_left_out and scheme == "leave-one-object-out":
+            scheme_name += f" (the first {objects_left_out} objects)"
         collected, n_cases = {}, 0
         for seed in range(reps):
-            result, n_cases = run_setting(scenario, scheme, targets, seed, repeats, folds)
+            result, n_cases = run_setting(scenario, config_name, scheme, targets, seed, repeats, folds, baselines,
+                                          objects_left_out)
             for target, key, values in metric_rows(result):
                 collected.setdefault((target, key), []).append(values)
         results[f"{scenario} {scheme}"] = {f"{t} {k}": v for (t, k), v in collected.items()}
-        lines += [f"**{scenario}, {scheme_name}** ({n_cases} cases):", "",
-                  "| target | metric | " + " | ".join(METHODS) + " | ours wins |",
-                  "|---|---|" + "---|" * (len(METHODS) + 1)]
-        for (target, key), per_seed in collected.items():
-            higher = HIGHER_IS_BETTER[key.split("_")[0] if key.startswith("rmse") else key]
-            means = {m: float(np.mean([v[m] for v in per_seed])) for m in METHODS}
-            best = (max if higher else min)(means.values())
-            wins = sum((max if higher else min)(v.values()) == v["ours"] for v in per_seed)
-            fmt = "{:.1%}" if key == "accuracy" else "{:.3f}"
-            cells = " | ".join(fmt.format(means[m]) + ("*" if means[m] == best else "") for m in METHODS)
-            lines.append(f"| {target} | {key} | {cells} | {wins}/{len(per_seed)} |")
-        lines.append("")
+        lines += _table(f"{scenario}, {scheme_name}", n_cases, collected)
+    costs = fold_costs(0, repeats, 2 if args.quick else 11)
+    lines.append(f"A fold's learn on the tools scenario, left one object out ({len(costs)} folds): "
+                 f"{np.mean([c['seconds'] for c in costs]):.2f} s on average, peak memory "
+                 f"{max(c['peak_mb'] for c in costs):.0f} MB at most; the effect "
+                 f"{min(c['effect_values'] for c in costs)}-{max(c['effect_values'] for c in costs)} values for "
+                 f"{min(c['parent_configurations'] for c in costs)}-{max(c['parent_configurations'] for c in costs)} "
+                 "parent configurations")
     # time: 10 folds on ~1500 tools cases (12 repeats: 1584 cases), as `evaluate --folds 10` runs it
     n_repeats = 2 if args.quick else 12
     start = time.perf_counter()
-    _, n_timed = run_setting("tools", "10-fold", ["Effect"], 0, n_repeats, 3 if args.quick else 10)
+    _, n_timed = run_setting("tools", "tools", "10-fold", ["Effect"], 0, n_repeats, 3 if args.quick else 10,
+                             hand_written_baselines())
     seconds = time.perf_counter() - start
     lines.append(f"Time: {3 if args.quick else 10} folds on {n_timed} tools cases (learn sensors, structure, "
-                 f"EM in every fold; predict; every baseline): {seconds:.1f} s")
+                 f"EM in every fold; predict; the hand-written baselines): {seconds:.1f} s")
     text = "\n".join(lines)
     print("bench scenario")
     print(text)
     (out / "scenario_table.md").write_text(text + "\n")
     (out / "scenario_results.json").write_text(json.dumps(
-        {"machine": machine(), "reps": reps, "results": results, "time_10_folds": seconds, "time_cases": n_timed},
-        indent=1))
+        {"machine": machine(), "reps": reps, "results": results, "fold_costs": costs, "time_10_folds": seconds,
+         "time_cases": n_timed}, indent=1))
     return 0
