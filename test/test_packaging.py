@@ -357,9 +357,13 @@ def test_the_install_under_test_is_the_one_asked_for():
     assert BUILT_BY_CMAKE == (kind != "pip")
 
 
-def test_ci_runs_test_sh_on_every_install():
+def test_ci_runs_the_readmes_test_command_and_it_tests_every_install():
     ci = (REPO_ROOT / ".ci" / "run").read_text()
-    assert re.search(r"^AFFORDANCE_ROS_TEST_INSTALL=all exec \./test\.sh", ci, re.MULTILINE), ci
+    assert re.search(r"^exec \./test\.sh$", ci, re.MULTILINE), ci
+    assert "\n./test.sh " in (REPO_ROOT / "README.md").read_text()
+    # without arguments (as CI and the README run it) every install; with arguments, .venv only
+    script = (REPO_ROOT / "test.sh").read_text()
+    assert re.search(r'if \[ \$# -eq 0 \]; then INSTALL="\$\{AFFORDANCE_ROS_TEST_INSTALL:-all\}"', script), script
 
 
 @pytest.mark.skipif(not BUILT_BY_CMAKE, reason="only the CMake build makes type support libraries")

@@ -68,7 +68,7 @@ def predict_readings(model: AffordanceNetwork, marginals: Mapping[str, np.ndarra
 
 
 _MIXTURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_EVIDENCE_CASES = 8192    # predict_batch makes the likelihoods of this many cases at a time (bounded memory)
+EVIDENCE_CASES = 8192    # predict_batch makes the likelihoods of this many cases at a time (bounded memory)
 
 
 def _mixture(sensor: SensorModel) -> tuple:
@@ -143,9 +143,9 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
 
 
 def _evidence_chunks(model: AffordanceNetwork, cases: CaseSet):
-    """(rows, likelihoods, the variables one-hot in every case) of ``_EVIDENCE_CASES`` cases at a time."""
-    for start in range(0, cases.n_cases, _EVIDENCE_CASES):
-        rows = slice(start, min(start + _EVIDENCE_CASES, cases.n_cases))
+    """(rows, likelihoods, the variables one-hot in every case) of ``EVIDENCE_CASES`` cases at a time."""
+    for start in range(0, cases.n_cases, EVIDENCE_CASES):
+        rows = slice(start, min(start + EVIDENCE_CASES, cases.n_cases))
         try:
             evidence = cases.take(rows).evidence(model)
         except ValueError as exc:

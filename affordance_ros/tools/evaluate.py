@@ -19,17 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import AffordanceLearner, AffordanceNetwork, CaseSet, LearningOptions
-from ..core.evaluation import (
-    confusion_matrix,
-    evaluate,
-    group_indices,
-    hand_written_baselines,
-    kfold_indices,
-    transfer_indices,
-)
+from ..core import AffordanceNetwork, CaseSet, LearningOptions
 from ..core.ground_truth import benchmark_network, sample_values
-from ..core.learner import missing_data_warnings
 from ..core.scenarios import SCENARIOS, simulate
 from .progress import ProgressBar
 
@@ -132,6 +123,10 @@ def _cell(x) -> str:
 
 
 def run_evaluate(args, user_error) -> int:
+    # (learning and the evaluation import scipy: here, not at the command line's start)
+    from ..core import AffordanceLearner
+    from ..core.evaluation import evaluate, group_indices, kfold_indices, transfer_indices
+    from ..core.learner import missing_data_warnings
 
     config = AffordanceNetwork.load(args.config, what="configuration")
     train_column, _, train_group = (args.train_on or "").partition("=")
@@ -181,6 +176,8 @@ def every_baseline(k: int, seed: int) -> dict:
     """The hand-written baselines and, when scikit-learn is installed, the strong ones (``tools/baselines.py``);
     without it, one line on stderr says what to install.
     """
+    from ..core.evaluation import hand_written_baselines
+
     try:
         from .baselines import sklearn_baselines
     except ImportError as exc:
@@ -226,6 +223,8 @@ def figures(result, out: Path) -> list[Path]:
     except ImportError:
         print("evaluate: matplotlib is not installed: no figures (tools/setup_bench.sh installs it)", file=sys.stderr)
         return []
+    from ..core.evaluation import confusion_matrix
+
     written = []
     for r in result.targets:
         t = r.target

@@ -227,7 +227,7 @@ def test_predict_uses_the_plan_and_equals_predict_batch():
 
 def test_a_batch_mixing_evidence_patterns_equals_one_query_at_a_time(monkeypatch):
     """None: not observed in that case. The evidence is made a few cases at a time (here 7)."""
-    monkeypatch.setattr(importlib.import_module("affordance_ros.core.predict"), "_EVIDENCE_CASES", 7)
+    monkeypatch.setattr(importlib.import_module("affordance_ros.core.predict"), "EVIDENCE_CASES", 7)
     truth = benchmark_network("montesano", sigma=2.0, seed=5)
     rng = np.random.default_rng(2)
     readings = [None if rng.random() < 0.4 else float(x) for x in rng.normal(5, 3, 30)]
