@@ -204,42 +204,6 @@ class CaseSet:
         seen |= {self.network.sensor_variable[name] for name, x in self.readings.items() if not np.all(np.isnan(x))}
         return [name for name in self.network.names if name not in seen]
 
-    def missing_data(self, latent: Iterable[str] = ()) -> list[str]:
-        """What the network expects and no case has, a phrase each naming the columns: every variable no case
-        observes (but those in ``latent``, unobserved by design), then every sensor some of whose readings the
-        cases have and others none (a column of a vector sensor left out). A variable observed by label only
-        needs no readings of its sensor.
-        """
-        unobserved, latent = self.unobserved(), set(latent)
-        missing = [f"variable '{name}' ({self._columns_state(self._columns_of(name))})"
-                   for name in unobserved if name not in latent]
-        for v in self.network.variables:
-            if v.sensor is None or v.name in unobserved:
-                continue
-            lacking = [n for n in v.sensor.names if n not in self.readings or np.all(np.isnan(self.readings[n]))]
-            if lacking and len(lacking) < len(v.sensor.names):
-                missing.append(f"sensor of '{v.name}' ({self._columns_state(lacking)})")
-        return missing
-
-    def _columns_of(self, name: str) -> tuple[str, ...]:
-        """The columns that would observe variable ``name``: its sensor's readings, and its label where the
-        variable has no sensor or the label column is there (empty).
-        """
-        sensor = self.network[name].sensor
-        if sensor is None:
-            return (name,)
-        return ((name,) if name in self.labels else ()) + sensor.names
-
-    def _columns_state(self, columns: Sequence[str]) -> str:
-        """'no column 'x'', 'columns 'y', 'z' are empty', or both: how ``columns`` lack data."""
-        absent = [c for c in columns if c not in self.labels and c not in self.readings]
-        empty = [c for c in columns if c not in absent]
-        parts = [f"no column{'s' if len(absent) > 1 else ''} {_listed(absent)}"] if absent else []
-        if empty:
-            parts.append(f"column{'s' if len(empty) > 1 else ''} {_listed(empty)} {'are' if len(empty) > 1 else 'is'} "
-                         "empty")
-        return "; ".join(parts)
-
     def sensor_readings(self, network: AffordanceNetwork | None = None) -> dict[str, np.ndarray]:
         """{variable: its sensor's readings} for every variable with at least one reading column:
         (K,) for a 1-D sensor, (K, d) for a vector sensor in the order of its ``names`` (NaN: missing).
@@ -255,6 +219,45 @@ class CaseSet:
             missing = np.full(self.n_cases, np.nan)
             out[v.name] = np.stack([self.readings.get(n, missing) for n in v.sensor.names], axis=1)
         return out
+
+
+def missing_data(cases: CaseSet, latent: Iterable[str] = ()) -> list[str]:
+    """What ``cases.network`` expects and no case has, a phrase each naming the columns: every variable no case
+    observes (but those in ``latent``, unobserved by design), then every sensor some of whose readings the
+    cases have and others none (a column of a vector sensor left out). A variable observed by label only
+    needs no readings of its sensor.
+    """
+    unobserved, latent = cases.unobserved(), set(latent)
+    missing = [f"variable '{name}' ({_columns_state(cases, _columns_of(cases, name))})"
+               for name in unobserved if name not in latent]
+    for v in cases.network.variables:
+        if v.sensor is None or v.name in unobserved:
+            continue
+        lacking = [n for n in v.sensor.names if n not in cases.readings or np.all(np.isnan(cases.readings[n]))]
+        if lacking and len(lacking) < len(v.sensor.names):
+            missing.append(f"sensor of '{v.name}' ({_columns_state(cases, lacking)})")
+    return missing
+
+
+def _columns_of(cases: CaseSet, name: str) -> tuple[str, ...]:
+    """The columns that would observe variable ``name``: its sensor's readings, and its label where the
+    variable has no sensor or the label column is there (empty).
+    """
+    sensor = cases.network[name].sensor
+    if sensor is None:
+        return (name,)
+    return ((name,) if name in cases.labels else ()) + sensor.names
+
+
+def _columns_state(cases: CaseSet, columns: Sequence[str]) -> str:
+    """'no column 'x'', 'columns 'y', 'z' are empty', or both: how ``columns`` lack data."""
+    absent = [c for c in columns if c not in cases.labels and c not in cases.readings]
+    empty = [c for c in columns if c not in absent]
+    parts = [f"no column{'s' if len(absent) > 1 else ''} {_listed(absent)}"] if absent else []
+    if empty:
+        parts.append(f"column{'s' if len(empty) > 1 else ''} {_listed(empty)} {'are' if len(empty) > 1 else 'is'} "
+                     "empty")
+    return "; ".join(parts)
 
 
 class CaseEvidence:

@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .cases import CaseEvidence, CaseSet
+from .cases import CaseEvidence, CaseSet, missing_data
 from .conditions import own_condition_prior
 from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork, SensorModel
@@ -160,14 +160,14 @@ class AffordanceLearner:
 
 
 def missing_data_warnings(config: AffordanceNetwork, cases: CaseSet, options: LearningOptions) -> list[str]:
-    """What the configuration expects and no case has (``CaseSet.missing_data``), but the variables
+    """What the configuration expects and no case has (``cases.missing_data``), but the variables
     ``options.latent`` names: DataError saying so, or with ``options.allow_missing`` the warning to give.
     """
     unknown = [name for name in options.latent if name not in config.names]
     if unknown:
         raise ModelFormatError(f"learning option 'latent' names {unknown}, not variables of the configuration "
                                f"{list(config.names)}")
-    missing = cases.with_network(config).missing_data(options.latent)
+    missing = missing_data(cases.with_network(config), options.latent)
     if not missing:
         return []
     text = "no case has data for the " + (missing[0] if len(missing) == 1 else

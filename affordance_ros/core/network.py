@@ -347,7 +347,7 @@ class AffordanceNetwork:
     def from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
         """The network of a JSON document; ModelFormatError for anything that does not follow the schema."""
         try:
-            return cls._from_dict(doc)
+            return _network_from_document(doc)
         except ModelFormatError:
             raise
         except RecursionError:
@@ -355,24 +355,6 @@ class AffordanceNetwork:
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             # e.g. a name that is a list (unhashable): whatever the checks above did not name
             raise ModelFormatError(f"malformed model ({type(exc).__name__}: {_clipped(exc)})") from None
-
-    @classmethod
-    def _from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
-        if not isinstance(doc, Mapping):
-            raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
-        if doc.get("format") not in FORMATS:
-            raise ModelFormatError(f"'format' is {doc.get('format')!r}, expected one of {list(FORMATS)}")
-        unknown = set(doc) - {"format", "variables", "metadata", "learning"}
-        if unknown:
-            raise ModelFormatError(f"unknown top-level keys {sorted(unknown)}")
-        raw = doc.get("variables")
-        if not isinstance(raw, list):
-            raise ModelFormatError("'variables' must be a list")
-        network = cls([_variable_from_dict(d, i) for i, d in enumerate(raw)],
-                      _mapping(doc.get("metadata"), "metadata"), _mapping(doc.get("learning"), "learning"))
-        if network.has_vector_sensors and doc["format"] != FORMAT_VECTOR:
-            raise ModelFormatError(f"a sensor with several 'names' needs 'format' {FORMAT_VECTOR!r}")
-        return network
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the JSON atomically: readers see the old file or the new one, never half."""
@@ -401,6 +383,24 @@ class AffordanceNetwork:
 
 
 # ------------------------------------------------------------------ validation
+def _network_from_document(doc: Mapping) -> AffordanceNetwork:
+    if not isinstance(doc, Mapping):
+        raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
+    if doc.get("format") not in FORMATS:
+        raise ModelFormatError(f"'format' is {doc.get('format')!r}, expected one of {list(FORMATS)}")
+    unknown = set(doc) - {"format", "variables", "metadata", "learning"}
+    if unknown:
+        raise ModelFormatError(f"unknown top-level keys {sorted(unknown)}")
+    raw = doc.get("variables")
+    if not isinstance(raw, list):
+        raise ModelFormatError("'variables' must be a list")
+    network = AffordanceNetwork([_variable_from_dict(d, i) for i, d in enumerate(raw)],
+                                _mapping(doc.get("metadata"), "metadata"), _mapping(doc.get("learning"), "learning"))
+    if network.has_vector_sensors and doc["format"] != FORMAT_VECTOR:
+        raise ModelFormatError(f"a sensor with several 'names' needs 'format' {FORMAT_VECTOR!r}")
+    return network
+
+
 def _validate(network: "AffordanceNetwork") -> None:
     if not network.variables:
         raise ModelFormatError("the network has no variables")

@@ -31,7 +31,7 @@ from .progress import LearnProgress
 from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_readings
 
 DEFAULT_NODE = "/affordance_learner"
-REASON_WAIT = 2.0  # seconds to wait for the log line saying why a goal was rejected
+REASON_WAIT = 5.0  # seconds to wait for the log line saying why a goal was rejected
 
 
 class CallError(Exception):
@@ -208,6 +208,9 @@ def _learn(node, wait, args) -> dict:
     from ..action import Learn
 
     name = f"{args.node}/learn"
+    # subscribed before the server is waited for, so that /rosout is matched by the time a refusal is logged
+    # (and /rosout keeps its lines for late subscribers: transient local)
+    reason = _refusal_reason(node, args.node)
     client = ActionClient(node, Learn, name)
     if not client.wait_for_server(timeout_sec=args.timeout):
         raise CallError(f"no action {name} within {args.timeout:g} s: is the learner node running (and active)?")
@@ -218,7 +221,6 @@ def _learn(node, wait, args) -> dict:
         f = msg.feedback
         progress(f.phase, f.iteration, f.log_likelihood, f.elapsed, f.cases)
 
-    reason = _refusal_reason(node, args.node)
     handle = wait(client.send_goal_async(Learn.Goal(structure=args.structure),
                                           feedback_callback=feedback if args.progress else None), args.timeout, name)
     if not handle.accepted:
