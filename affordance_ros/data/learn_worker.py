@@ -64,8 +64,10 @@ class LearnWorker:
             self._stop()
             ours, theirs = socket.socketpair()
             with theirs:
+                # a session of its own: a Ctrl-C at the terminal is the node's to handle (the worker ends with it)
                 self._process = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno())],
-                                                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+                                                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                                 start_new_session=True)
             self._conn = Connection(ours.detach())
             return self._process.pid
 

@@ -133,9 +133,9 @@ class LearnerNode(LifecycleNode):
                                         settings.online_learning, settings.limits, self.get_fully_qualified_name())
             self._configure(self.manager, settings)
         except Exception as exc:  # StartupError says what to fix; anything else (the learning process cannot start)
-            self._problem = str(exc) if isinstance(exc, StartupError) else repr(exc)
+            self._problem = str(exc) if isinstance(exc, StartupError) else f"configure failed: {exc!r}"
             if not self._autostarting:
-                self.get_logger().error(f"configure failed: {self._problem}")
+                self.get_logger().error(f"configure failed: {exc}" if isinstance(exc, StartupError) else self._problem)
             self._cleanup("configure failed")
             return FAILURE
         self.lifecycle_state = "inactive"

@@ -78,10 +78,16 @@ class SklearnBaseline:
         target = y[:, 0] if y.shape[1] == 1 else y            # one reading: the 1-D target estimators expect
         folds = KFold(min(CV_FOLDS, len(y)), shuffle=True, random_state=self.seed)
         inner = len(y) - -(-len(y) // folds.n_splits)        # training cases of an inner fold, at least
-        held_out = cross_val_predict(self.regressor(inner), f, target, cv=folds).reshape(y.shape)
+        held_out = cross_val_predict(_for(target, self.regressor(inner)), f, target, cv=folds).reshape(y.shape)
         variance = np.maximum(np.mean((held_out - y) ** 2, axis=0), _MIN_VARIANCE)
-        mean = self.regressor(len(y)).fit(f, target).predict(f_test).reshape(len(f_test), y.shape[1])
+        mean = _for(target, self.regressor(len(y))).fit(f, target).predict(f_test).reshape(len(f_test), y.shape[1])
         return mean, np.broadcast_to(variance, mean.shape).copy()
+
+
+def _for(target: np.ndarray, regressor):
+    """``regressor`` for ``target``: a ``MultiOutputRegressor``'s own estimator for one reading (it refuses 1-D
+    targets)."""
+    return regressor.estimator if target.ndim == 1 and isinstance(regressor, MultiOutputRegressor) else regressor
 
 
 def sklearn_baselines(k: int = 10, seed: int = 0) -> dict[str, SklearnBaseline]:

@@ -145,8 +145,6 @@ def cmd_learn(args) -> int:
     print(f"log-likelihood: {result.log_likelihood:.3f}")
     print(f"arcs: {', '.join(format_arcs(result.arcs)) or '(none)'}")
     print(f"model written to {args.out}")
-    for warning in result.warnings:
-        print(f"affordance-ros learn: warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from sklearn.ensemble import GradientBoostingClassifier, RandomForestRegressor  # noqa: E402
+from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestRegressor  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import KFold, cross_val_predict  # noqa: E402
 
@@ -51,6 +51,19 @@ def test_every_baseline_is_scikit_learns_own_result_on_the_same_features():
     np.testing.assert_allclose(mean[:, 0], forest.fit(features, readings[:, 0]).predict(test))
     held_out = cross_val_predict(forest, features, readings[:, 0], cv=KFold(5, shuffle=True, random_state=0))
     np.testing.assert_allclose(variance, np.mean((held_out - readings[:, 0]) ** 2))
+
+
+def test_gradient_boosting_predicts_one_reading_and_two_as_scikit_learn_does():
+    # one reading (a 1-D sensor, as montesano's): MultiOutputRegressor refuses a 1-D target, its estimator does not
+    inputs, _, readings = tiny()
+    features, test = inputs.features()
+    two = np.hstack([readings, readings[::-1]])
+    for y in (readings, two):
+        mean, variance = sklearn_baselines(seed=0)["gradient_boosting"].readings(inputs, y)
+        expected = [GradientBoostingRegressor(random_state=0).fit(features, y[:, j]).predict(test)
+                    for j in range(y.shape[1])]
+        np.testing.assert_allclose(mean, np.stack(expected, axis=1))
+        assert variance.shape == y[:2].shape and np.all(variance > 0)
 
 
 def test_a_class_no_training_case_has_gets_probability_zero_and_missing_labels_are_skipped():

@@ -175,7 +175,7 @@ def test_config_names_a_shipped_configuration_and_errors_say_where_they_are(mont
                              text=True, timeout=120, cwd=tmp_path)
         assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
         assert (f"cannot read configuration 'config/tools.json': no such file; the shipped configurations are hands, "
-                f"montesano, tools (in {shipped}): name one (--config hands)") in out.stderr
+                f"montesano, tools, transfer (in {shipped}): name one (--config hands)") in out.stderr
         assert "model file" not in out.stderr
     (tmp_path / "broken.json").write_text("{")
     out = run("evaluate", "--cases", montesano_csv, "--config", tmp_path / "broken.json")
