@@ -6,8 +6,9 @@ fold alike (the other labels one-hot, the input readings standardised). A label 
 classifier's ``predict_proba``; a reading target the regressor's prediction (gradient boosting one per
 reading: ``MultiOutputRegressor``) with, for the log-density, a Gaussian whose variance per reading is
 the mean squared error of the regressor's own held-out predictions within the training cases
-(``cross_val_predict``, ``CV_FOLDS`` folds): the training error of a forest or of boosting would be far too
-small. Logistic regression has no reading counterpart here.
+(``cross_val_predict``, ``CV_FOLDS`` folds; a random forest's out-of-bag predictions, the same at a sixth of
+the cost): the training error of a forest or of boosting would be far too small. Logistic regression has
+no reading counterpart here.
 
 This module imports scikit-learn at the top: callers import it where the baselines run
 (``tools/evaluate.py`` ``every_baseline``, which says in one line what to install when scikit-learn is missing).
@@ -78,9 +79,15 @@ class SklearnBaseline:
         target = y[:, 0] if y.shape[1] == 1 else y            # one reading: the 1-D target estimators expect
         folds = KFold(min(CV_FOLDS, len(y)), shuffle=True, random_state=self.seed)
         inner = len(y) - -(-len(y) // folds.n_splits)        # training cases of an inner fold, at least
-        held_out = cross_val_predict(_for(target, self.regressor(inner)), f, target, cv=folds).reshape(y.shape)
-        variance = np.maximum(np.mean((held_out - y) ** 2, axis=0), _MIN_VARIANCE)
-        mean = _for(target, self.regressor(len(y))).fit(f, target).predict(f_test).reshape(len(f_test), y.shape[1])
+        model = _for(target, self.regressor(len(y)))
+        if isinstance(model, RandomForestRegressor) and model.bootstrap:
+            # a forest's out-of-bag predictions are held-out ones, without fitting it CV_FOLDS times more
+            held_out = model.set_params(oob_score=True).fit(f, target).oob_prediction_.reshape(y.shape)
+        else:
+            held_out = cross_val_predict(_for(target, self.regressor(inner)), f, target, cv=folds).reshape(y.shape)
+            model.fit(f, target)
+        variance = np.maximum(np.nanmean((held_out - y) ** 2, axis=0), _MIN_VARIANCE)
+        mean = model.predict(f_test).reshape(len(f_test), y.shape[1])
         return mean, np.broadcast_to(variance, mean.shape).copy()
 
 

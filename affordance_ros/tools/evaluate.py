@@ -65,6 +65,10 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
                         "or --train-on's)")
     p.add_argument("--ignore-columns", nargs="+", metavar="COLUMN", default=[],
                    help="other CSV columns that are not variables, to skip")
+    p.add_argument("--baselines", nargs="+", metavar="NAME",
+                   help="the baselines to compare with (default: every one: majority, cell_mean, nearest_centroid, "
+                        "and with scikit-learn knn, gradient_boosting, random_forest, logistic_regression; the "
+                        "forests and boosting take most of the time on thousands of cases)")
     p.add_argument("--k", type=int, default=10, help="neighbours of the k-NN baseline (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the k-fold split and of the baselines' forests")
     p.add_argument("--out", help="directory for evaluation.json and the PNGs (confusion matrices, predicted vs true)")
@@ -151,6 +155,8 @@ def run_evaluate(args, user_error) -> int:
     for warning in missing_data_warnings(config, cases, learner.options(config)):  # (said once, not every fold)
         print(f"affordance-ros evaluate: warning: {warning}", file=sys.stderr)
 
+    baselines = chosen_baselines(args.baselines, args.k, args.seed, user_error)
+
     def fit(cfg, train):
         return learner.fit(cfg, train).model_
 
@@ -158,7 +164,7 @@ def run_evaluate(args, user_error) -> int:
         bar.update(0, len(folds))
         result = evaluate(config, cases, fit, folds, args.targets,
                           groups=cases.extra[group_column] if group_column else None,
-                          baselines=every_baseline(args.k, args.seed), scheme=scheme, progress=bar.update)
+                          baselines=baselines, scheme=scheme, progress=bar.update)
     print(f"{scheme}, {cases.n_cases} cases, {result.duration:.1f} s; learning options: "
           f"{json.dumps(learner.options(config).to_dict(), separators=(',', ':'))}")
     for line in table(result):
@@ -170,6 +176,30 @@ def run_evaluate(args, user_error) -> int:
         written = figures(result, out)
         print(f"wrote {out / 'evaluation.json'}" + (f" and {', '.join(p.name for p in written)}" if written else ""))
     return 0
+
+
+def chosen_baselines(names, k: int, seed: int, user_error) -> dict:
+    """The baselines ``names`` (--baselines) by name, in that order; None: ``every_baseline``. scikit-learn is
+    imported only when a name needs it."""
+    if names is None:
+        return every_baseline(k, seed)
+    from ..core.evaluation import hand_written_baselines
+
+    every = hand_written_baselines()
+    if any(name not in every for name in names):
+        try:
+            from .baselines import sklearn_baselines
+        except ImportError as exc:
+            if not (exc.name or "").startswith("sklearn"):
+                raise
+            raise user_error(f"--baselines {' '.join(names)}: knn, gradient_boosting, random_forest and "
+                             "logistic_regression need scikit-learn: pip install scikit-learn (the package's 'eval' "
+                             f"extra), or choose from {', '.join(every)}") from None
+        every.update(sklearn_baselines(k, seed))
+    unknown = [name for name in names if name not in every]
+    if unknown:
+        raise user_error(f"--baselines: no baseline '{unknown[0]}'; choose from {', '.join(every)}")
+    return {name: every[name] for name in dict.fromkeys(names)}
 
 
 def every_baseline(k: int, seed: int) -> dict:

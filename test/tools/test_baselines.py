@@ -12,6 +12,7 @@ pytest.importorskip("sklearn")
 from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestRegressor  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import KFold, cross_val_predict  # noqa: E402
+from sklearn.neighbors import KNeighborsRegressor  # noqa: E402
 
 from affordance_ros.core.evaluation import Inputs  # noqa: E402
 from affordance_ros.tools.baselines import STRONG_BASELINES, sklearn_baselines  # noqa: E402
@@ -49,7 +50,11 @@ def test_every_baseline_is_scikit_learns_own_result_on_the_same_features():
     mean, variance = baselines["random_forest"].readings(inputs, readings)
     forest = RandomForestRegressor(random_state=0, n_jobs=1)
     np.testing.assert_allclose(mean[:, 0], forest.fit(features, readings[:, 0]).predict(test))
-    held_out = cross_val_predict(forest, features, readings[:, 0], cv=KFold(5, shuffle=True, random_state=0))
+    out_of_bag = RandomForestRegressor(random_state=0, n_jobs=1, oob_score=True).fit(features, readings[:, 0])
+    np.testing.assert_allclose(variance, np.nanmean((out_of_bag.oob_prediction_ - readings[:, 0]) ** 2))
+    mean, variance = baselines["knn"].readings(inputs, readings)   # the others: their own cross-validation
+    held_out = cross_val_predict(KNeighborsRegressor(n_neighbors=2), features, readings[:, 0],
+                                 cv=KFold(5, shuffle=True, random_state=0))
     np.testing.assert_allclose(variance, np.mean((held_out - readings[:, 0]) ** 2))
 
 

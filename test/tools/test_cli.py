@@ -137,7 +137,8 @@ def montesano_csv(tmp_path_factory):
 @pytest.mark.parametrize("command, ready", [
     (["learn", "--cases", "{csv}", "--config", "montesano", "--structure", "mcmc", "--mcmc-samples", "10000000",
       "--progress", "--out", "{tmp}/model.json"], "learn: structure"),
-    (["evaluate", "--cases", "{csv}", "--config", "montesano", "--folds", "1000", "--progress"], "evaluate: "),
+    (["evaluate", "--cases", "{csv}", "--config", "montesano", "--folds", "1000", "--baselines", "majority",
+      "--progress"], "evaluate: "),
     (["bench", "paper", "--out", "{tmp}/bench"], "bench paper:"),
 ])
 def test_ctrl_c_is_one_line_and_exit_status_130(montesano_csv, tmp_path, command, ready):
@@ -155,8 +156,9 @@ def test_learn_progress_shows_the_steps_of_learning_a_line_a_second(montesano_cs
     elapsed = time.monotonic() - started
     assert out.returncode == 0, out.stderr
     lines = out.stderr.splitlines()
-    assert [line.split(",")[0].split(" (")[0] for line in lines[:3]] == [
-        "learn: sensors", "learn: structure", "learn: parameters"], lines
+    phases = [line.split(",")[0].split(" (")[0] for line in lines]
+    assert [phase for i, phase in enumerate(phases) if i == 0 or phase != phases[i - 1]][:3] == [
+        "learn: sensors", "learn: structure", "learn: parameters"], lines  # (a phase repeats on a slow machine)
     assert any(re.fullmatch(r"learn: structure, step \d+, score -\d+\.\d{3} \(\d+\.\d s\)", line) for line in lines)
     assert any(re.fullmatch(r"learn: parameters, EM iteration \d+, log-likelihood -\d+\.\d{3} \(\d+\.\d s\)", line)
                for line in lines), lines

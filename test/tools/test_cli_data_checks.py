@@ -39,7 +39,8 @@ def emptied_column(name):
 def test_a_configured_column_missing_or_empty_is_an_error_unless_allowed(montesano_csv, tmp_path, change,  # noqa: F811
                                                                          message, command):
     cases = rewritten(montesano_csv, tmp_path / "cases.csv", change)
-    args = (["learn", "--out", tmp_path / "model.json"] if command == "learn" else ["evaluate", "--folds", "3"])
+    args = (["learn", "--out", tmp_path / "model.json"] if command == "learn"
+            else ["evaluate", "--folds", "3", "--baselines", "majority"])
     out = run(*args, "--cases", cases, "--config", "montesano")
     assert out.returncode == 2 and not (tmp_path / "model.json").exists()
     assert out.stderr.startswith(f"affordance-ros {command}: error: {message}. Give the cases that data;")

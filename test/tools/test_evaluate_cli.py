@@ -61,6 +61,16 @@ def test_evaluate_k_fold_prints_a_table_and_writes_json_and_figures(hands_csv, t
     assert (tmp_path / "eval" / "Effect_predicted_vs_true.png").stat().st_size > 1000
 
 
+def test_evaluate_compares_with_the_baselines_asked_for_only(hands_csv, tmp_path):
+    out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--folds", "2",
+              "--targets", "Action", "--ignore-columns", "object_id", "--baselines", "random_forest", "majority",
+              "--out", tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((tmp_path / "evaluation.json").read_text())
+    assert doc["methods"] == ["ours", "random_forest", "majority"]
+    assert set(doc["targets"]["Action"]["metrics"]) == {"ours", "random_forest", "majority"}
+
+
 def test_evaluate_leave_one_group_out(hands_csv):
     out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--leave-out", "object_id",
               "--targets", "Effect")
@@ -72,6 +82,9 @@ def test_evaluate_leave_one_group_out(hands_csv):
     (["--leave-out", "nope"], "no column 'nope'"),
     (["--targets", "Nope"], "unknown variable 'Nope'"),
     (["--folds", "1"], "at least 2 folds"),
+    (["--baselines", "majority", "xgboost"], "--baselines: no baseline 'xgboost'; choose from majority, cell_mean, "
+                                             "nearest_centroid, knn, gradient_boosting, random_forest, "
+                                             "logistic_regression"),
 ])
 def test_evaluate_mistakes_are_one_line_errors(hands_csv, args, message):
     out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--ignore-columns", "object_id",
