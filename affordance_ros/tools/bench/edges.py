@@ -397,18 +397,32 @@ def orphaned_worker(tmp: Path, env: dict) -> dict:
     alive = [pid for pid in children if running(pid)]
     restarted = launch("learner_node", {"database_path": db, "model_path": model, "status_period": 0.0}, tmp, env,
                        log="learner_node.2")
+    client.close()
     wait(lambda: "active: taking trials" in (tmp / "learner_node.2.log").read_text(), 60)
-    time.sleep(1.0)
-    newer = client.call(client.client(Learn, f"{LEARNER}/learn"), Learn.Request(structure="k2"), timeout=120.0)
+    newer = call_restarted(Learn, f"{LEARNER}/learn", Learn.Request(structure="k2"))
     written = model.read_bytes() if model.exists() else b""
     time.sleep(20.0)  # the killed node's learn would have finished by now
     overwritten = model.read_bytes() != written
-    client.close()
     for pid in alive:  # (they would outlive the benchmark)
         os.kill(pid, 9)
     stop_process(restarted)
     return {"processes_of_the_node": len(children), "alive_5_s_after_the_kill": len(alive),
             "newer_model_learned": newer.success, "newer_model_overwritten": overwritten}
+
+
+def call_restarted(srv_type, name: str, request, tries: int = 3, timeout: float = 30.0):
+    """A call to a node that has just been restarted under the name of one killed before: a request sent
+    before the new server matched the client is lost (wait_for_service may see the killed node's server,
+    still in the graph), so ask again, from a new client each time."""
+    for attempt in range(1, tries + 1):
+        client = ServiceClient()
+        try:
+            return client.call(client.client(srv_type, name, timeout=60.0), request, timeout=timeout * attempt)
+        except RuntimeError:
+            if attempt == tries:
+                raise
+        finally:
+            client.close()
 
 
 def clock(tmp: Path, env: dict, n: int) -> dict:
