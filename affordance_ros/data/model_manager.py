@@ -9,7 +9,11 @@ and ``save_online`` writes it atomically to the model file.
 
 The model file is the node's: it remembers the file it loaded or wrote last (``FileIdentity``), and
 when another program has replaced or changed it since, an online save refuses to write over it (it
-says so) and a learn, which the user asked for, replaces it and says so. A model or configuration
+says so) and a learn, which the user asked for, replaces it and says so, but only if the file is
+still the one it was when that learn began: a model written meanwhile (by another tool, or another
+node on the same model file) is newer than the learn's, and is kept (the learn fails, saying so).
+The check and the rename are one step for every node: both are done holding an exclusive lock on
+the model file's folder (``flock``, released when the process ends however it ends). A model or configuration
 whose probability tables would not fit in memory is refused where it is loaded, with the size it
 would need (``table_problem``).
 
@@ -19,8 +23,10 @@ so that online updates catch up on the cases stored while a learn ran or after a
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +83,7 @@ class ModelManager:
         self.model: AffordanceNetwork | None = None
         self.online: OnlineRefiner | None = None
         self.model_file: FileIdentity | None = None  # the model file as the node loaded or wrote it last
+        self.learn_base: FileIdentity | None = None  # the model file as it was when the current learn began
         _remove_leftovers(self.model_path)
 
     def load(self) -> str | None:
@@ -106,21 +113,30 @@ class ModelManager:
     def learn_job(self, structure: str, prior_strength: float) -> LearnJob:
         """A learn from the stored cases (``learn.learn``), with the current model (the prior when
         ``prior_strength`` > 0), writing the model file."""
+        self.learn_base = FileIdentity.of(self.model_path)
         return LearnJob(self.config, self.config_path, self.database_path, self.model_path, structure,
                         float(prior_strength), self.current_model())
 
     def install_learned(self, outcome: LearnOutcome) -> tuple[list[OnlineUpdate], str]:
         """A learned model replaces the model file (its file is renamed over it: atomic) and takes over
-        (``install``). AffordanceError, and nothing changed, when its tables are too large."""
+        (``install``). AffordanceError, and nothing changed, when its tables are too large or when the model
+        file was written by someone else while the learn ran (it is newer than the learn: it stays)."""
         try:
             _check_tables(outcome.model, "the learned model")
+            with _folder_locked(self.model_path):
+                on_disk = FileIdentity.of(self.model_path)
+                if on_disk not in (self.model_file, self.learn_base):
+                    raise AffordanceError(
+                        f"the model file {self.model_path} was written by another program while this learn ran, so "
+                        "it is newer than what was learned and stays as it is; nothing was installed (restart the "
+                        "node to use that file, or call ~/learn again to replace it)")
+                changed = self._changed_on_disk()
+                os.replace(outcome.file, self.model_path)
+                _sync_folder(self.model_path)
+                self.model_file = FileIdentity.of(self.model_path)
         except AffordanceError:
             outcome.file.unlink(missing_ok=True)
             raise
-        changed = self._changed_on_disk()
-        os.replace(outcome.file, self.model_path)
-        _sync_folder(self.model_path)
-        self.model_file = FileIdentity.of(self.model_path)
         updates, message = self.install(outcome.model)
         note = f"{changed}; the learned model replaced it" if changed else ""
         return updates, "; ".join(m for m in (note, message) if m)
@@ -161,12 +177,13 @@ class ModelManager:
         when another program changed the model file since the node loaded or wrote it: it is not touched)."""
         if not self.unsaved:
             return
-        changed = self._changed_on_disk()
-        if changed:
-            raise ModelFileChanged(f"{changed}, so online updates are not written over it (restart the node to "
-                                   "use that file, or call ~/learn to replace it)")
-        self.current_model().save(self.model_path)
-        self.model_file = FileIdentity.of(self.model_path)
+        with _folder_locked(self.model_path):
+            changed = self._changed_on_disk()
+            if changed:
+                raise ModelFileChanged(f"{changed}, so online updates are not written over it (restart the node "
+                                       "to use that file, or call ~/learn to replace it)")
+            self.current_model().save(self.model_path)
+            self.model_file = FileIdentity.of(self.model_path)
         self.online.unsaved = False
 
     def _changed_on_disk(self) -> str:
@@ -222,6 +239,19 @@ def _check_tables(network: AffordanceNetwork, what: str) -> None:
     problem = table_problem(network)
     if problem:
         raise AffordanceError(f"{what}: {problem}")
+
+
+@contextmanager
+def _folder_locked(path: Path):
+    """An exclusive ``flock`` on the folder of ``path`` while the block runs: what the nodes writing that
+    model file check and rename, they do one at a time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(folder)
 
 
 def _sync_folder(path: Path) -> None:

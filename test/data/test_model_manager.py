@@ -160,3 +160,26 @@ def test_a_configuration_whose_tables_would_not_fit_is_refused_with_the_size(tmp
     with pytest.raises(StartupError, match=r"would need 9,000,003,003 numbers \(72.0 GB; the largest, of 'E0' given "
                                            r"\['Action', 'O0', 'O1'\], 3,000,000,000\)"):
         manager(tmp_path, config=config)
+
+
+def test_a_learn_never_replaces_a_model_file_written_while_it_ran(tmp_path):
+    # two learners on one model file (each with its own database), as a node restarted beside an old one
+    seed(tmp_path, sampled_records(300))
+    first = manager(tmp_path)
+    other_config = tmp_path / "config.json"
+    second = ModelManager(other_config, tmp_path / "other.db", tmp_path / "model.json")
+    with CaseStore(tmp_path / "other.db") as store:
+        store.insert_many(sampled_records(200, prefix="o"))
+    slow = learn(first.learn_job("fixed", 0.0))  # began before the second learner wrote its model ...
+    second.install_learned(learn(second.learn_job("fixed", 0.0)))
+    newer = (tmp_path / "model.json").read_bytes()
+    with pytest.raises(AffordanceError, match="written by another program while this learn ran"):
+        first.install_learned(slow)  # ... so it ends after a newer model was written: that one stays
+    assert (tmp_path / "model.json").read_bytes() == newer and not slow.file.exists()
+    assert first.current_model() is None
+    # a learn that begins after the file was replaced is asked for over it: it replaces it, and says so
+    _, message = first.install_learned(learn(first.learn_job("fixed", 0.0)))
+    assert "was replaced or changed by another program; the learned model replaced it" in message
+    assert AffordanceNetwork.load(tmp_path / "model.json").metadata["cases"]["count"] == 300
+    first.close()
+    second.close()

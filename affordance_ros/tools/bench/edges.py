@@ -306,7 +306,8 @@ def lifecycle(tmp: Path, env: dict, seconds: float) -> dict:
             client.executor.spin_once(timeout_sec=0.01)
     try:
         first = learn.call_async(Learn.Request(structure="mcmc"))
-        spin(1.5)
+        spin(0.1)
+        learning(learner.pid)
         transition(Transition.TRANSITION_DEACTIVATE)
         client.executor.spin_until_future_complete(first, timeout_sec=30.0)
         service_answered = first.done() and "deactivated" in first.result().message
@@ -315,7 +316,8 @@ def lifecycle(tmp: Path, env: dict, seconds: float) -> dict:
         goal = actions.send_goal_async(LearnAction.Goal(structure="mcmc"))
         client.executor.spin_until_future_complete(goal, timeout_sec=20.0)
         result = goal.result().get_result_async()
-        spin(1.5)
+        spin(0.1)
+        learning(learner.pid)
         transition(Transition.TRANSITION_DEACTIVATE)
         client.executor.spin_until_future_complete(result, timeout_sec=30.0)
         action_result = result.done() and not result.result().result.success
@@ -368,6 +370,26 @@ def descendants(pid: int) -> set:
     return found
 
 
+def cpu_seconds(pids) -> float:
+    """The CPU time (user and system) the processes ``pids`` have used so far."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def learning(pid: int, timeout: float = 60.0, work: float = 0.3) -> bool:
+    """Wait until the learning process of the node ``pid`` has worked ``work`` CPU seconds more than when this
+    was called (a learn it was asked for runs: on a loaded machine a request may take seconds to get there)."""
+    before = cpu_seconds(descendants(pid))
+    return wait(lambda: cpu_seconds(descendants(pid)) - before >= work, timeout, period=0.05)
+
+
 def running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -388,8 +410,8 @@ def orphaned_worker(tmp: Path, env: dict) -> dict:
     client = ServiceClient()
     learn = client.client(Learn, f"{LEARNER}/learn", timeout=60.0)
     learn.call_async(Learn.Request(structure="mcmc"))
-    client.executor.spin_once(timeout_sec=3.0)
-    time.sleep(2.0)
+    client.executor.spin_once(timeout_sec=1.0)
+    learning(learner.pid)
     children = descendants(learner.pid)
     learner.kill()
     learner.wait()
@@ -397,18 +419,32 @@ def orphaned_worker(tmp: Path, env: dict) -> dict:
     alive = [pid for pid in children if running(pid)]
     restarted = launch("learner_node", {"database_path": db, "model_path": model, "status_period": 0.0}, tmp, env,
                        log="learner_node.2")
+    client.close()
     wait(lambda: "active: taking trials" in (tmp / "learner_node.2.log").read_text(), 60)
-    time.sleep(1.0)
-    newer = client.call(client.client(Learn, f"{LEARNER}/learn"), Learn.Request(structure="k2"), timeout=120.0)
+    newer = call_restarted(Learn, f"{LEARNER}/learn", Learn.Request(structure="k2"))
     written = model.read_bytes() if model.exists() else b""
     time.sleep(20.0)  # the killed node's learn would have finished by now
     overwritten = model.read_bytes() != written
-    client.close()
     for pid in alive:  # (they would outlive the benchmark)
         os.kill(pid, 9)
     stop_process(restarted)
     return {"processes_of_the_node": len(children), "alive_5_s_after_the_kill": len(alive),
             "newer_model_learned": newer.success, "newer_model_overwritten": overwritten}
+
+
+def call_restarted(srv_type, name: str, request, tries: int = 3, timeout: float = 30.0):
+    """A call to a node that has just been restarted under the name of one killed before: a request sent
+    before the new server matched the client is lost (wait_for_service may see the killed node's server,
+    still in the graph), so ask again, from a new client each time."""
+    for attempt in range(1, tries + 1):
+        client = ServiceClient()
+        try:
+            return client.call(client.client(srv_type, name, timeout=60.0), request, timeout=timeout * attempt)
+        except RuntimeError:
+            if attempt == tries:
+                raise
+        finally:
+            client.close()
 
 
 def clock(tmp: Path, env: dict, n: int) -> dict:
@@ -444,7 +480,8 @@ def clock(tmp: Path, env: dict, n: int) -> dict:
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
-        time.sleep(1.0)
+        wait(lambda: publisher.get_subscription_count() > 0, 60)  # the learner hears /clock ...
+        time.sleep(1.0)  # ... and has heard it
         sent = records(n, "clk")
         robot.send(sent, pause=0.01)
         wait(lambda: len(robot.answered("retry") | robot.answered("rejected")) >= n, 30)
