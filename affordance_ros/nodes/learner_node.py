@@ -223,7 +223,8 @@ class LearnerNode(LifecycleNode):
             self.log("error", f"{unstored} trials could not be stored as the node stopped: not confirmed either")
         if self.intake is not None:
             self.events.handle(self._committed())
-            self.get_logger().info(f"stopping; {self.status_line()}")
+            line = status_line(self.counts.snapshot(), self.intake.pending, self.settings.online_learning)
+            self.get_logger().info(f"stopping; {line}")
         for part in (self.diagnostics, self.events, self.model, self.learn_worker, self.manager):
             if part is not None:
                 part.close()
@@ -234,11 +235,6 @@ class LearnerNode(LifecycleNode):
     def _committed(self) -> list[Event]:
         """The events of the trials the writer stored since it was last asked."""
         return self.intake.committed(self.writer.take()) if self.writer is not None else []
-
-    @property
-    def learning(self) -> bool:
-        """True while a learn request (service or action) is being worked on."""
-        return self.learn.busy
 
     def _learn_job(self, structure: str) -> LearnJob:
         """A learn of ``structure`` ('' for the 'structure' parameter), with the 'prior_strength' parameter."""
@@ -258,12 +254,7 @@ class LearnerNode(LifecycleNode):
         counts = self.counts.snapshot()
         if counts != self._logged_counts:
             self._logged_counts = counts
-            self.get_logger().info(self.status_line(counts))
-
-    def status_line(self, counts=None) -> str:
-        """The counters in one line (as logged every status_period and at stop)."""
-        return status_line(self.counts.snapshot() if counts is None else counts, self.intake.pending,
-                           self.settings.online_learning)
+            self.get_logger().info(status_line(counts, self.intake.pending, self.settings.online_learning))
 
     def health(self) -> Health:
         """The node's health now, as /diagnostics reports it."""

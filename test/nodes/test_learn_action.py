@@ -81,7 +81,7 @@ def test_cancel_stops_learning_and_keeps_the_current_model(ros, tmp_path):
     assert not answer.result.success and "cancelled" in answer.result.message
     assert (tmp_path / "model.json").read_text() == model_file  # the current model stays, in use and on disk
     assert learner.manager.current_model() is model
-    assert learner.counts["learn_cancelled"] == 1 and not learner.learning
+    assert learner.counts["learn_cancelled"] == 1 and not learner.learn.busy
     after = ros.learn(structure="k2")  # and the next learn runs
     assert after.success, after.message
     assert json.loads((tmp_path / "model.json").read_text())["metadata"]["learned"]["structure"] == "k2"
@@ -92,7 +92,7 @@ def test_a_second_goal_is_rejected_with_its_reason_and_call_learn_prints_it(ros,
     config = write_config(tmp_path / "config.json", mcmc_samples=5_000_000, mcmc_burn_in=0)
     learner = ros.learner(config_path=str(config))
     handle, feedback = send(ros, "mcmc")  # minutes of MCMC
-    wait_for(lambda: learner.learning, what="the first learn to run")
+    wait_for(lambda: learner.learn.busy, what="the first learn to run")
 
     # a second goal is rejected in the goal callback (not accepted, then aborted)
     client = ActionClient(ros.client_node, LearnAction, ACTION)
@@ -111,4 +111,4 @@ def test_a_second_goal_is_rejected_with_its_reason_and_call_learn_prints_it(ros,
     cancel = Waiter(handle.cancel_goal_async()).result(20.0)
     assert len(cancel.goals_canceling) == 1
     assert Waiter(handle.get_result_async()).result(30.0).status == GoalStatus.STATUS_CANCELED
-    assert not learner.learning
+    assert not learner.learn.busy

@@ -22,7 +22,7 @@ def test_predict_and_storing_go_on_while_learning(ros, tmp_path):
     model_before = json.loads((tmp_path / "model.json").read_text())
 
     slow = ros.call_async(Learn, "/affordance_learner/learn", structure="mcmc")
-    wait_for(lambda: learner.learning, what="the slow learn to start")
+    wait_for(lambda: learner.learn.busy, what="the slow learn to start")
 
     second = ros.learn()
     assert not second.success

@@ -118,7 +118,7 @@ def test_deactivate_or_shutdown_during_a_learn_answers_the_caller_and_the_node_l
     seeded(tmp_path)
     learner = ros.learner(config_path=str(write_config(tmp_path / "slow.json", **SLOW_MCMC)))
     service = ros.call_async(Learn, f"{LEARNER}/learn", structure="mcmc")
-    wait_for(lambda: learner.learning, what="the learn to start")
+    wait_for(lambda: learner.learn.busy, what="the learn to start")
     assert change(ros, Transition.TRANSITION_DEACTIVATE)
     answer = service.result(30.0)
     assert not answer.success and "the node was deactivated" in answer.message
@@ -129,7 +129,7 @@ def test_deactivate_or_shutdown_during_a_learn_answers_the_caller_and_the_node_l
     assert actions.wait_for_server(timeout_sec=20.0)
     goal = Waiter(actions.send_goal_async(LearnAction.Goal(structure="mcmc"))).result(20.0)
     assert goal.accepted
-    wait_for(lambda: learner.learning, what="the action's learn to start")
+    wait_for(lambda: learner.learn.busy, what="the action's learn to start")
     assert change(ros, Transition.TRANSITION_DEACTIVATE)
     result = Waiter(goal.get_result_async()).result(30.0)
     assert result.status == 6 and not result.result.success  # GoalStatus.STATUS_ABORTED, with its result
@@ -139,7 +139,7 @@ def test_deactivate_or_shutdown_during_a_learn_answers_the_caller_and_the_node_l
 
     assert change(ros, Transition.TRANSITION_ACTIVATE)
     service = ros.call_async(Learn, f"{LEARNER}/learn", structure="mcmc")
-    wait_for(lambda: learner.learning, what="a third learn to start")
+    wait_for(lambda: learner.learn.busy, what="a third learn to start")
     assert change(ros, Transition.TRANSITION_ACTIVE_SHUTDOWN)
     answer = service.result(30.0)
     assert not answer.success and "shutting down" in answer.message
