@@ -9,10 +9,15 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestRegressor  # noqa: E402
+from sklearn.ensemble import (  # noqa: E402
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import KFold, cross_val_predict  # noqa: E402
-from sklearn.neighbors import KNeighborsRegressor  # noqa: E402
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor  # noqa: E402
 
 from affordance_ros.core.evaluation import Inputs  # noqa: E402
 from affordance_ros.tools.baselines import STRONG_BASELINES, sklearn_baselines  # noqa: E402
@@ -69,6 +74,28 @@ def test_gradient_boosting_predicts_one_reading_and_two_as_scikit_learn_does():
                     for j in range(y.shape[1])]
         np.testing.assert_allclose(mean, np.stack(expected, axis=1))
         assert variance.shape == y[:2].shape and np.all(variance > 0)
+
+
+def test_the_other_estimators_and_a_two_reading_target_are_scikit_learns_own_results_too():
+    """The random forest's classes, k-NN's both ways, and gradient boosting on a displacement (dx, dy): one
+    regressor per reading, each with its own held-out variance."""
+    inputs, y, readings = tiny()
+    features, test = inputs.features()
+    baselines = sklearn_baselines(k=2, seed=0)
+    np.testing.assert_allclose(baselines["random_forest"].labels(inputs, y, 2),
+                               RandomForestClassifier(random_state=0, n_jobs=1).fit(features, y).predict_proba(test))
+    np.testing.assert_allclose(baselines["knn"].labels(inputs, y, 2),
+                               KNeighborsClassifier(n_neighbors=2).fit(features, y).predict_proba(test))
+    np.testing.assert_allclose(baselines["knn"].readings(inputs, readings)[0][:, 0],
+                               KNeighborsRegressor(n_neighbors=2).fit(features, readings[:, 0]).predict(test))
+    displacement = np.column_stack([readings[:, 0], -2.0 * readings[:, 0] + np.arange(6)])
+    mean, variance = baselines["gradient_boosting"].readings(inputs, displacement)
+    folds = KFold(5, shuffle=True, random_state=0)
+    for j in range(2):
+        boosting = GradientBoostingRegressor(random_state=0)
+        np.testing.assert_allclose(mean[:, j], boosting.fit(features, displacement[:, j]).predict(test))
+        held_out = cross_val_predict(boosting, features, displacement[:, j], cv=folds)
+        np.testing.assert_allclose(variance[:, j], np.mean((held_out - displacement[:, j]) ** 2))
 
 
 def test_a_class_no_training_case_has_gets_probability_zero_and_missing_labels_are_skipped():

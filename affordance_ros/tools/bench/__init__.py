@@ -64,7 +64,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="CI-sized run: seconds, not minutes")
     p.add_argument("--out", default="bench-results", help="directory for PNGs, tables and JSON")
-    p.add_argument("--jobs", type=int, default=1, help="processes for the paper's repetitions")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="processes for the paper's repetitions and the scenarios' evaluations")
     p.add_argument("--reps", type=int, help="paper: repetitions (default 30, quick 2)")
     p.add_argument("--alpha", type=float, default=1.0,
                    help="paper: ground-truth CPT rows ~ Dirichlet(alpha) (networks.yaml: 1)")

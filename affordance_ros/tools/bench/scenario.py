@@ -1,6 +1,6 @@
 """The realistic scenarios (issues 10 and 23): ours against every baseline, and what a fold of learning costs.
 
-    affordance-ros bench scenario [--quick] [--reps N] [--out DIR]
+    affordance-ros bench scenario [--quick] [--reps N] [--jobs N] [--out DIR]
 
 Trials from ``core.scenarios``: tools (3 tools x 11 objects x 4 actions), hands (3 postures x 2 objects x 4
 actions), hands_shared (the hands' conditions with effects that share structure), tools_unseen (an object's
@@ -9,14 +9,18 @@ shipped configurations (config/tools.json, config/hands.json, config/transfer.js
 blocks, evaluated with ``core.evaluation`` against every baseline exactly as ``affordance-ros evaluate``
 does (scikit-learn's too, when installed). Then, on the tools scenario left one object out, each fold's
 learn alone: its time, its peak memory (``tracemalloc``: what numpy allocates) and the size of the effect;
-and the time of 10 folds on about 1500 tools cases (ours and the hand-written baselines).
+and the time of 10 folds on about 1500 tools cases (ours and the hand-written baselines). ``--jobs``: the
+evaluations (one per scenario and data set) in that many processes; the fold costs and the time always in this
+one, after them. Each scenario's table is printed as soon as its data sets are done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import tracemalloc
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -78,9 +82,17 @@ def metric_rows(result) -> list[tuple]:
     return rows
 
 
+def setting_rows(task) -> tuple[list[tuple], int]:
+    """``metric_rows`` of one evaluation against every baseline and its number of cases; ``task``:
+    ``run_setting``'s arguments but the baselines (made here: scikit-learn's estimators do not pickle)."""
+    result, n_cases = run_setting(*task[:7], every_baseline(10, 0), *task[7:])
+    return metric_rows(result), n_cases
+
+
 def fold_costs(seed: int, repeats: int, n_folds: int) -> list[dict]:
-    """The first ``n_folds`` folds of the tools scenario left one object out: each learn's time, its peak memory
-    and the effect's values, parents and parent configurations."""
+    """The first ``n_folds`` folds of the tools scenario left one object out: each learn's time (wall and this
+    process's CPU: a shared machine's load slows the one, not the other), its peak memory and the effect's values,
+    parents and parent configurations."""
     config, cases, entity = setting_cases("tools", "tools", seed, repeats)
     _, folds = group_indices(cases.extra[entity])
     every = np.arange(cases.n_cases)
@@ -88,13 +100,13 @@ def fold_costs(seed: int, repeats: int, n_folds: int) -> list[dict]:
     for test in folds[:n_folds]:
         train = cases.take(np.setdiff1d(every, test))
         tracemalloc.start()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         model = AffordanceLearner().fit(config, train).model_
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         effect = model["Effect"]
-        out.append({"seconds": seconds, "peak_mb": peak / 1e6, "effect_values": effect.card,
+        out.append({"seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak / 1e6, "effect_values": effect.card,
                     "effect_parents": list(effect.parents),
                     "parent_configurations": int(np.prod([model[p].card for p in effect.parents]))})
     return out
@@ -121,26 +133,31 @@ def run(args) -> int:
     reps = args.reps or (1 if args.quick else 3)
     # quick: 3 trials of every condition, 3 folds, 3 objects left out in turn (CI-sized)
     repeats, folds, objects_left_out = (3, 3, 3) if args.quick else (10, 10, None)
-    baselines = every_baseline(10, 0)
     lines = [f"Ours against every baseline (mean over {reps} simulated data sets; * best of the row; "
              "ours wins: on how many data sets ours was best; euclidean_rmse: of the displacement (dx, dy) as a "
              "whole, rmse: per coordinate):", ""]
+    tasks = [(scenario, config_name, scheme, targets, seed, repeats, folds, objects_left_out)
+             for scenario, config_name, scheme, targets in SETTINGS for seed in range(reps)]
     results = {}
-    for scenario, config_name, scheme, targets in SETTINGS:
-        scheme_name = f"{folds}-fold" if scheme == "10-fold" else scheme
-        if objects_left_out and scheme == "leave-one-object-out":
-            scheme_name += f" (the first {objects_left_out} objects)"
-        collected, n_cases = {}, 0
-        for seed in range(reps):
-            result, n_cases = run_setting(scenario, config_name, scheme, targets, seed, repeats, folds, baselines,
-                                          objects_left_out)
-            for target, key, values in metric_rows(result):
-                collected.setdefault((target, key), []).append(values)
-        results[f"{scenario} {scheme}"] = {f"{t} {k}": v for (t, k), v in collected.items()}
-        lines += _table(f"{scenario}, {scheme_name}", n_cases, collected)
+    with ProcessPoolExecutor(max_workers=args.jobs) if args.jobs > 1 else contextlib.nullcontext() as pool:
+        done = (pool.map if pool else map)(setting_rows, tasks)
+        for scenario, config_name, scheme, targets in SETTINGS:
+            scheme_name = f"{folds}-fold" if scheme == "10-fold" else scheme
+            if objects_left_out and scheme == "leave-one-object-out":
+                scheme_name += f" (the first {objects_left_out} objects)"
+            collected, n_cases = {}, 0
+            for _ in range(reps):
+                rows, n_cases = next(done)
+                for target, key, values in rows:
+                    collected.setdefault((target, key), []).append(values)
+            results[f"{scenario} {scheme}"] = {f"{t} {k}": v for (t, k), v in collected.items()}
+            table = _table(f"{scenario}, {scheme_name}", n_cases, collected)
+            lines += table
+            print("\n".join(table), flush=True)
     costs = fold_costs(0, repeats, 2 if args.quick else 11)
     lines.append(f"A fold's learn on the tools scenario, left one object out ({len(costs)} folds): "
-                 f"{np.mean([c['seconds'] for c in costs]):.2f} s on average, peak memory "
+                 f"{np.mean([c['seconds'] for c in costs]):.2f} s on average "
+                 f"({np.mean([c['cpu_seconds'] for c in costs]):.2f} s of CPU), peak memory "
                  f"{max(c['peak_mb'] for c in costs):.0f} MB at most; the effect "
                  f"{min(c['effect_values'] for c in costs)}-{max(c['effect_values'] for c in costs)} values for "
                  f"{min(c['parent_configurations'] for c in costs)}-{max(c['parent_configurations'] for c in costs)} "
