@@ -36,8 +36,10 @@ from ...share import share_directory
 from .common import machine_line, markdown_table, output_dir, pyplot, write_results
 
 WORLDS = ("montesano", "tools")
-STRATEGIES = ("active", "random", "round_robin")
+STRATEGIES = ("active", "parameter_gain", "random", "round_robin")
+CRITERIA = {"active": "predictive_information", "parameter_gain": "information_gain"}
 CANDIDATES = 4
+TARGETS = 100  # the objects seen last, whose effects predictive_information is about
 LEARN_EVERY = 25
 CHECKPOINTS = (25, 50, 100, 150, 200, 250, 300, 350, 400)
 QUICK_CHECKPOINTS = (25, 50, 100)
@@ -84,6 +86,7 @@ class Explorer:
         self.strategy, self.world, self.rng = strategy, world, rng
         self.turn = 0
         self.design = rng.permutation(len(world.actions) * world.n_kinds)
+        self.seen = []  # the candidates seen so far, as Candidate
 
     def choose(self, objects: Objects, model: AffordanceNetwork | None) -> tuple[str, int, Objects]:
         actions = self.world.actions
@@ -93,10 +96,12 @@ class Explorer:
             return actions[pair % len(actions)], 0, self.world.of_kind([pair // len(actions)], self.rng)
         if self.strategy == "random":
             return actions[int(self.rng.integers(len(actions)))], 0, objects
+        candidates = [Candidate(objects.sensors(j)) for j in range(len(objects))]
+        self.seen = [*self.seen, *candidates][-TARGETS:]
         if model is None:  # as the node answers before its first model
             pair = (self.turn - 1) % (len(actions) * len(objects))
             return actions[pair % len(actions)], pair // len(actions), objects
-        best = suggest_trials(model, [Candidate(objects.sensors(j)) for j in range(len(objects))], top=1)
+        best = suggest_trials(model, candidates, criterion=CRITERIA[self.strategy], top=1, targets=self.seen)
         return best.suggestions[0].action, best.suggestions[0].candidate, objects
 
 
