@@ -91,8 +91,9 @@ class Suggestion:
                     for name, label in self.expected.items()}
         out = {"action": self.action, "candidate": self.candidate, "score": _number(self.score),
                "information_gain": _number(self.information_gain),
-               "predictive_information": _number(self.predictive_information), "predictive_entropy": self.predictive_entropy,
-               "tried": _number(self.tried), "expected": expected, "readings": self.readings}
+               "predictive_information": _number(self.predictive_information),
+               "predictive_entropy": self.predictive_entropy, "tried": _number(self.tried), "expected": expected,
+               "readings": self.readings}
         if effects:
             out.update(effects=self.effects, effect_stddevs=self.effect_stddevs)
         return out

@@ -23,12 +23,16 @@ action, object readings), and the RMSE of the effect readings it predicts.
 
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from scipy.special import entr
+from scipy.stats import binom
 
 from ...core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, benchmark_network, predict_batch
+from ...core.ground_truth import sample_values
 from ...core.online import OnlineEM
 from ...core.suggest import Candidate, suggest_trials
 from ...core.worlds import NetworkWorld, Objects, ScenarioWorld
@@ -56,10 +60,12 @@ class Setting:
         self.name = world
         if world == "montesano":
             truth = benchmark_network("montesano", 1.0, seed).replace_variables({"Action": {"sensor": None}})
+            self.truth = truth
             self.world = NetworkWorld(truth)
             self.config = truth.replace_variables({v.name: {"cpt": None} for v in truth.variables})
             self.learner = AffordanceLearner(structure="fixed")
         else:
+            self.truth = None
             self.world = ScenarioWorld(world)
             config = AffordanceNetwork.load(share_directory() / "config" / f"{world}.json")
             # the robot chooses the action for the object in view: in its trials they are dependent, though the
@@ -169,6 +175,57 @@ def run_one(world: str, strategy: str, seed: int, checkpoints) -> dict:
     return curve
 
 
+@functools.lru_cache(maxsize=None)
+def excess_log_loss(card: int, trials: int, draws: int = 5000) -> np.ndarray:
+    """(trials + 1,): the expected excess log-loss, KL(p || estimate), of one CPT row after 0..``trials`` trials
+    of it, the row p ~ Dirichlet(1) as in the montesano world and the estimate the learner's posterior mean
+    under its prior of 1 per entry (Monte Carlo over ``draws`` rows, all at once)."""
+    rng = np.random.default_rng([card, trials, draws])
+    p = rng.dirichlet(np.ones(card), size=draws)
+    outcomes = (rng.random((draws, trials, 1)) > np.cumsum(p, axis=1)[:, None, :-1]).sum(axis=2)
+    counts = np.zeros((draws, trials + 1, card))
+    counts[:, 1:] = np.cumsum(np.eye(card)[outcomes], axis=1)
+    estimate = (counts + 1.0) / (np.arange(trials + 1)[None, :, None] + card)
+    cross = -(p[:, None, :] * np.log(estimate)).sum(axis=2)
+    return (cross - entr(p).sum(axis=1)[:, None]).mean(axis=0)
+
+
+def allocation_bound(truth: AffordanceNetwork, balanced: bool, rng: np.random.Generator,
+                     budgets=CHECKPOINTS, reference: int = GOAL[0], samples: int = 200_000) -> dict:
+    """How far any choice of trials could take the CPTs of ``truth`` (the montesano world: structure and sensors
+    known): the expected excess held-out log-loss of the effects' CPT rows, sum over rows of (how often held-out
+    trials use the row) x ``excess_log_loss`` (its trials), for random trials (each row's trials binomial, as
+    the objects come, every action alike) and for an oracle that knows every row's held-out frequency and
+    gives each row the trials that lower the total most (each effect's rows allotted on their own, which no
+    robot can: a bound). Returns {"random": [...], "oracle": [...]} at ``budgets`` and "oracle_reaches": the
+    first budget at which the oracle's excess is below random's at ``reference`` trials."""
+    action = truth.index(truth.group("action")[0])
+    objects = [truth.index(name) for name in truth.group("object")]
+    given = {action: rng.integers(truth.variables[action].card, size=samples)}
+    if balanced:
+        given.update({i: rng.integers(truth.variables[i].card, size=samples) for i in objects})
+    test = sample_values(truth, samples, rng, given)
+    natural = sample_values(truth, samples, rng, {action: given[action]})
+    top = max(*budgets, reference)
+    losses = {card: excess_log_loss(card, top) for card in {truth[n].card for n in truth.group("effect")}}
+    random_excess, oracle_excess = np.zeros(len(budgets)), np.zeros(len(budgets))
+    for name in truth.group("effect"):
+        i = truth.index(name)
+        parents = list(truth.parent_indices(i))
+        shape = tuple(truth.variables[p].card for p in parents)
+        weights, frequency = (np.bincount(np.ravel_multi_index(tuple(codes[:, parents].T), shape),
+                                          minlength=int(np.prod(shape))) / samples for codes in (test, natural))
+        loss = losses[truth.variables[i].card]
+        # random: n ~ Binomial(budget, frequency) trials of each row; the oracle: the budget's largest decreases
+        random_excess += [weights @ binom.pmf(np.arange(n + 1)[None, :], n, frequency[:, None]) @ loss[:n + 1]
+                          for n in budgets]
+        decreases = np.sort((weights[:, None] * -np.diff(loss)[None, :]).ravel())[::-1]
+        oracle_excess += [weights.sum() * loss[0] - decreases[:n].sum() for n in budgets]
+    target = random_excess[list(budgets).index(reference)]
+    reaches = next((n for n, excess in zip(budgets, oracle_excess) if excess <= target), None)
+    return {"random": random_excess.tolist(), "oracle": oracle_excess.tolist(), "oracle_reaches": reaches}
+
+
 def ranking_time(world: str, n_candidates: int = 20, repeats: int = 20) -> dict:
     """CPU time of ranking every action on ``n_candidates`` candidates with a model learned from 400 trials."""
     setting = Setting(world, 0)
@@ -230,6 +287,10 @@ def run(args) -> int:
         results["worlds"][world] = {"summary": summary, "trials_to_reach": reached,
                                     "runs": {s: [runs[world, s, seed] for seed in range(reps)] for s in STRATEGIES}}
         table += _table(world, summary, checkpoints, reference, reached)
+    results["bound"] = {test: _mean_bound([allocation_bound(Setting("montesano", seed).truth, test == "balanced",
+                                                            np.random.default_rng([seed, 7]), checkpoints, reference)
+                                           for seed in range(reps)], checkpoints, reference) for test in TESTS}
+    table += _bound_table(results["bound"], checkpoints, reference)
     results["ranking"] = {world: ranking_time(world) for world in WORLDS}
     table += _ranking_table(results["ranking"])
     _plot(results, checkpoints, out / "exploration_curves.png")
@@ -254,6 +315,24 @@ def _table(world: str, summary: dict, checkpoints, reference: int, reached: dict
                  + f"\nactive reaches random's {reference}-trial log-density after {after} trials: the goal (at most "
                  f"{GOAL[1]}) is {goal}\n")
     return text
+
+
+def _mean_bound(bounds: list, checkpoints, reference: int) -> dict:
+    """The seeds' bounds averaged, and the first budget at which the mean oracle is below the mean random at
+    ``reference``."""
+    mean = {key: np.mean([b[key] for b in bounds], axis=0).tolist() for key in ("random", "oracle")}
+    target = mean["random"][list(checkpoints).index(reference)]
+    return {**mean, "oracle_reaches": next((n for n, x in zip(checkpoints, mean["oracle"]) if x <= target), None)}
+
+
+def _bound_table(bounds: dict, checkpoints, reference: int) -> str:
+    rows = [[TESTS[test], who, *[f"{x:.3f}" for x in bound[who]],
+             "" if who == "random" else (bound["oracle_reaches"] or f"> {checkpoints[-1]}")]
+            for test, bound in bounds.items() for who in ("random", "oracle")]
+    return ("\nmontesano: expected excess held-out log-loss of the effects' CPTs (nats per trial; allocation_bound) "
+            "after N trials, random trials against an oracle allocation of trials to CPT rows\n\n"
+            + markdown_table(["held-out objects", "trials", *map(str, checkpoints),
+                              f"oracle reaches random's {reference}"], rows))
 
 
 def _ranking_table(ranking: dict) -> str:
