@@ -221,8 +221,10 @@ def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
             parents = model.parent_indices(i)
             q = posterior(model, list(parents), likelihoods, hard).reshape(n_trials, -1) if parents else \
                 np.ones((n_trials, 1))
-            target = (posterior(model, list(parents), target_likelihoods, target_hard).reshape(-1, len(q.T))
-                      .mean(axis=0) if parents else np.ones(1))
+            if not parents or target_likelihoods is likelihoods:
+                target = q.mean(axis=0)
+            else:
+                target = posterior(model, list(parents), target_likelihoods, target_hard).reshape(-1, len(q.T)).mean(0)
             alpha = v.counts.reshape(-1, v.card)
             cpt = v.cpt.reshape(-1, v.card)
             total = alpha.sum(axis=1)

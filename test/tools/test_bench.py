@@ -247,7 +247,7 @@ def test_exploration_quick(tmp_path):
     table = (tmp_path / "exploration_table.md").read_text()
     assert table.strip() in printed
     results = json.loads((tmp_path / "exploration_results.json").read_text())
-    assert results["checkpoints"] == [25, 50, 100] and results["reps"] == 2
+    assert results["checkpoints"] == [25, 50, 100] and results["reps"] == 1
     for world in ("montesano", "tools"):
         summary = results["worlds"][world]["summary"]
         assert set(summary) == {"active", "parameter_gain", "random", "round_robin"}
