@@ -21,7 +21,7 @@ METHODS = ("em", "discrete")
 EM_INITS = ("uniform", "discrete", "random")
 EM_ACCELERATIONS = ("squarem", "none")
 # how core.suggest ranks trials (here, not there: the command line lists them without loading scipy)
-SUGGEST_CRITERIA = ("information_gain", "predictive_entropy", "least_tried")
+SUGGEST_CRITERIA = ("information_gain", "predictive_information", "predictive_entropy", "least_tried")
 
 
 # the values a choice option takes

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy.special import digamma, entr
+from scipy.special import digamma, entr, xlogy
 
 from .errors import EvidenceError
 from .evidence import evidence_from_log_likelihoods
@@ -43,7 +43,7 @@ from .options import SUGGEST_CRITERIA
 from .predict import predict_readings
 from .query import posterior
 
-NEEDS_COUNTS = ("information_gain", "least_tried")
+NEEDS_COUNTS = ("information_gain", "predictive_information", "least_tried")
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class Suggestion:
     candidate: int
     score: float
     information_gain: float
+    predictive_information: float
     predictive_entropy: float
     tried: float
     effects: dict
@@ -89,8 +90,10 @@ class Suggestion:
                            "stddev": self.effect_stddevs[name][label] if self.effect_stddevs else None}
                     for name, label in self.expected.items()}
         out = {"action": self.action, "candidate": self.candidate, "score": _number(self.score),
-               "information_gain": _number(self.information_gain), "predictive_entropy": self.predictive_entropy,
-               "tried": _number(self.tried), "expected": expected, "readings": self.readings}
+               "information_gain": _number(self.information_gain),
+               "predictive_information": _number(self.predictive_information),
+               "predictive_entropy": self.predictive_entropy, "tried": _number(self.tried), "expected": expected,
+               "readings": self.readings}
         if effects:
             out.update(effects=self.effects, effect_stddevs=self.effect_stddevs)
         return out
@@ -125,6 +128,7 @@ class TrialScores:
     actions: list
     n_candidates: int
     information_gain: np.ndarray
+    predictive_information: np.ndarray
     predictive_entropy: np.ndarray
     tried: np.ndarray
     effects: dict
@@ -133,7 +137,8 @@ class TrialScores:
 
     def criterion(self, name: str) -> np.ndarray:
         """The scores (K,) of criterion ``name``, higher: more to learn."""
-        return {"information_gain": self.information_gain, "predictive_entropy": self.predictive_entropy,
+        return {"information_gain": self.information_gain, "predictive_information": self.predictive_information,
+                "predictive_entropy": self.predictive_entropy,
                 "least_tried": -self.tried}[name]
 
 
@@ -156,16 +161,44 @@ def dirichlet_information_gain(alpha: np.ndarray, mean: np.ndarray | None = None
     return np.maximum(gain, 0.0)
 
 
+def dirichlet_predictive_information(alpha: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
+    """I(y; y*) of two outcomes of one categorical row under theta ~ Dirichlet(alpha), per row of ``alpha``
+    (..., r): what observing one outcome tells about another of the same row, ``H(p) - sum_k p_k H(p | k)``
+    with p = alpha / alpha0 and p | k = (alpha + e_k) / (alpha0 + 1), the predictive after seeing k. It falls
+    as (r - 1) / (2 alpha0^2) where ``dirichlet_information_gain`` falls as (r - 1) / (2 alpha0). A row of
+    zeros (no case and no prior) gives the limit alpha0 -> 0 with p = its ``mean`` row (default uniform): H(p).
+    """
+    alpha = np.asarray(alpha, dtype=float)
+    total = alpha.sum(axis=-1)
+    mean = np.full(alpha.shape, 1.0 / alpha.shape[-1]) if mean is None else np.asarray(mean, dtype=float)
+    seen = total > 0
+    p = np.where(seen[..., None], alpha / np.where(seen, total, 1.0)[..., None], mean)
+    after = total + 1.0
+    # sum_j (p | k)_j log (p | k)_j, from sum_j alpha_j log alpha_j with alpha_k's term replaced
+    plogp = ((xlogy(alpha, alpha).sum(axis=-1)[..., None] - xlogy(alpha, alpha) + xlogy(alpha + 1.0, alpha + 1.0))
+             / after[..., None] - np.log(after)[..., None])
+    information = entr(p).sum(axis=-1) + np.where(seen, (p * plogp).sum(axis=-1), 0.0)
+    return np.maximum(information, 0.0)
+
+
 def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
-                 actions: Sequence[str] | None = None) -> TrialScores:
+                 actions: Sequence[str] | None = None, targets: Sequence[Candidate] | None = None) -> TrialScores:
     """Every criterion for every (candidate, action) pair (``actions``: labels of the model's action
-    variable; None: all). EvidenceError for a request that does not fit the model.
+    variable; None: all). ``targets``: the objects whose effects the model is to predict, each with every
+    action alike, for ``predictive_information`` (None: the candidates). EvidenceError for a request that
+    does not fit the model.
     """
     candidates = list(candidates)
     actions = check_trials(model, candidates, actions)
     action_var = _action_variable(model)
     model.engine  # noqa: B018  (raises ModelFormatError when the model has no parameters)
     likelihoods, hard = _trial_evidence(model, action_var, actions, candidates)
+    if targets is None and len(actions) == action_var.card:
+        target_likelihoods, target_hard = likelihoods, hard
+    else:
+        targets = candidates if targets is None else list(targets)
+        check_trials(model, targets, None)
+        target_likelihoods, target_hard = _trial_evidence(model, action_var, list(action_var.values), targets)
     effects = [model.index(name) for name in model.group("effect")]
     if not effects:
         raise EvidenceError("the model has no effect variables: there is nothing a trial would show")
@@ -178,39 +211,46 @@ def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
         axes = tuple(1 + a for a in range(len(effects)) if a != j)
         marginals[model.names[i]] = joint.sum(axis=axes) if axes else joint
     gain = np.full(n_trials, np.nan)
+    predictive = np.full(n_trials, np.nan)
     tried = np.full(n_trials, np.nan)
     stddevs = {}
     if model.has_counts:
-        gain[:], tried[:] = 0.0, np.inf
+        gain[:], predictive[:], tried[:] = 0.0, 0.0, np.inf
         for i in effects:
             v = model.variables[i]
             parents = model.parent_indices(i)
             q = posterior(model, list(parents), likelihoods, hard).reshape(n_trials, -1) if parents else \
                 np.ones((n_trials, 1))
+            if not parents or target_likelihoods is likelihoods:
+                target = q.mean(axis=0)
+            else:
+                target = posterior(model, list(parents), target_likelihoods, target_hard).reshape(-1, len(q.T)).mean(0)
             alpha = v.counts.reshape(-1, v.card)
             cpt = v.cpt.reshape(-1, v.card)
             total = alpha.sum(axis=1)
             gain += q @ dirichlet_information_gain(alpha, cpt)
+            predictive += q @ (target * dirichlet_predictive_information(alpha, cpt))
             tried = np.minimum(tried, q @ total)
             variance = cpt * (1.0 - cpt) / (total + 1.0)[:, None]
             stddevs[v.name] = np.sqrt((q * q) @ variance)
-    return TrialScores(list(actions), len(candidates), gain, entropy, tried, marginals, stddevs,
+    return TrialScores(list(actions), len(candidates), gain, predictive, entropy, tried, marginals, stddevs,
                        predict_readings(model, marginals))
 
 
 def suggest_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], actions: Sequence[str] | None = None,
-                   criterion: str = "information_gain", top: int | None = None) -> TrialSuggestions:
+                   criterion: str = "information_gain", top: int | None = None,
+                   targets: Sequence[Candidate] | None = None) -> TrialSuggestions:
     """Rank every (action, candidate) trial by ``criterion`` (``SUGGEST_CRITERIA``), best first; ``top``: keep
-    that many.
+    that many; ``targets``: the objects ``predictive_information`` is about (None: the candidates).
 
     E.g. ``suggest_trials(model, [Candidate(sensors={"size": 9.8}), Candidate(values={"Shape": "box"})])``.
     Ties keep the order candidate by candidate, action by action. A model without Dirichlet counts is
-    ranked by predictive entropy when ``information_gain`` or ``least_tried`` is asked for (``note`` says so).
+    ranked by predictive entropy when a criterion that needs them is asked for (``note`` says so).
     """
     check_criterion(criterion)
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
         raise EvidenceError(f"top must be a whole number >= 1 (or None for all), got {top!r}")
-    scores = score_trials(model, candidates, actions)
+    scores = score_trials(model, candidates, actions, targets)
     used, note = criterion, ""
     if criterion in NEEDS_COUNTS and not model.has_counts:
         used = "predictive_entropy"
@@ -225,10 +265,12 @@ def suggest_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], ac
                         for part in (scores.effects, scores.effect_stddevs))
     readings = [(prediction.names, prediction.mean[order].tolist(), prediction.stddev[order].tolist())
                 for prediction in scores.readings.values()]
-    gain, entropy, tried, score = (x[order].tolist() for x in (scores.information_gain, scores.predictive_entropy,
-                                                               scores.tried, values))
+    gain, information, entropy, tried, score = (
+        x[order].tolist() for x in (scores.information_gain, scores.predictive_information, scores.predictive_entropy,
+                                    scores.tried, values))
     suggestions = [
-        Suggestion(scores.actions[k % n_actions], k // n_actions, score[r], gain[r], entropy[r], tried[r],
+        Suggestion(scores.actions[k % n_actions], k // n_actions, score[r], gain[r], information[r], entropy[r],
+                   tried[r],
                    {name: dict(zip(labels[name], p[r])) for name, p in effects.items()},
                    {name: dict(zip(labels[name], s[r])) for name, s in stddevs.items()},
                    {reading: {"mean": mean[r][j], "stddev": stddev[r][j]}
@@ -325,4 +367,4 @@ def _check_object_evidence(action_var: Variable, var: Variable, c: int, what: st
 
 
 __all__ = ["Candidate", "Suggestion", "TrialScores", "TrialSuggestions", "check_criterion", "check_trials",
-           "dirichlet_information_gain", "score_trials", "suggest_trials"]
+           "dirichlet_information_gain", "dirichlet_predictive_information", "score_trials", "suggest_trials"]

@@ -84,8 +84,9 @@ def add_suggest_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--action", action="append", help="an action to consider (default: all); repeatable")
     parser.add_argument("--criterion", choices=SUGGEST_CRITERIA, default=SUGGEST_CRITERIA[0],
                         help="information_gain: what the trial's effects would teach about the model's parameters "
-                             "(default); predictive_entropy: how unsure the model is of the effects; least_tried: "
-                             "the fewest earlier trials")
+                             "(default); predictive_information: what they would teach about the effects of the "
+                             "candidates (EPIG); predictive_entropy: how unsure the model is of the effects; "
+                             "least_tried: the fewest earlier trials")
     parser.add_argument("--best", type=count_or_all("every trial"), default=0, metavar="N",
                         help="show the N best trials (default 0: every action on every candidate, best first)")
 

@@ -26,6 +26,7 @@ from affordance_ros.core.parameters import family_counts
 from affordance_ros.core.suggest import (
     Candidate,
     dirichlet_information_gain,
+    dirichlet_predictive_information,
     score_trials,
     suggest_trials,
 )
@@ -133,6 +134,66 @@ def test_information_gain_and_predictive_entropy_equal_brute_force_enumeration()
     assert best.action == "pull"  # what updates the little-seen row Effect1[pull, box] teaches the most
 
 
+def two_draws_information(alpha) -> float:
+    """I(y; y*) of two outcomes of one Dirichlet row, from their joint table: p(y, y*) = E[theta_y theta_y*]."""
+    alpha = np.asarray(alpha, dtype=float)
+    total = alpha.sum()
+    joint = (np.outer(alpha, alpha) + np.diag(alpha)) / (total * (total + 1.0))
+    p = alpha / total
+    return float((joint * np.log(joint / np.outer(p, p))).sum())
+
+
+def test_the_closed_form_of_predictive_information_is_the_information_between_two_draws_of_a_row():
+    rng = np.random.default_rng(20)
+    for r in (2, 3, 5):
+        for alpha in [rng.gamma(0.7, 3.0, r) + 0.01, np.full(r, 1.0), rng.gamma(5.0, 20.0, r)]:
+            assert dirichlet_predictive_information(alpha) == pytest.approx(two_draws_information(alpha), **EXACT)
+    table = rng.gamma(2.0, 1.0, (4, 3, 2))
+    assert dirichlet_predictive_information(table) == pytest.approx(
+        np.array([two_draws_information(row) for row in table.reshape(-1, 2)]).reshape(4, 3), **EXACT)
+    # it falls as 1 / alpha0^2, the gain about the parameters as 1 / alpha0: with many cases it is far smaller
+    many = np.array([300.0, 200.0, 100.0])
+    assert dirichlet_predictive_information(many) < dirichlet_information_gain(many) / 100
+    assert dirichlet_predictive_information(np.zeros(4)) == pytest.approx(np.log(4))
+
+
+def row_distributions(model, candidate, actions=(0, 1)) -> tuple[np.ndarray, np.ndarray]:
+    """The distributions of the row of Effect1 (Action, Object) and of Effect2 (Action, Effect1) a trial
+    updates, with every action of ``actions`` alike, by hand."""
+    objects = object_posterior(model, candidate)
+    effect1, effect2 = np.zeros((2, 2)), np.zeros((2, 3))
+    for a in actions:
+        effect1[a] += objects / len(actions)
+        effect2[a] += objects @ model["Effect1"].cpt[a] / len(actions)
+    return effect1, effect2
+
+
+def test_predictive_information_weights_each_row_by_how_often_the_targets_use_it():
+    model = tiny_model(np.random.default_rng(21))
+    information = [dirichlet_predictive_information(model[name].counts) for name in ("Effect1", "Effect2")]
+    for targets in (None, [Candidate(values={"Object": "ball"})], [Candidate(sensors={"roundness": 2.5}),
+                                                                  Candidate()]):
+        scores = score_trials(model, CANDIDATES, targets=targets)
+        weights = [np.mean([row_distributions(model, t)[e] for t in (targets or CANDIDATES)], axis=0)
+                   for e in range(2)]
+        for c, candidate in enumerate(CANDIDATES):
+            for a in range(2):
+                rows = row_distributions(model, candidate, (a,))
+                expected = sum((rows[e] * weights[e] * information[e]).sum() for e in range(2))
+                assert scores.predictive_information[c * 2 + a] == pytest.approx(expected, **EXACT), (targets, c, a)
+    # targets that are all balls: Effect1's rows of a box teach nothing about them
+    balls = score_trials(model, [Candidate(values={"Object": "box"})], targets=[Candidate(values={"Object": "ball"})])
+    effect2_only = [(row_distributions(model, Candidate(values={"Object": "box"}), (a,))[1]
+                     * row_distributions(model, Candidate(values={"Object": "ball"}))[1] * information[1]).sum()
+                    for a in range(2)]
+    assert balls.predictive_information == pytest.approx(effect2_only, **EXACT)
+    ranked = suggest_trials(model, CANDIDATES, criterion="predictive_information")
+    assert ranked.criterion == "predictive_information" and ranked.note == ""
+    own = score_trials(model, CANDIDATES).predictive_information  # the candidates are the targets
+    assert [s.score for s in ranked.suggestions] == sorted(own.tolist(), reverse=True)
+    assert [s.score for s in ranked.suggestions] == [s.predictive_information for s in ranked.suggestions]
+
+
 def test_least_tried_counts_the_trials_behind_the_rows_a_trial_updates():
     model = tiny_model(np.random.default_rng(2))
     alpha1, alpha2 = model["Effect1"].counts, model["Effect2"].counts
@@ -180,16 +241,18 @@ def test_the_ranking_is_best_first_and_top_keeps_the_best():
 def test_without_counts_it_says_so_and_ranks_by_predictive_entropy():
     model = tiny_model(np.random.default_rng(5), with_counts=False)
     assert not model.has_counts
-    for criterion in ("information_gain", "least_tried"):
+    for criterion in ("information_gain", "predictive_information", "least_tried"):
         answer = suggest_trials(model, CANDIDATES, criterion=criterion)
         assert answer.criterion == "predictive_entropy" and answer.requested == criterion
         assert "no Dirichlet counts" in answer.note
         assert [s.score for s in answer.suggestions] == sorted((s.predictive_entropy for s in answer.suggestions),
                                                                reverse=True)
-        assert all(np.isnan(s.information_gain) and np.isnan(s.tried) for s in answer.suggestions)
+        assert all(np.isnan(s.information_gain) and np.isnan(s.predictive_information) and np.isnan(s.tried)
+                   for s in answer.suggestions)
         assert all(s.effect_stddevs == {} for s in answer.suggestions)
         first = answer.to_dict()["suggestions"][0]
-        assert first["information_gain"] is None and first["tried"] is None
+        assert first["information_gain"] is None and first["predictive_information"] is None
+        assert first["tried"] is None
         assert all(e["stddev"] is None for e in first["expected"].values())
 
 

@@ -97,7 +97,14 @@ def test_with_a_model_the_ranking_is_suggest_trials_on_the_nodes_model(ros, lear
     assert list(zip(least.actions, least.candidates)) == [(s.action, s.candidate) for s in core.suggestions]
     assert list(least.scores) == pytest.approx([s.score for s in core.suggestions])
     assert len(least.expected_labels) == 2 * len(effects)
-    assert learner.counts["suggest_ok"] == 2 and learner.counts["suggest_failed"] == 0
+    # about the candidates' effects with every action, though only two are to be tried
+    epig = suggest(ros, CANDIDATES, criterion="predictive_information", actions=["tap", "touch"])
+    core = core_suggestions(model, CANDIDATES, criterion="predictive_information", actions=["tap", "touch"])
+    assert epig.criterion == "predictive_information" and epig.message == "ranked by predictive_information"
+    assert list(zip(epig.actions, epig.candidates)) == [(s.action, s.candidate) for s in core.suggestions]
+    assert list(epig.scores) == pytest.approx([s.score for s in core.suggestions], abs=1e-12)
+    assert list(epig.scores) == sorted(epig.scores, reverse=True) and epig.scores[-1] > 0
+    assert learner.counts["suggest_ok"] == 3 and learner.counts["suggest_failed"] == 0
 
 
 def test_a_model_without_counts_is_ranked_by_predictive_entropy_and_the_answer_says_so(ros, learned, tmp_path):

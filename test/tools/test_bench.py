@@ -245,25 +245,48 @@ def test_em_quick(tmp_path):
 
 
 def test_exploration_quick(tmp_path):
-    """Learning curves of the three strategies on both worlds, the goal said, the ranking timed, the plot drawn."""
+    """Learning curves of the four strategies on both worlds, the goal said, the montesano bound, the ranking
+    timed, the plot drawn."""
     printed = bench("exploration", out=tmp_path)
     table = (tmp_path / "exploration_table.md").read_text()
     assert table.strip() in printed
     results = json.loads((tmp_path / "exploration_results.json").read_text())
-    assert results["checkpoints"] == [25, 50, 100] and results["reps"] == 2
+    assert results["checkpoints"] == [25, 50, 100] and results["reps"] == 1
     for world in ("montesano", "tools"):
         summary = results["worlds"][world]["summary"]
-        assert set(summary) == {"active", "random", "round_robin"}
+        assert set(summary) == {"active", "parameter_gain", "random", "round_robin"}
         for strategy, curves in summary.items():
             assert len(curves["log_density_natural"]) == len(curves["rmse_balanced"]) == 3
             assert all(math.isfinite(x) and x < 0 for x in curves["log_density_natural"][1:]), (world, strategy)
             assert all(math.isfinite(x) and x > 0 for x in curves["rmse_natural"][1:]), (world, strategy)
         assert set(results["worlds"][world]["trials_to_reach"]) == {"natural", "balanced"}
     assert table.count("the goal (at most 150) is") == 4
+    for test, bound in results["bound"].items():  # the oracle allocation is never worse than random trials
+        assert all(o <= r + 1e-9 for o, r in zip(bound["oracle"], bound["random"])), test
+        assert bound["random"] == sorted(bound["random"], reverse=True)
+    assert "oracle reaches random's 100" in table
     for world, timing in results["ranking"].items():
         assert timing["candidates"] == 20 and timing["best_ms"] > 0
     assert "| tools | 4 x 20 |" in table
     assert_png(tmp_path / "exploration_curves.png")
+
+
+def test_the_excess_log_loss_of_a_row_is_what_its_posterior_mean_loses():
+    """excess_log_loss (Monte Carlo) against the closed forms for a row p ~ Dirichlet(1) estimated by its posterior
+    mean: before any trial, log r - E[H(p)]; after one, H of (1 + e_k) / (r + 1) - E[H(p)] (every outcome alike);
+    and it falls with the trials."""
+    import numpy as np
+    from scipy.special import digamma, entr
+
+    from affordance_ros.tools.bench.exploration import excess_log_loss
+
+    for card in (2, 3, 4):
+        loss = excess_log_loss(card, 50)
+        entropy = digamma(card + 1) - digamma(2)  # E[H(p)] under Dirichlet(1)
+        assert loss[0] == pytest.approx(np.log(card) - entropy, abs=0.01)
+        after_one = entr((1.0 + np.eye(card)[0]) / (card + 1)).sum()
+        assert loss[1] == pytest.approx(after_one - entropy, abs=0.01)
+        assert np.all(np.diff(loss) < 0) and loss[50] < loss[0] / 10
 
 
 def test_exploration_scores_are_the_predictive_density_of_the_effects():

@@ -40,8 +40,8 @@ def test_suggest_ranks_the_trials_of_a_model_file(model_file):
     assert answer == json.loads(json.dumps(expected.to_dict(effects=False)))
     assert len(answer["suggestions"]) == 9 and answer["criterion"] == "information_gain"
     first = answer["suggestions"][0]
-    assert set(first) == {"action", "candidate", "score", "information_gain", "predictive_entropy", "tried",
-                          "expected", "readings"}
+    assert set(first) == {"action", "candidate", "score", "information_gain", "predictive_information",
+                          "predictive_entropy", "tried", "expected", "readings"}
     assert set(first["expected"]) == {"ObjVel", "ObjHandVel", "HandVel", "Contact"}
 
     out = run("suggest", "--model", model_file, *candidate_args(), "--action", "tap", "--action", "touch",

@@ -7,8 +7,10 @@ fixed and its sensors known: the CPTs are learned) and the tools scenario (confi
 block: sensors, effects per condition, structure and CPTs learned). A run does up to 400 trials, one at a
 time. Before each the robot sees ``CANDIDATES`` objects as the world brings them, and picks the trial:
 
-- active: ``core.suggest.suggest_trials`` (information gain) on the current model; before the first model,
-  the learner node's round robin over (action, candidate);
+- active: ``core.suggest.suggest_trials`` by ``predictive_information`` (EPIG) on the current model, about the
+  effects of the ``TARGETS`` objects the robot saw last; before the first model, the learner node's round robin
+  over (action, candidate);
+- parameter gain: the same by ``information_gain`` (about the CPT parameters);
 - random: a random action on the first candidate (the objects come at random);
 - round robin: every (action, kind of object) of the world in turn, in an order drawn per seed, the object
   fetched whatever the candidates (a systematic design an experimenter sets up by hand).
@@ -19,16 +21,24 @@ between. At 25, 50, 100, 150, ..., 400 trials the model just learned is scored o
 trials, every action as likely: objects as they come, and every kind of object alike (the same for the tools
 scenario, whose kinds come alike): the held-out predictive log-density of the effects, log p(effect readings |
 action, object readings), and the RMSE of the effect readings it predicts.
+
+On montesano, ``allocation_bound`` says how far any choice of trials could take the CPTs: an oracle that knows
+how often the held-out trials use each CPT row and gives the rows the trials that lower the expected held-out
+log-loss most, against random trials, from the expected excess log-loss of a row after n trials.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from scipy.special import entr
+from scipy.stats import binom
 
 from ...core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, benchmark_network, predict_batch
+from ...core.ground_truth import sample_values
 from ...core.online import OnlineEM
 from ...core.suggest import Candidate, suggest_trials
 from ...core.worlds import NetworkWorld, Objects, ScenarioWorld
@@ -36,8 +46,10 @@ from ...share import share_directory
 from .common import machine_line, markdown_table, output_dir, pyplot, write_results
 
 WORLDS = ("montesano", "tools")
-STRATEGIES = ("active", "random", "round_robin")
+STRATEGIES = ("active", "parameter_gain", "random", "round_robin")
+CRITERIA = {"active": "predictive_information", "parameter_gain": "information_gain"}
 CANDIDATES = 4
+TARGETS = 100  # the objects seen last, whose effects predictive_information is about
 LEARN_EVERY = 25
 CHECKPOINTS = (25, 50, 100, 150, 200, 250, 300, 350, 400)
 QUICK_CHECKPOINTS = (25, 50, 100)
@@ -54,10 +66,12 @@ class Setting:
         self.name = world
         if world == "montesano":
             truth = benchmark_network("montesano", 1.0, seed).replace_variables({"Action": {"sensor": None}})
+            self.truth = truth
             self.world = NetworkWorld(truth)
             self.config = truth.replace_variables({v.name: {"cpt": None} for v in truth.variables})
             self.learner = AffordanceLearner(structure="fixed")
         else:
+            self.truth = None
             self.world = ScenarioWorld(world)
             config = AffordanceNetwork.load(share_directory() / "config" / f"{world}.json")
             # the robot chooses the action for the object in view: in its trials they are dependent, though the
@@ -84,6 +98,7 @@ class Explorer:
         self.strategy, self.world, self.rng = strategy, world, rng
         self.turn = 0
         self.design = rng.permutation(len(world.actions) * world.n_kinds)
+        self.seen = []  # the candidates seen so far, as Candidate
 
     def choose(self, objects: Objects, model: AffordanceNetwork | None) -> tuple[str, int, Objects]:
         actions = self.world.actions
@@ -93,10 +108,12 @@ class Explorer:
             return actions[pair % len(actions)], 0, self.world.of_kind([pair // len(actions)], self.rng)
         if self.strategy == "random":
             return actions[int(self.rng.integers(len(actions)))], 0, objects
+        candidates = [Candidate(objects.sensors(j)) for j in range(len(objects))]
+        self.seen = [*self.seen, *candidates][-TARGETS:]
         if model is None:  # as the node answers before its first model
             pair = (self.turn - 1) % (len(actions) * len(objects))
             return actions[pair % len(actions)], pair // len(actions), objects
-        best = suggest_trials(model, [Candidate(objects.sensors(j)) for j in range(len(objects))], top=1)
+        best = suggest_trials(model, candidates, criterion=CRITERIA[self.strategy], top=1, targets=self.seen)
         return best.suggestions[0].action, best.suggestions[0].candidate, objects
 
 
@@ -164,8 +181,60 @@ def run_one(world: str, strategy: str, seed: int, checkpoints) -> dict:
     return curve
 
 
+@functools.lru_cache(maxsize=None)
+def excess_log_loss(card: int, trials: int, draws: int = 5000) -> np.ndarray:
+    """(trials + 1,): the expected excess log-loss, KL(p || estimate), of one CPT row after 0..``trials`` trials
+    of it, the row p ~ Dirichlet(1) as in the montesano world and the estimate the learner's posterior mean
+    under its prior of 1 per entry (Monte Carlo over ``draws`` rows, all at once)."""
+    rng = np.random.default_rng([card, trials, draws])
+    p = rng.dirichlet(np.ones(card), size=draws)
+    outcomes = (rng.random((draws, trials, 1)) > np.cumsum(p, axis=1)[:, None, :-1]).sum(axis=2)
+    counts = np.zeros((draws, trials + 1, card))
+    counts[:, 1:] = np.cumsum(np.eye(card)[outcomes], axis=1)
+    estimate = (counts + 1.0) / (np.arange(trials + 1)[None, :, None] + card)
+    cross = -(p[:, None, :] * np.log(estimate)).sum(axis=2)
+    return (cross - entr(p).sum(axis=1)[:, None]).mean(axis=0)
+
+
+def allocation_bound(truth: AffordanceNetwork, balanced: bool, rng: np.random.Generator,
+                     budgets=CHECKPOINTS, reference: int = GOAL[0], samples: int = 200_000) -> dict:
+    """How far any choice of trials could take the CPTs of ``truth`` (the montesano world: structure and sensors
+    known): the expected excess held-out log-loss of the effects' CPT rows, sum over rows of (how often held-out
+    trials use the row) x ``excess_log_loss`` (its trials), for random trials (each row's trials binomial, as
+    the objects come, every action alike) and for an oracle that knows every row's held-out frequency and
+    gives each row the trials that lower the total most (each effect's rows allotted on their own, which no
+    robot can: a bound). Returns {"random": [...], "oracle": [...]} at ``budgets`` and "oracle_reaches": the
+    first budget at which the oracle's excess is below random's at ``reference`` trials."""
+    action = truth.index(truth.group("action")[0])
+    objects = [truth.index(name) for name in truth.group("object")]
+    given = {action: rng.integers(truth.variables[action].card, size=samples)}
+    if balanced:
+        given.update({i: rng.integers(truth.variables[i].card, size=samples) for i in objects})
+    test = sample_values(truth, samples, rng, given)
+    natural = sample_values(truth, samples, rng, {action: given[action]})
+    top = max(*budgets, reference)
+    losses = {card: excess_log_loss(card, top) for card in {truth[n].card for n in truth.group("effect")}}
+    random_excess, oracle_excess = np.zeros(len(budgets)), np.zeros(len(budgets))
+    for name in truth.group("effect"):
+        i = truth.index(name)
+        parents = list(truth.parent_indices(i))
+        shape = tuple(truth.variables[p].card for p in parents)
+        weights, frequency = (np.bincount(np.ravel_multi_index(tuple(codes[:, parents].T), shape),
+                                          minlength=int(np.prod(shape))) / samples for codes in (test, natural))
+        loss = losses[truth.variables[i].card]
+        # random: n ~ Binomial(budget, frequency) trials of each row; the oracle: the budget's largest decreases
+        random_excess += [weights @ binom.pmf(np.arange(n + 1)[None, :], n, frequency[:, None]) @ loss[:n + 1]
+                          for n in budgets]
+        decreases = np.sort((weights[:, None] * -np.diff(loss)[None, :]).ravel())[::-1]
+        oracle_excess += [weights.sum() * loss[0] - decreases[:n].sum() for n in budgets]
+    target = random_excess[list(budgets).index(reference)]
+    reaches = next((n for n, excess in zip(budgets, oracle_excess) if excess <= target), None)
+    return {"random": random_excess.tolist(), "oracle": oracle_excess.tolist(), "oracle_reaches": reaches}
+
+
 def ranking_time(world: str, n_candidates: int = 20, repeats: int = 20) -> dict:
-    """CPU time of ranking every action on ``n_candidates`` candidates with a model learned from 400 trials."""
+    """CPU time of ranking every action on ``n_candidates`` candidates by the active criterion (the candidates the
+    targets, as the node ranks them) with a model learned from 400 trials."""
     setting = Setting(world, 0)
     rng = np.random.default_rng(5)
     objects = setting.world.objects(400, rng)
@@ -173,11 +242,11 @@ def ranking_time(world: str, n_candidates: int = 20, repeats: int = 20) -> dict:
     model = setting.learn(setting.columns(objects, list(actions), setting.world.act(objects, actions, rng)))
     candidates = setting.world.objects(n_candidates, rng)
     candidates = [Candidate(candidates.sensors(j)) for j in range(n_candidates)]
-    suggest_trials(model, candidates)  # (the query plans are compiled once per model)
+    suggest_trials(model, candidates, criterion=CRITERIA["active"])  # (the query plans are compiled once per model)
     times = []
     for _ in range(repeats):
         start = time.process_time()
-        suggest_trials(model, candidates)
+        suggest_trials(model, candidates, criterion=CRITERIA["active"])
         times.append(time.process_time() - start)
     return {"actions": len(setting.world.actions), "candidates": n_candidates, "best_ms": min(times) * 1e3,
             "median_ms": float(np.median(times)) * 1e3}
@@ -200,7 +269,7 @@ def summarise(runs: list, checkpoints) -> dict:
 
 def run(args) -> int:
     out = output_dir(args.out)
-    reps = args.reps or (2 if args.quick else 10)
+    reps = args.reps or (1 if args.quick else 10)
     checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
     jobs = [(world, strategy, seed) for world in WORLDS for strategy in STRATEGIES for seed in range(reps)]
     start = time.perf_counter()
@@ -225,6 +294,10 @@ def run(args) -> int:
         results["worlds"][world] = {"summary": summary, "trials_to_reach": reached,
                                     "runs": {s: [runs[world, s, seed] for seed in range(reps)] for s in STRATEGIES}}
         table += _table(world, summary, checkpoints, reference, reached)
+    results["bound"] = {test: _mean_bound([allocation_bound(Setting("montesano", seed).truth, test == "balanced",
+                                                            np.random.default_rng([seed, 7]), checkpoints, reference)
+                                           for seed in range(reps)], checkpoints, reference) for test in TESTS}
+    table += _bound_table(results["bound"], checkpoints, reference)
     results["ranking"] = {world: ranking_time(world) for world in WORLDS}
     table += _ranking_table(results["ranking"])
     _plot(results, checkpoints, out / "exploration_curves.png")
@@ -251,6 +324,24 @@ def _table(world: str, summary: dict, checkpoints, reference: int, reached: dict
     return text
 
 
+def _mean_bound(bounds: list, checkpoints, reference: int) -> dict:
+    """The seeds' bounds averaged, and the first budget at which the mean oracle is below the mean random at
+    ``reference``."""
+    mean = {key: np.mean([b[key] for b in bounds], axis=0).tolist() for key in ("random", "oracle")}
+    target = mean["random"][list(checkpoints).index(reference)]
+    return {**mean, "oracle_reaches": next((n for n, x in zip(checkpoints, mean["oracle"]) if x <= target), None)}
+
+
+def _bound_table(bounds: dict, checkpoints, reference: int) -> str:
+    rows = [[TESTS[test], who, *[f"{x:.3f}" for x in bound[who]],
+             "" if who == "random" else (bound["oracle_reaches"] or f"> {checkpoints[-1]}")]
+            for test, bound in bounds.items() for who in ("random", "oracle")]
+    return ("\nmontesano: expected excess held-out log-loss of the effects' CPTs (nats per trial; allocation_bound) "
+            "after N trials, random trials against an oracle allocation of trials to CPT rows\n\n"
+            + markdown_table(["held-out objects", "trials", *map(str, checkpoints),
+                              f"oracle reaches random's {reference}"], rows))
+
+
 def _ranking_table(ranking: dict) -> str:
     rows = [[world, f"{r['actions']} x {r['candidates']}", f"{r['best_ms']:.1f} ms", f"{r['median_ms']:.1f} ms"]
             for world, r in ranking.items()]
@@ -264,7 +355,7 @@ def _plot(results: dict, checkpoints, path) -> None:
               ("log_density_balanced", "log-density, every kind alike"),
               ("rmse_natural", "effect RMSE, objects as they come")]
     fig, axes = plt.subplots(len(WORLDS), len(panels), figsize=(15, 8))
-    colours = {"active": "tab:red", "random": "tab:blue", "round_robin": "tab:green"}
+    colours = {"active": "tab:red", "parameter_gain": "tab:orange", "random": "tab:blue", "round_robin": "tab:green"}
     for row, world in enumerate(WORLDS):
         summary = results["worlds"][world]["summary"]
         for col, (key, label) in enumerate(panels):
@@ -281,7 +372,8 @@ def _plot(results: dict, checkpoints, path) -> None:
             ax.set_xlabel("trials")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-    fig.suptitle(f"Trials chosen by information gain (active), at random, in a round robin; learning in the loop "
+    fig.suptitle(f"Trials chosen by predictive information (active), by information about the parameters, at random, "
+                 f"in a round robin; learning in the loop "
                  f"(mean ± s.e.m. over {results['reps']} seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
