@@ -314,7 +314,7 @@ def main(args=None) -> int:
     # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
     # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
     return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args,
-                        done=lambda node: node.lifecycle_state == "finalized" and not node.learning,
+                        done=lambda node: node.lifecycle_state == "finalized" and not node.learn.busy,
                         taken=parts_received, finish=LearnerNode.finalize)
 
 
