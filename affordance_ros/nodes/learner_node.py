@@ -153,7 +153,7 @@ class LearnerNode(LifecycleNode):
         self._logged_counts, self.health_monitor = None, HealthMonitor()
         self.learn_worker = LearnWorker()
         self.learn_worker.start()
-        self.model = CurrentModel(self, manager, settings.online_save_period, lambda: self.learning, self.count,
+        self.model = CurrentModel(self, manager, settings.online_save_period, lambda: self.learn.busy, self.count,
                                   self.log)
         problem = manager.load()
         if problem:
