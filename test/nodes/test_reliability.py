@@ -29,6 +29,7 @@ from affordance_ros.msg import Action, TrialStatus
 from affordance_ros.nodes.qos import trial_qos
 from affordance_ros.nodes.trial_publisher import TrialPublisher
 from affordance_ros.srv import Learn
+from affordance_ros.tools.bench.edges import descendants, running
 
 LEARNER = "/affordance_learner"
 NAME = "affordance_learner: learner"
@@ -185,35 +186,6 @@ def test_random_transitions_while_trials_stream_and_learns_run_never_end_the_nod
 
 
 # ---------------------------------------------------------------- 3. the worker dies with its node
-
-
-def descendants(pid: int) -> set:
-    """The process ids of ``pid``'s children, their children, ..."""
-    found, todo = set(), [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except FileNotFoundError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{parent}/task/{task}/children") as children:
-                    kids = {int(k) for k in children.read().split()}
-            except FileNotFoundError:
-                continue
-            todo += kids - found
-            found |= kids
-    return found
-
-
-def running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
 
 def learned_at_last(ros, tries=3):
     """~/learn of a learner that has just started: a request sent before its server matched the client is lost

@@ -352,6 +352,7 @@ def lifecycle(tmp: Path, env: dict, seconds: float) -> dict:
 
 
 def descendants(pid: int) -> set:
+    """The process ids of ``pid``'s children, their children, ..."""
     found, todo = set(), [pid]
     while todo:
         parent = todo.pop()
