@@ -11,6 +11,7 @@ import threading
 
 import rclpy
 from conftest import wait_for
+from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -79,6 +80,15 @@ class Ros:
     def client(self, srv_type, name):
         client = self.client_node.create_client(srv_type, name)
         assert client.wait_for_service(timeout_sec=20.0), f"service {name} did not appear"
+        return client
+
+    def action_client(self, action_type, name: str) -> ActionClient:
+        """An ActionClient on a node of its own, given to the spinning executor only once made: rclpy's
+        ActionClient adds itself to its node before it makes its lock, and an executor that looks at it
+        in between dies (AttributeError '_lock') and answers nothing more."""
+        node = rclpy.create_node(f"test_action_client_{len(self.nodes)}", context=self.context)
+        client = ActionClient(node, action_type, name)
+        self.add(node)
         return client
 
     def call(self, srv_type, name, timeout=60.0, **fields):

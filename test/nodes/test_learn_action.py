@@ -9,7 +9,6 @@ from pathlib import Path
 
 from action_msgs.msg import GoalStatus
 from conftest import sampled_records, wait_for, write_config
-from rclpy.action import ActionClient
 from ros_harness import Waiter
 
 from affordance_ros.action import Learn as LearnAction
@@ -27,7 +26,7 @@ def seed_database(tmp_path, n=150):
 
 def send(ros, structure=""):
     """Send a goal; (goal handle, feedback list)."""
-    client = ActionClient(ros.client_node, LearnAction, ACTION)
+    client = ros.action_client(LearnAction, ACTION)
     assert client.wait_for_server(timeout_sec=20.0), "the Learn action server did not appear"
     feedback = []
     handle = Waiter(client.send_goal_async(LearnAction.Goal(structure=structure),
@@ -95,7 +94,7 @@ def test_a_second_goal_is_rejected_with_its_reason_and_call_learn_prints_it(ros,
     wait_for(lambda: learner.learn.busy, what="the first learn to run")
 
     # a second goal is rejected in the goal callback (not accepted, then aborted)
-    client = ActionClient(ros.client_node, LearnAction, ACTION)
+    client = ros.action_client(LearnAction, ACTION)
     second = Waiter(client.send_goal_async(LearnAction.Goal(structure="k2"))).result(20.0)
     assert not second.accepted
     assert learner.counts["learn_refused"] == 1

@@ -19,7 +19,6 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
-from rclpy.action import ActionClient
 from ros_harness import LIB, Listener, Waiter, start, stop
 from rosgraph_msgs.msg import Clock
 
@@ -126,7 +125,7 @@ def test_deactivate_or_shutdown_during_a_learn_answers_the_caller_and_the_node_l
     assert learner.counts["learn_cancelled"] == 1
 
     assert change(ros, Transition.TRANSITION_ACTIVATE)
-    actions = ActionClient(ros.client_node, LearnAction, f"{LEARNER}/learn")
+    actions = ros.action_client(LearnAction, f"{LEARNER}/learn")
     assert actions.wait_for_server(timeout_sec=20.0)
     goal = Waiter(actions.send_goal_async(LearnAction.Goal(structure="mcmc"))).result(20.0)
     assert goal.accepted
@@ -157,7 +156,7 @@ def test_random_transitions_while_trials_stream_and_learns_run_never_end_the_nod
     activate, cleanup = Transition.TRANSITION_ACTIVATE, Transition.TRANSITION_CLEANUP
     moves = {"unconfigured": [Transition.TRANSITION_CONFIGURE], "inactive": [activate, activate, cleanup],
              "active": [Transition.TRANSITION_DEACTIVATE]}
-    actions = ActionClient(ros.client_node, LearnAction, f"{LEARNER}/learn")
+    actions = ros.action_client(LearnAction, f"{LEARNER}/learn")
     try:
         wait_for(lambda: stored_count(db) > 220, timeout=60, what="the robot's trials")
         deadline = time.monotonic() + 25.0

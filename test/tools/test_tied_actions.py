@@ -8,7 +8,6 @@ from test_cli import EXE
 
 from affordance_ros.core import AffordanceNetwork, rank_actions
 from affordance_ros.data.storage import CaseStore
-from affordance_ros.srv import SelectAction
 
 SERVICE = "/affordance_learner/select_action"
 
@@ -23,6 +22,8 @@ def fixed_config(path, parents):
 
 
 def select(ros, effect, label):
+    from affordance_ros.srv import SelectAction  # (the generated interfaces: not in a pip install's tests)
+
     return ros.call(SelectAction, SERVICE, effect_names=[effect], effect_values=[label])
 
 
