@@ -110,13 +110,12 @@ test_pip() {
     || { tail -n 40 "$log/pip-install.log" >&2; exit 1; }
   lint "$venv/bin/python"
   PATH="$venv/bin:$PATH" pytest_on pip "$venv" "$venv/bin/python" test/test_packaging.py test/tools/test_cli.py \
-    test/tools/test_cli_models.py test/tools/test_evaluate_cli.py -- -m "not ros" || rc=$?
+    test/tools/test_cli_models.py -- -m "not ros" || rc=$?
   echo "test.sh: pip install \".[bags,eval]\" into the same venv" >&2
   "${pip[@]}" "$ROOT[bags,eval]" >"$log/pip-install-extras.log" 2>&1 \
     || { tail -n 40 "$log/pip-install-extras.log" >&2; exit 1; }
   PATH="$venv/bin:$PATH" pytest_on pip "$venv" "$venv/bin/python" test/core test/data test/tools test/test_layers.py \
-    -- -m "not ros" --ignore=test/tools/test_cli.py --ignore=test/tools/test_cli_models.py \
-    --ignore=test/tools/test_evaluate_cli.py || rc=$?
+    -- -m "not ros" --ignore=test/tools/test_cli.py --ignore=test/tools/test_cli_models.py || rc=$?
   rm -rf "$dir"
   clean_setuptools_output
 }

@@ -50,6 +50,7 @@ def test_demo_sh_resolves_relative_paths_against_the_callers_folder(tmp_path):
     assert not (root / "rel_demo").exists()
 
 
+@pytest.mark.ros
 def test_ctrl_c_stops_the_demo_in_one_line_with_exit_status_130(tmp_path):
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"))
     status, _, stderr = interrupted(
