@@ -35,6 +35,7 @@ class Ros:
         rclpy.init(context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.nodes = {}  # node -> (executor, thread)
+        self.clients = {}  # (service type, name) -> its client, made once: a new client's first request can be lost
         self.client_node = self.add(rclpy.create_node("test_client", context=self.context))
         self._thread = threading.Thread(target=self.executor.spin, daemon=True)
         self._thread.start()
@@ -78,7 +79,11 @@ class Ros:
         return pub
 
     def client(self, srv_type, name):
-        client = self.client_node.create_client(srv_type, name)
+        """The client of service ``name``, made at its first use (a request sent before the service's server has
+        matched a new client's request topic is lost, though wait_for_service saw the server)."""
+        client = self.clients.get((srv_type, name))
+        if client is None:
+            client = self.clients[(srv_type, name)] = self.client_node.create_client(srv_type, name)
         assert client.wait_for_service(timeout_sec=20.0), f"service {name} did not appear"
         return client
 

@@ -159,6 +159,7 @@ def test_random_transitions_while_trials_stream_and_learns_run_never_end_the_nod
     actions = ros.action_client(LearnAction, f"{LEARNER}/learn")
     try:
         wait_for(lambda: stored_count(db) > 220, timeout=60, what="the robot's trials")
+        answered_at_last(lambda: ros.call(GetState, f"{LEARNER}/get_state", timeout=20.0))
         deadline = time.monotonic() + 25.0
         while time.monotonic() < deadline:
             label = ros.call(GetState, f"{LEARNER}/get_state").current_state.label
@@ -186,15 +187,21 @@ def test_random_transitions_while_trials_stream_and_learns_run_never_end_the_nod
 
 # ---------------------------------------------------------------- 3. the worker dies with its node
 
-def learned_at_last(ros, tries=3):
-    """~/learn of a learner that has just started: a request sent before its server matched the client is lost
-    (wait_for_service may see the server of the node killed before, still in the graph), so ask again."""
+def answered_at_last(call, tries=3):
+    """``call()``'s answer, asking again when none came: a request sent before the server matched the client is
+    lost (wait_for_service may see the server of a node killed before, still in the graph, or one whose
+    endpoints have not matched the client's yet)."""
     for _ in range(tries - 1):
         try:
-            return ros.learn(structure="k2", timeout=30.0)
+            return call()
         except AssertionError:
             pass
-    return ros.learn(structure="k2", timeout=60.0)
+    return call()
+
+
+def learned_at_last(ros, tries=3):
+    """~/learn of a learner that has just started, asked again when no answer came (``answered_at_last``)."""
+    return answered_at_last(lambda: ros.learn(structure="k2", timeout=30.0), tries)
 
 
 def test_the_learning_process_dies_with_its_node_and_never_writes_after_it(ros, tmp_path):
