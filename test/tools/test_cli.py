@@ -186,6 +186,7 @@ def test_config_names_a_shipped_configuration_and_errors_say_where_they_are(mont
     assert out.returncode == 2 and f"cannot read configuration '{tmp_path}'" in out.stderr, out.stderr
 
 
+@pytest.mark.ros
 def test_ctrl_c_is_how_record_stops_it_closes_the_bag_and_exits_0(tmp_path):
     status, stdout, stderr = interrupted([EXE, "record", tmp_path / "bag", "--storage", "mcap"], "record: recording")
     assert status == 0 and "Traceback" not in stderr, stderr
