@@ -187,15 +187,12 @@ def chosen_baselines(names, k: int, seed: int, user_error) -> dict:
 
     every = hand_written_baselines()
     if any(name not in every for name in names):
-        try:
-            from .baselines import sklearn_baselines
-        except ImportError as exc:
-            if not (exc.name or "").startswith("sklearn"):
-                raise
+        strong = strong_baselines(k, seed)
+        if strong is None:
             raise user_error(f"--baselines {' '.join(names)}: knn, gradient_boosting, random_forest and "
                              "logistic_regression need scikit-learn: pip install scikit-learn (the package's 'eval' "
-                             f"extra), or choose from {', '.join(every)}") from None
-        every.update(sklearn_baselines(k, seed))
+                             f"extra), or choose from {', '.join(every)}")
+        every.update(strong)
     unknown = [name for name in names if name not in every]
     if unknown:
         raise user_error(f"--baselines: no baseline '{unknown[0]}'; choose from {', '.join(every)}")
@@ -208,16 +205,23 @@ def every_baseline(k: int, seed: int) -> dict:
     """
     from ..core.evaluation import hand_written_baselines
 
+    strong = strong_baselines(k, seed)
+    if strong is None:
+        print("evaluate: scikit-learn is not installed, so knn, gradient_boosting, random_forest and "
+              "logistic_regression are left out: pip install scikit-learn (the package's 'eval' extra)",
+              file=sys.stderr)
+    return {**hand_written_baselines(), **(strong or {})}
+
+
+def strong_baselines(k: int, seed: int) -> dict | None:
+    """scikit-learn's baselines (``tools/baselines.py``), imported here; None when scikit-learn is not installed."""
     try:
         from .baselines import sklearn_baselines
     except ImportError as exc:
         if not (exc.name or "").startswith("sklearn"):
             raise
-        print("evaluate: scikit-learn is not installed, so knn, gradient_boosting, random_forest and "
-              "logistic_regression are left out: pip install scikit-learn (the package's 'eval' extra)",
-              file=sys.stderr)
-        return hand_written_baselines()
-    return {**hand_written_baselines(), **sklearn_baselines(k, seed)}
+        return None
+    return sklearn_baselines(k, seed)
 
 
 def table(result) -> list[str]:
