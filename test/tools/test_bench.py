@@ -271,6 +271,30 @@ def test_exploration_quick(tmp_path):
     assert_png(tmp_path / "exploration_curves.png")
 
 
+def test_exploration_resume_runs_only_the_seeds_an_earlier_run_lacks(tmp_path):
+    """--resume keeps an earlier file's runs (the same curves, seed by seed) and runs only the new seeds; a file made
+    with other checkpoints is refused, not mixed in."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    bench("exploration", out=first)
+    earlier = json.loads((first / "exploration_results.json").read_text())
+    printed = bench("exploration", "--reps", "2", "--resume", str(first / "exploration_results.json"), out=second)
+    assert "bench exploration: 8 runs in" in printed and "(8 kept from" in printed
+    results = json.loads((second / "exploration_results.json").read_text())
+    assert results["reps"] == 2
+    for world, made in results["worlds"].items():
+        for strategy, seeds in made["runs"].items():
+            kept = earlier["worlds"][world]["runs"][strategy][0]
+            assert len(seeds) == 2 and json.dumps(seeds[0]) == json.dumps(kept)  # (NaN != NaN)
+            assert json.dumps(seeds[1]) != json.dumps(seeds[0])
+    other = json.loads((first / "exploration_results.json").read_text())
+    other["checkpoints"] = [25, 50, 100, 150]
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    done = subprocess.run([EXE, "bench", "exploration", "--quick", "--resume", str(tmp_path / "other.json"),
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=400)
+    assert done.returncode != 0 and "made with other checkpoints" in done.stderr
+
+
 def test_the_excess_log_loss_of_a_row_is_what_its_posterior_mean_loses():
     """excess_log_loss (Monte Carlo) against the closed forms for a row p ~ Dirichlet(1) estimated by its posterior
     mean: before any trial, log r - E[H(p)]; after one, H of (1 + e_k) / (r + 1) - E[H(p)] (every outcome alike);

@@ -77,6 +77,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", type=int,
                    help="pgmpy: number of cases (default 300, quick 6); dds: robot trials (default 5000, quick 200)")
     p.add_argument("--iterations", type=int, help="pgmpy: EM iterations to time (default 2, quick 1)")
+    p.add_argument("--resume", metavar="RESULTS_JSON",
+                   help="exploration: keep the runs of an earlier exploration_results.json, run only the seeds it "
+                        "lacks (the same checkpoints and settings)")
 
 
 def run_all(args) -> int:

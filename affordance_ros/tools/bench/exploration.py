@@ -30,8 +30,10 @@ log-loss most, against random trials, from the expected excess log-loss of a row
 from __future__ import annotations
 
 import functools
+import json
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from scipy.special import entr
@@ -271,15 +273,18 @@ def run(args) -> int:
     out = output_dir(args.out)
     reps = args.reps or (1 if args.quick else 10)
     checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
-    jobs = [(world, strategy, seed) for world in WORLDS for strategy in STRATEGIES for seed in range(reps)]
+    earlier = earlier_runs(args.resume, checkpoints) if getattr(args, "resume", None) else {}
+    jobs = [(world, strategy, seed) for world in WORLDS for strategy in STRATEGIES for seed in range(reps)
+            if (world, strategy, seed) not in earlier]
     start = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             curves = list(pool.map(run_one, *zip(*jobs), [checkpoints] * len(jobs)))
     else:
         curves = [run_one(*job, checkpoints) for job in jobs]
-    runs = dict(zip(jobs, curves))
-    print(f"bench exploration: {len(jobs)} runs in {time.perf_counter() - start:.0f} s ({machine_line()})")
+    runs = {**earlier, **dict(zip(jobs, curves))}
+    print(f"bench exploration: {len(jobs)} runs in {time.perf_counter() - start:.0f} s"
+          + (f" ({len(runs) - len(jobs)} kept from {args.resume})" if earlier else "") + f" ({machine_line()})")
     reference = GOAL[0] if GOAL[0] in checkpoints else checkpoints[-1]
     results = {"checkpoints": list(checkpoints), "reps": reps, "candidates": CANDIDATES, "learn_every": LEARN_EVERY,
                "held_out": HELD_OUT, "reference_trials": reference, "worlds": {}}
@@ -304,6 +309,20 @@ def run(args) -> int:
     write_results(out, "exploration", table, args.quick, results)
     print(f"wrote {out / 'exploration_curves.png'}")
     return 0
+
+
+def earlier_runs(path, checkpoints) -> dict:
+    """The runs of an earlier exploration_results.json, by (world, strategy, seed), so that ``--resume`` runs only
+    the seeds it lacks; SystemExit when that file was made with other checkpoints or settings."""
+    results = json.loads(Path(path).read_text())
+    settings = {"checkpoints": list(checkpoints), "candidates": CANDIDATES, "learn_every": LEARN_EVERY,
+                "held_out": HELD_OUT}
+    differ = [key for key, value in settings.items() if results.get(key) != value]
+    if differ:
+        raise SystemExit(f"bench exploration: --resume {path}: made with other {', '.join(differ)} "
+                         f"({', '.join(f'{k}={results.get(k)}' for k in differ)}); run without --resume")
+    return {(world, strategy, seed): run for world, made in results["worlds"].items()
+            for strategy, seeds in made["runs"].items() for seed, run in enumerate(seeds)}
 
 
 def _table(world: str, summary: dict, checkpoints, reference: int, reached: dict) -> str:
