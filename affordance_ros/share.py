@@ -12,13 +12,20 @@ PACKAGE = "affordance_ros"
 
 
 def share_directory() -> Path:
-    """share/affordance_ros of the installed package (ament index, else next to the Python package)."""
+    """share/affordance_ros of the installed package (ament index, else next to the Python package), or the
+    checkout's root when the package is imported from a source checkout (PYTHONPATH=<checkout>)."""
     try:
         from ament_index_python.packages import get_package_share_directory
         return Path(get_package_share_directory(PACKAGE))
     except (ImportError, LookupError, OSError):
-        # <prefix>/lib/pythonX.Y/site-packages/affordance_ros/share.py -> <prefix>/share/affordance_ros
-        return Path(__file__).resolve().parents[4] / "share" / PACKAGE
+        pass
+    here = Path(__file__).resolve()
+    # <prefix>/lib/pythonX.Y/site-packages/affordance_ros/share.py -> <prefix>/share/affordance_ros
+    installed = here.parents[4] / "share" / PACKAGE if len(here.parents) > 4 else None
+    checkout = here.parents[1]
+    if (installed is None or not installed.is_dir()) and (checkout / "package.xml").is_file():
+        return checkout
+    return installed if installed is not None else checkout
 
 
 def default_config_path() -> Path:

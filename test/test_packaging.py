@@ -327,6 +327,22 @@ def test_without_rosbags_csv_files_work_and_bags_say_to_install_the_bags_extra(t
             result.stderr
 
 
+def test_a_source_checkout_on_pythonpath_finds_its_configurations(tmp_path):
+    """PYTHONPATH=<checkout>, nothing installed there and no ament index: the checkout's config/ (the command line's
+    help lists the shipped configurations, so it failed with an IndexError before)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AMENT_PREFIX_PATH", "COLCON_PREFIX_PATH")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    script = ("import affordance_ros.share as s, affordance_ros.tools.cli as c; print(s.__file__); "
+              "print(s.default_config_path()); print(sorted(c.shipped_configurations()))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    module, config, shipped = done.stdout.splitlines()
+    assert Path(module).resolve() == REPO_ROOT / "affordance_ros" / "share.py"
+    assert Path(config) == REPO_ROOT / "config" / "montesano.json" and Path(config).is_file()
+    assert "'tools'" in shipped and "'montesano'" in shipped
+
+
 @pytest.mark.parametrize("argv", [["call", "predict", "--query", "action"], ["record", "BAG", "--trials", "1"],
                                   ["replay", "BAG"]], ids=["call", "record", "replay"])
 def test_without_ros_the_ros_commands_say_what_to_install(argv, tmp_path):
