@@ -3,13 +3,15 @@ and how, then do that trial.
 
 ``ActiveExplorer.step`` (called at the robot's pace) sees a few candidate objects, asks the service about them
 and, when the answer comes, has the trial done and sent (``send(action, readings)``). One question at a time;
-while the service is not there it waits. An answer with ``success`` false is logged and the trial chosen at
+while the service is not there it waits; a question without an answer for ``answer_timeout`` seconds is asked
+again (an answer can be lost on the way back). An answer with ``success`` false is logged and the trial chosen at
 random among the candidates, so that a learner that cannot rank (e.g. a configuration it refuses) never
 stops the robot.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
 from ..core.suggest import Candidate
@@ -34,20 +36,29 @@ def suggest_request(candidates: Sequence[Candidate], actions: Sequence[str] = ()
 class ActiveExplorer:
     """Trials chosen by ``~/suggest_trial`` (``service``) among ``candidates`` objects of ``sampler`` at a time
     (``TrialSampler``: ``candidates(n)``, ``act(objects, index, action)``); each trial goes to
-    ``send(action label, {kind: {reading name: value}})``; ``log(level, message)``."""
+    ``send(action label, {kind: {reading name: value}})``; ``log(level, message)``; a question unanswered for
+    ``answer_timeout`` seconds is given up and asked again."""
 
     def __init__(self, node, sampler, candidates: int, service: str, send: Callable[[str, dict], None],
-                 log: Callable[[str, str], None]):
+                 log: Callable[[str, str], None], answer_timeout: float = 5.0):
         self.sampler, self.candidates, self.send, self.log = sampler, candidates, send, log
+        self.answer_timeout = answer_timeout
         self.client = node.create_client(SuggestTrial, service)
-        self.asking = False  # a question is out
-        self.asked = self.refused = 0
+        self.asking = None  # (the answer's future, when it was asked) while a question is out
+        self.asked = self.refused = self.unanswered = 0
         self._waiting_logged = False
 
     def step(self) -> None:
         """Ask about the next candidates, unless a question is out or the service is not there yet."""
-        if self.asking:
-            return
+        if self.asking is not None:
+            future, asked_at = self.asking
+            if time.monotonic() - asked_at < self.answer_timeout:
+                return
+            self.client.remove_pending_request(future)
+            self.asking = None
+            self.unanswered += 1
+            self.log("warning", f"no answer from {self.client.srv_name} within {self.answer_timeout:g} s "
+                                f"({self.unanswered} so far): asking again")
         if not self.client.service_is_ready():
             if not self._waiting_logged:
                 self.log("info", f"waiting for {self.client.srv_name} to choose the trials")
@@ -55,12 +66,15 @@ class ActiveExplorer:
             return
         objects = self.sampler.candidates(self.candidates)
         request = suggest_request([Candidate(objects.sensors(j)) for j in range(len(objects))], max_suggestions=1)
-        self.asking = True
         self.asked += 1
-        self.client.call_async(request).add_done_callback(lambda future: self._answered(objects, future))
+        future = self.client.call_async(request)
+        self.asking = (future, time.monotonic())
+        future.add_done_callback(lambda done: self._answered(objects, done))
 
     def _answered(self, objects, future) -> None:
-        self.asking = False
+        if self.asking is None or self.asking[0] is not future:  # given up on: asked again since
+            return
+        self.asking = None
         answer = future.result()
         if answer is not None and answer.success and answer.actions:
             action, index = answer.actions[0], int(answer.candidates[0])

@@ -51,7 +51,8 @@ from .trial_publisher import DEFAULT_MAX_RESENDS, DEFAULT_RESEND_TIMEOUT, STATUS
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
 # double parameters (integers accepted) and their ranges
-_NUMBERS = {"sigma": (1e-6, 1e6), "rate": (0.001, 10000.0), "resend_timeout": (0.01, 3600.0)}
+_NUMBERS = {"sigma": (1e-6, 1e6), "rate": (0.001, 10000.0), "resend_timeout": (0.01, 3600.0),
+            "suggest_timeout": (0.01, 3600.0)}
 EXPLORATION = ("random", "active")
 SUGGEST_SERVICE = "/affordance_learner/suggest_trial"
 
@@ -143,7 +144,7 @@ class SimulatedRobot(Node):
         self.explorer = None  # the ActiveExplorer with exploration 'active'
         if param["exploration"] == "active":
             self.explorer = ActiveExplorer(self, self.sampler, param["candidates"], param["suggest_service"],
-                                           self._send, self._log)
+                                           self._send, self._log, param["suggest_timeout"])
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
@@ -354,6 +355,10 @@ def declare_robot_parameters(node: Node) -> dict:
         integer_range=[IntegerRange(from_value=1, to_value=1000)]))
     node.declare_parameter("suggest_service", SUGGEST_SERVICE, describe(
         "With exploration 'active': the learner's SuggestTrial service."))
+    node.declare_parameter("suggest_timeout", 5.0, number_descriptor(
+        "With exploration 'active': seconds without an answer from suggest_service before the question is asked "
+        "again (an answer can be lost: Fast DDS drops one sent before the learner discovered the robot).",
+        *_NUMBERS["suggest_timeout"]))
     node.declare_parameter("qos_depth", KEEP_ALL, describe(
         "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
         "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",

@@ -11,7 +11,8 @@ the learn, the node keeps its current model, and the command exits with status 1
 node rejects (a learn is running already) is reported with the node's reason: an action's goal
 response carries none, so it is read from the node's log line on /rosout. Waits ``--timeout``
 seconds for the node's service or action to appear. Failures (no node, ``success: false``, a
-rejected goal) are one line on stderr and exit status 2.
+rejected goal) are one line on stderr and exit status 2. A request without an answer is sent again after
+2, 4, 8, ... s: under load, Fast DDS drops the answer to a caller the node has not discovered yet.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_
 
 DEFAULT_NODE = "/affordance_learner"
 REASON_WAIT = 5.0  # seconds to wait for the log line saying why a goal was rejected
+FIRST_RESEND = 2.0  # seconds without an answer before a request is sent again (then 4, 8, ...)
 
 
 class CallError(Exception):
@@ -135,19 +137,44 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     return 0
 
 
-def _wait(executor, future, timeout: float | None, what: str):
-    """Spin until ``future`` is done (feedback callbacks run meanwhile); CallError after ``timeout``."""
-    executor.spin_until_future_complete(future, timeout_sec=timeout)
-    if not future.done():
-        raise CallError(f"no answer from {what} within {timeout:g} s")
-    return future.result()
+def _wait(executor, request, timeout: float | None, what: str):
+    """The answer to ``request``, spinning meanwhile (feedback callbacks run); CallError after ``timeout`` seconds
+    (None: no limit). ``request`` is a future, or a function that sends a request and returns its future: that
+    one is sent again after 2, 4, 8, ... s without an answer, since Fast DDS's rmw drops a response when the
+    server has not yet matched the caller's reader ("failed to send response (timeout): client will not receive
+    response"), which happens under load to a caller that has just started. Only requests a server answers
+    alike however often they come are sent so."""
+    from rclpy.task import Future
+
+    if isinstance(request, Future):
+        executor.spin_until_future_complete(request, timeout_sec=timeout)
+        if not request.done():
+            raise CallError(f"no answer from {what} within {timeout:g} s")
+        return request.result()
+    answer = Future()
+
+    def send() -> None:
+        request().add_done_callback(lambda sent: answer.done() or answer.set_result(sent.result()))
+
+    started, resend = time.monotonic(), FIRST_RESEND
+    send()
+    while True:
+        left = None if timeout is None else timeout - (time.monotonic() - started)
+        step = resend if left is None else max(0.0, min(resend, left))
+        executor.spin_until_future_complete(answer, timeout_sec=step)
+        if answer.done():
+            return answer.result()
+        if left is not None and left <= step:
+            raise CallError(f"no answer from {what} within {timeout:g} s")
+        send()
+        resend *= 2
 
 
 def _service(node, wait, srv_type, name: str, request, timeout: float):
     client = node.create_client(srv_type, name)
     if not client.wait_for_service(timeout_sec=timeout):
         raise CallError(f"no service {name} within {timeout:g} s: is the learner node running (and active)?")
-    answer = wait(client.call_async(request), None, name)
+    answer = wait(lambda: client.call_async(request), None, name)
     if not answer.success:
         raise CallError(answer.message)
     return answer
@@ -204,7 +231,12 @@ def _number(x: float) -> float | None:
 
 
 def _learn(node, wait, args) -> dict:
+    import uuid
+
+    from action_msgs.msg import GoalStatus
     from rclpy.action import ActionClient
+    from rclpy.action.client import ClientGoalHandle
+    from unique_identifier_msgs.msg import UUID
 
     from ..action import Learn
 
@@ -222,17 +254,22 @@ def _learn(node, wait, args) -> dict:
         f = msg.feedback
         progress(f.phase, f.iteration, f.log_likelihood, f.elapsed, f.cases)
 
-    handle = wait(client.send_goal_async(Learn.Goal(structure=args.structure),
-                                          feedback_callback=feedback if args.progress else None), args.timeout, name)
-    if not handle.accepted:
-        try:
-            why = wait(reason, REASON_WAIT, "/rosout")
-        except CallError:
-            why = "the node did not log why (see its log)"
-        raise CallError(f"{name} refused the goal: {why}")
+    # one goal id however often the goal is sent: the node accepts it once and rejects it as a duplicate after
+    goal_id, sends = UUID(uuid=list(uuid.uuid4().bytes)), []
+
+    def send_goal():
+        sends.append(time.monotonic())
+        return client.send_goal_async(Learn.Goal(structure=args.structure), goal_uuid=goal_id,
+                                      feedback_callback=feedback if args.progress else None)
+
+    handle = wait(send_goal, args.timeout, name)
+    if not handle.accepted and len(sends) == 1:
+        raise CallError(f"{name} refused the goal: {_reason(wait, reason)}")
+    if not handle.accepted:  # the answer to an earlier send may have been lost: its result says whether it runs
+        handle = ClientGoalHandle(client, goal_id, Learn.Impl.SendGoalService.Response(accepted=True))
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        answer = wait(handle.get_result_async(), args.learn_timeout or None, name)
+        answer = wait(handle.get_result_async, args.learn_timeout or None, name)
     except (KeyboardInterrupt, CallError) as stop:
         progress.close()
         answer = _cancel(handle, wait, name)
@@ -244,11 +281,21 @@ def _learn(node, wait, args) -> dict:
     finally:
         signal.signal(signal.SIGTERM, previous)
     progress.close()
+    if answer.status == GoalStatus.STATUS_UNKNOWN:  # the node knows no such goal: every send was refused
+        raise CallError(f"{name} refused the goal: {_reason(wait, reason)}")
     result = answer.result
     if not result.success:
         raise CallError(result.message)
     return {"success": True, "message": result.message, "num_cases": result.num_cases, "arcs": list(result.arcs),
             "log_likelihood": result.log_likelihood, "iterations": result.iterations, "duration": result.duration}
+
+
+def _reason(wait, reason) -> str:
+    """Why the node refused a goal: the line it logged on /rosout."""
+    try:
+        return wait(reason, REASON_WAIT, "/rosout")
+    except CallError:
+        return "the node did not log why (see its log)"
 
 
 def _refusal_reason(node, learner: str):
@@ -273,8 +320,8 @@ def _refusal_reason(node, learner: str):
 
 def _cancel(handle, wait, name: str):
     """Cancel the learn; its answer, once the node has stopped it."""
-    wait(handle.cancel_goal_async(), 10.0, name)
-    return wait(handle.get_result_async(), 30.0, name)
+    wait(handle.cancel_goal_async, 10.0, name)
+    return wait(handle.get_result_async, 30.0, name)
 
 
 def _interrupt(signum, frame):

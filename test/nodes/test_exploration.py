@@ -42,6 +42,28 @@ def test_an_active_robot_does_the_trials_the_learner_suggests(ros, never_touched
     assert learner.counts["suggest_ok"] == 20 and learner.counts["suggest_failed"] == 0
 
 
+def test_a_suggestion_lost_on_the_way_back_is_asked_for_again(ros, never_touched, monkeypatch):
+    """Fast DDS drops an answer sent before the learner discovered the robot: the robot asks again after
+    suggest_timeout instead of waiting for ever (here the first answer is made to get lost: served, never read)."""
+    from rclpy.client import Client
+    from rclpy.task import Future
+
+    original, sent = Client.call_async, []
+
+    def lose_the_first(self, request):
+        sent.append(original(self, request))
+        return Future() if len(sent) == 1 else sent[-1]
+
+    monkeypatch.setattr(Client, "call_async", lose_the_first)
+    learner = ros.learner()
+    robot = ros.robot(count=5, seed=4, exploration="active", candidates=3, suggest_timeout=0.5)
+    wait_for(lambda: robot.done.done(), timeout=60.0, what="the simulated robot to finish")
+    assert robot.explorer.unanswered == 1 and len(sent) == 6
+    wait_for(lambda: learner.counts["stored"] >= 5, what="5 stored cases")
+    assert [record.action for record in learner.manager.store.records()] == ["touch"] * 5
+    assert learner.counts["suggest_ok"] == 6  # the lost answer's question was answered too
+
+
 def test_a_random_robot_does_not_ask(ros, never_touched):
     learner = ros.learner()
     actions = explore(ros, learner, 20)

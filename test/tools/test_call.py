@@ -1,5 +1,6 @@
 """`affordance-ros call`: the running learner node's action and services from the shell."""
 
+import argparse
 import json
 import re
 import subprocess
@@ -16,6 +17,69 @@ pytestmark = pytest.mark.ros
 
 def call(*args, timeout=120):
     return subprocess.run([EXE, "call", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def call_here(*argv) -> int:
+    """`affordance-ros call ARGV` in this process (so that a test can make an answer get lost)."""
+    from affordance_ros.tools import call as command
+
+    return command.run(command.add_arguments(argparse.ArgumentParser()).parse_args(list(argv)))
+
+
+def lose_the_first_answer(monkeypatch, cls, method: str) -> list:
+    """``cls.method`` (a request's send) whose first request is sent and served, but whose answer never comes back,
+    as Fast DDS loses the answer to a caller the server has not matched yet; the futures of the requests sent."""
+    from rclpy.task import Future
+
+    original, sent = getattr(cls, method), []
+
+    def send(self, *args, **kwargs):
+        sent.append(original(self, *args, **kwargs))
+        return Future() if len(sent) == 1 else sent[-1]
+
+    monkeypatch.setattr(cls, method, send)
+    return sent
+
+
+def test_a_lost_answer_is_asked_for_again_and_a_learn_runs_once(ros, tmp_path, monkeypatch, capsys):
+    from rclpy.action import ActionClient
+    from rclpy.client import Client
+
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(200):
+            store.add(record)
+    learner = ros.learner()
+    goals = lose_the_first_answer(monkeypatch, ActionClient, "send_goal_async")
+    assert call_here("learn", "--structure", "k2") == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["success"] and answer["num_cases"] == 200 and answer["arcs"]
+    # the goal was sent again with its id: the node took it once, and the result is the first send's
+    assert len(goals) == 2 and learner.counts["learn_ok"] == 1 and learner.counts["learn_refused"] == 0
+
+    asked = lose_the_first_answer(monkeypatch, Client, "call_async")
+    assert call_here("predict", "--query", "action", "--sensor", "obj_vel=9.7") == 0
+    assert len(asked) == 2 and set(json.loads(capsys.readouterr().out)["marginals"]["Action"]) == {
+        "grasp", "tap", "touch"}
+
+
+def test_a_refusal_whose_answer_was_lost_is_still_a_refusal(ros, tmp_path, monkeypatch, capsys):
+    from rclpy.action import ActionClient
+
+    from affordance_ros.srv import Learn
+    from affordance_ros.tools.call import CallError
+
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(300):
+            store.add(record)
+    learner = ros.learner(config_path=str(write_config(tmp_path / "config.json", mcmc_samples=10_000_000)))
+    running = ros.call_async(Learn, "/affordance_learner/learn", structure="mcmc")
+    wait_for(lambda: learner.learn.busy, what="the long learn to start")
+    goals = lose_the_first_answer(monkeypatch, ActionClient, "send_goal_async")
+    with pytest.raises(CallError, match="refused the goal: a learn is already running"):
+        call_here("learn", "--structure", "k2")
+    assert len(goals) == 2 and learner.counts["learn_refused"] == 2 and learner.counts["learn_ok"] == 0
+    learner.learn.stop("the test is over")
+    assert not running.result(60.0).success
 
 
 def test_call_learn_predict_and_select_action(ros, tmp_path):
