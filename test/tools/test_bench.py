@@ -295,6 +295,22 @@ def test_exploration_resume_runs_only_the_seeds_an_earlier_run_lacks(tmp_path):
     assert done.returncode != 0 and "made with other checkpoints" in done.stderr
 
 
+def test_benchmarks_section_12_gives_the_figures_of_its_results_file():
+    """docs/benchmarks.md §12's trials-to-reach table and its number of seeds are docs/bench/exploration_results.json's
+    (a rerun copied into docs/bench without the text, or the reverse, fails here)."""
+    repo = Path(__file__).resolve().parents[2]
+    results = json.loads((repo / "docs" / "bench" / "exploration_results.json").read_text())
+    text = (repo / "docs" / "benchmarks.md").read_text()
+    section = text[text.index("## 12. Which trial next"):text.index("## Machine")]
+    assert f"**{results['reps']} seeds**" in section
+    for world, made in results["worlds"].items():
+        for test, label in (("natural", "as they come"), ("balanced", "every kind alike")):
+            reached = made["trials_to_reach"][test]
+            row = (f"| {world} | {label} | " + " | ".join(str(reached[s]) for s in
+                                                         ("active", "parameter_gain", "random", "round_robin")) + " |")
+            assert row in section, row
+
+
 def test_the_excess_log_loss_of_a_row_is_what_its_posterior_mean_loses():
     """excess_log_loss (Monte Carlo) against the closed forms for a row p ~ Dirichlet(1) estimated by its posterior
     mean: before any trial, log r - E[H(p)]; after one, H of (1 + e_k) / (r + 1) - E[H(p)] (every outcome alike);
