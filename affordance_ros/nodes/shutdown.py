@@ -11,6 +11,7 @@ shut down (``close``), so that every stop exits 0 and the last log lines still r
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from typing import Callable
@@ -20,6 +21,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+PROFILE_VARIABLE = "AFFORDANCE_ROS_PROFILE"
 SPIN_PERIOD = 0.1  # seconds a spin waits at most: how soon a stop request is seen
 
 
@@ -89,11 +91,23 @@ def close(executor, node, context=None) -> None:
 
 
 def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: Callable | None = None,
-        taken: Callable | None = None, stopped: Callable | None = None, finish: Callable | None = None) -> int:
+        taken: Callable | None = None, stopped: Callable | None = None, finish: Callable | None = None,
+        _profiled: bool = False) -> int:
     """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``)
     spins until SIGINT/SIGTERM or ``done(node)``; after a signal, ``taken(node)`` (messages handled so far)
     drains what is queued and ``stopped(node, signal_name)`` runs; then ``finish(node)`` (e.g. a lifecycle
-    node's shutdown transition) and ``close``. Returns the exit status."""
+    node's shutdown transition) and ``close``. Returns the exit status. With the environment variable
+    AFFORDANCE_ROS_PROFILE set to a path, the main thread runs under cProfile, its stats written to
+    <path>.<name> at exit."""
+    profile = "" if _profiled else os.environ.get(PROFILE_VARIABLE)
+    if profile:  # a developer's profile of the executor thread (docs/benchmarks.md §6)
+        import cProfile
+        profiler = cProfile.Profile()
+        try:
+            return profiler.runcall(run, make_node, startup_errors, name, args, done, taken, stopped, finish,
+                                    _profiled=True)
+        finally:
+            profiler.dump_stats(f"{profile}.{name}")
     init(args=args)
     with StopSignals() as stop:
         try:

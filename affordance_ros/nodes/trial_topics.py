@@ -29,7 +29,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from ..data.intake import Event, TrialIntake
 from ..data.trial import stamp_seconds
 from ..msg import Action, Features
-from .qos import trial_qos
+from .qos import take_queued, trial_qos
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
 
@@ -84,9 +84,7 @@ class TrialTopics:
                                          self._now()))
             if self.group.paused() or time.monotonic() > deadline:
                 return
-            with subscription.handle:
-                taken = subscription.handle.take_message(subscription.msg_type, subscription.raw)
-            msg = taken[0] if taken is not None else None
+            msg = take_queued(subscription)
 
     def _expire(self) -> None:
         self.handle(self.intake.expire(self._now()))
