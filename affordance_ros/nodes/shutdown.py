@@ -11,6 +11,7 @@ shut down (``close``), so that every stop exits 0 and the last log lines still r
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -22,6 +23,7 @@ from rclpy.signals import SignalHandlerOptions
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 PROFILE_VARIABLE = "AFFORDANCE_ROS_PROFILE"
+GC_THRESHOLD = 10_000  # allocations between young collections once a node runs (Python's default: 700)
 SPIN_PERIOD = 0.1  # seconds a spin waits at most: how soon a stop request is seen
 
 
@@ -54,6 +56,16 @@ class StopSignals:
     def __exit__(self, *exc) -> None:
         for s, handler in self._previous.items():
             signal.signal(s, handler)
+
+
+def settle_collector() -> None:
+    """Python's cyclic garbage collector, for a node that serves requests: what exists once the node is made
+    (modules, rclpy, the loaded model) is frozen, never scanned again, and a young collection runs after
+    ``GC_THRESHOLD`` allocations instead of 700: fewer pauses in the middle of a callback, and shorter full
+    collections."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def spin_until(executor, done: Callable[[], bool]) -> None:
@@ -118,6 +130,7 @@ def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: 
             return 1
         executor = SingleThreadedExecutor()
         executor.add_node(node)
+        settle_collector()
         try:
             spin_until(executor, lambda: stop.requested or (done is not None and done(node)))
             if stop.requested and taken is not None:

@@ -84,15 +84,20 @@ def latencies(times: list, unanswered: int) -> dict:
             "p99": float(np.percentile(times, 99)), "max": float(times.max())}
 
 
-def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0) -> dict:
+def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, server: int | None = None) -> dict:
     """``clients`` clients, each a process of its own (as planners are), calling ~/predict ``calls`` times each;
-    a call not answered within ``timeout`` seconds counts as unanswered."""
+    a call not answered within ``timeout`` seconds counts as unanswered; with the ``server``'s pid, the CPU
+    time it spent per call (milliseconds; clients' start-up and warm-up calls included)."""
+    server_cpu = cpu_seconds([server]) if server else 0.0
     code = ("import sys, json; from affordance_ros.tools.bench.edges import call_predict; "
             f"print(json.dumps(call_predict({calls}, {timeout})))")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
             for _ in range(clients)]
     found = [json.loads(run.communicate(timeout=calls * timeout + 120)[0].strip().splitlines()[-1]) for run in runs]
-    return latencies([t for f in found for t in f["times"]], sum(f["unanswered"] for f in found))
+    result = latencies([t for f in found for t in f["times"]], sum(f["unanswered"] for f in found))
+    if server:
+        result["server_cpu_ms_per_call"] = 1000 * (cpu_seconds([server]) - server_cpu) / (clients * (calls + 20))
+    return result
 
 
 def call_predict(calls: int, timeout: float) -> dict:
@@ -132,7 +137,7 @@ def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
         if not first.success:
             raise RuntimeError(f"learn failed: {first.message}")
         for clients in (1, 4):
-            results[f"idle_{clients}"] = predict_clients(clients, calls, env)
+            results[f"idle_{clients}"] = predict_clients(clients, calls, env, server=learner.pid)
 
         def learn_loop():
             while not stop.is_set():
@@ -142,7 +147,7 @@ def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
         learning.start()
         time.sleep(1.0)
         for clients in (1, 4):
-            results[f"learning_{clients}"] = predict_clients(clients, calls, env)
+            results[f"learning_{clients}"] = predict_clients(clients, calls, env, server=learner.pid)
         stop.set()
         learning.join(600)
         client.close()
