@@ -83,14 +83,14 @@ class TrialTopics:
         (see the module's description)."""
         self._handle(first, msg)
         deadline = time.monotonic() + DRAIN_SECONDS
-        taken = True
-        while taken and not self.group.paused() and time.monotonic() <= deadline:
-            taken = False
-            for index, subscription in enumerate(self.subscriptions):
-                msg = take_queued(subscription)
-                if msg is not None:
+        queued = list(range(len(self.subscriptions)))  # the subscriptions not found empty yet
+        while queued and not self.group.paused() and time.monotonic() <= deadline:
+            for index in list(queued):
+                msg = take_queued(self.subscriptions[index])
+                if msg is None:
+                    queued.remove(index)  # (a take finding nothing costs about as much as one finding a part)
+                else:
                     self._handle(index, msg)
-                    taken = True
 
     def _handle(self, index: int, msg) -> None:
         kind = KINDS[index]
