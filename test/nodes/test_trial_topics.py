@@ -87,3 +87,35 @@ def test_the_status_callback_takes_the_answers_queued_behind_it(ros, monkeypatch
         executor.remove_node(robot)
         executor.shutdown()
         robot.destroy_node()
+
+
+def test_a_node_process_freezes_what_it_holds_at_start_and_collects_young_objects_less_often():
+    import gc
+
+    from affordance_ros.nodes.shutdown import GC_THRESHOLD, settle_collector
+
+    threshold = gc.get_threshold()
+    try:
+        settle_collector()
+        assert gc.get_threshold()[0] == GC_THRESHOLD > threshold[0]
+        assert gc.get_freeze_count() > 0  # what existed is out of the collector's scans
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
+def test_a_node_run_with_affordance_ros_profile_writes_its_profile(tmp_path):
+    import os
+    import pstats
+    import subprocess
+
+    from ros_harness import LIB
+
+    profile = tmp_path / "profile"
+    env = dict(os.environ, AFFORDANCE_ROS_PROFILE=str(profile))
+    done = subprocess.run([str(LIB / "simulated_robot"), "--ros-args", "-p", "count:=3", "-p", "rate:=100",
+                           "-p", "min_subscribers:=0", "-p", "confirm:=false"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stats = pstats.Stats(str(profile) + ".simulated_robot")
+    assert any(name == "_publish_trial" for _, _, name in stats.stats)
