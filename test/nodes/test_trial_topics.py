@@ -107,15 +107,22 @@ def test_a_node_process_freezes_what_it_holds_at_start_and_collects_young_object
 def test_a_node_run_with_affordance_ros_profile_writes_its_profile(tmp_path):
     import os
     import pstats
+    import signal
     import subprocess
+    import time
 
     from ros_harness import LIB
 
     profile = tmp_path / "profile"
     env = dict(os.environ, AFFORDANCE_ROS_PROFILE=str(profile))
-    done = subprocess.run([str(LIB / "simulated_robot"), "--ros-args", "-p", "count:=3", "-p", "rate:=100",
-                           "-p", "min_subscribers:=0", "-p", "confirm:=false"],
-                          env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    robot = subprocess.Popen([str(LIB / "simulated_robot"), "--ros-args", "-p", "count:=0", "-p", "rate:=100",
+                              "-p", "min_subscribers:=0", "-p", "confirm:=false"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first_line = robot.stderr.readline()  # the node is made (its stop signals handled): it logged
+    time.sleep(1.0)  # publishing to nobody, endless: stopped by SIGINT, as an operator would
+    robot.send_signal(signal.SIGINT)
+    _, stderr = robot.communicate(timeout=60)
+    stderr = first_line + stderr
+    assert robot.returncode == 0, stderr[-2000:]
     stats = pstats.Stats(str(profile) + ".simulated_robot")
     assert any(name == "_publish_trial" for _, _, name in stats.stats)
