@@ -194,6 +194,9 @@ class CaseStore:
     def record_of(self, trial_id: str) -> TrialRecord | None:
         """The stored record of a trial, None if it is not stored."""
         with self._read_lock:
+            # most trials asked about are new: one statement says so (no transaction to open and close)
+            if self._reader.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is None:
+                return None
             self._reader.execute("BEGIN")
             try:
                 case = self._reader.execute("SELECT id, trial_id, stamp, action_variable, action, received FROM cases "

@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 
 from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
 from ..msg import Action, Features, TrialStatus
-from .qos import KEEP_ALL, publish_waiting, trial_qos
+from .qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
 
 STATUS_TOPIC = "affordance_learner/stored"  # the learner's ~/stored, relative: the robot's namespace applies
 TOPICS = {"action": "action", "object": "object_features", "effect": "effects"}
@@ -43,6 +43,7 @@ DEFAULT_RESEND_TIMEOUT = 5.0
 DEFAULT_MAX_RESENDS = 10
 BACKOFF_LIMIT = 8       # a re-send waits at most this many times resend_timeout
 MAX_RESEND_BATCH = 200  # trials sent again per timer tick at most
+DRAIN_SECONDS = 0.002   # longest the status callback goes on taking the answers queued behind its own
 
 
 def trial_id_problem(trial_id, max_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH) -> str:
@@ -203,6 +204,16 @@ class TrialPublisher:
 
     # --------------------------------------------------------------- answers
     def _on_status(self, msg: TrialStatus) -> None:
+        """An answer, then the answers queued behind it (for up to ``DRAIN_SECONDS``: one executor callback
+        for many answers while a learner confirms a fast stream)."""
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while msg is not None:
+            self._answer(msg)
+            if time.monotonic() > deadline:
+                return
+            msg = take_queued(self._status)
+
+    def _answer(self, msg: TrialStatus) -> None:
         with self._lock:
             self._last_answer = time.monotonic()
             sent = self._waiting.get(msg.trial_id)

@@ -84,15 +84,20 @@ def latencies(times: list, unanswered: int) -> dict:
             "p99": float(np.percentile(times, 99)), "max": float(times.max())}
 
 
-def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0) -> dict:
+def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, server: int | None = None) -> dict:
     """``clients`` clients, each a process of its own (as planners are), calling ~/predict ``calls`` times each;
-    a call not answered within ``timeout`` seconds counts as unanswered."""
+    a call not answered within ``timeout`` seconds counts as unanswered; with the ``server``'s pid, the CPU
+    time it spent per call (milliseconds; clients' start-up and warm-up calls included)."""
+    server_cpu = cpu_seconds([server]) if server else 0.0
     code = ("import sys, json; from affordance_ros.tools.bench.edges import call_predict; "
             f"print(json.dumps(call_predict({calls}, {timeout})))")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
             for _ in range(clients)]
     found = [json.loads(run.communicate(timeout=calls * timeout + 120)[0].strip().splitlines()[-1]) for run in runs]
-    return latencies([t for f in found for t in f["times"]], sum(f["unanswered"] for f in found))
+    result = latencies([t for f in found for t in f["times"]], sum(f["unanswered"] for f in found))
+    if server:
+        result["server_cpu_ms_per_call"] = 1000 * (cpu_seconds([server]) - server_cpu) / (clients * (calls + 20))
+    return result
 
 
 def call_predict(calls: int, timeout: float) -> dict:
@@ -132,7 +137,7 @@ def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
         if not first.success:
             raise RuntimeError(f"learn failed: {first.message}")
         for clients in (1, 4):
-            results[f"idle_{clients}"] = predict_clients(clients, calls, env)
+            results[f"idle_{clients}"] = predict_clients(clients, calls, env, server=learner.pid)
 
         def learn_loop():
             while not stop.is_set():
@@ -142,7 +147,7 @@ def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
         learning.start()
         time.sleep(1.0)
         for clients in (1, 4):
-            results[f"learning_{clients}"] = predict_clients(clients, calls, env)
+            results[f"learning_{clients}"] = predict_clients(clients, calls, env, server=learner.pid)
         stop.set()
         learning.join(600)
         client.close()
@@ -594,7 +599,8 @@ def held_lock(tmp: Path, env: dict, hold: float, n: int) -> dict:
 
 def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
     """7. the simulated robot at full speed (on the second core) into a learner on the first core: trials per
-    second from the first one stored to the last one stored and, with confirmations, confirmed (the robot done)."""
+    second from the first one stored to the last one stored and, with confirmations, confirmed (the robot done);
+    and the CPU time each side spent per trial (milliseconds: the figure a loaded machine changes least)."""
     from ...data.storage import CaseStore
     tmp.mkdir()
     db = tmp / "cases.db"
@@ -602,18 +608,24 @@ def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
                      tmp, env, cpus="0")
     try:
         wait(lambda: "active: taking trials" in (tmp / "learner_node.log").read_text(), 60)
+        learner_cpu = cpu_seconds([learner.pid])
         robot = launch("simulated_robot", {"count": n, "rate": 10000.0, "seed": 1, "trial_id_prefix": "r",
                                            "confirm": str(confirm).lower()}, tmp, env, cpus="1")
         with CaseStore(db, read_only=True) as store:
             wait(lambda: store.count() > 0, 120, period=0.001)
             started = time.monotonic()
-            wait(lambda: store.count() >= n and (robot.poll() is not None or not confirm), 600, period=0.005)
+            wait(lambda: store.count() >= n, 600, period=0.005)
+            # the robot is done once it exits (with confirmations: once every trial is confirmed)
+            _, status, robot_usage = os.wait4(robot.pid, 0)
         seconds = time.monotonic() - started
-        robot_exit = robot.wait(600)
+        learner_cpu = cpu_seconds([learner.pid]) - learner_cpu
+        robot.returncode = robot_exit = os.waitstatus_to_exitcode(status)
     finally:
         exit_status = stop_process(learner)
     stored = len(stored_ids(db))
     return {"confirm": confirm, "trials": n, "stored": stored, "seconds": seconds, "per_second": stored / seconds,
+            "learner_cpu_ms_per_trial": 1000 * learner_cpu / max(stored, 1),
+            "robot_cpu_ms_per_trial": 1000 * (robot_usage.ru_utime + robot_usage.ru_stime) / max(stored, 1),
             "robot_exit": robot_exit, "learner_exit": exit_status}
 
 

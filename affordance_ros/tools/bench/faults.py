@@ -285,9 +285,11 @@ def edge_rows(found: dict) -> list:
                      f"{lock['confirmed_during_the_lock']}; {lock['lost']} of {lock['trials']}"])
     rate, peer = found["rates"]
     rows.append([f"7. robot at full speed, learner on one core, {rate['trials']} trials: confirmed per second "
-                 "(peer: without confirmations)",
+                 "(peer: without confirmations); CPU ms per trial, learner / robot",
                  f"{rate['per_second']:.0f} ({peer['per_second']:.0f}: ratio "
-                 f"{rate['per_second'] / peer['per_second']:.2f})"])
+                 f"{rate['per_second'] / peer['per_second']:.2f}); {rate['learner_cpu_ms_per_trial']:.2f} / "
+                 f"{rate['robot_cpu_ms_per_trial']:.2f} ({peer['learner_cpu_ms_per_trial']:.2f} / "
+                 f"{peer['robot_cpu_ms_per_trial']:.2f})"])
     predict = found["predict"]
     for clients in (1, 4):
         idle, busy = predict[f"idle_{clients}"], predict[f"learning_{clients}"]

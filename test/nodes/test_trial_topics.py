@@ -1,0 +1,128 @@
+"""The learner's trial topics take what is queued in few executor callbacks (issue 18, item 7): a part's
+callback goes on with the parts queued on all three trial topics, and the robot's status callback with the
+answers queued behind its own. Real subscriptions over DDS, in the test's process."""
+
+import rclpy
+from conftest import wait_for
+from rclpy.executors import SingleThreadedExecutor
+
+from affordance_ros.data.intake import Event
+from affordance_ros.msg import Action, Features, TrialStatus
+from affordance_ros.nodes import trial_publisher, trial_topics
+from affordance_ros.nodes.qos import trial_qos
+from affordance_ros.nodes.trial_publisher import TrialPublisher
+from affordance_ros.nodes.trial_topics import IngestGroup, TrialTopics
+
+TRIALS = 20
+
+
+class RecordingIntake:
+    """Stands in for TrialIntake: records (kind, trial_id) of every part it is given."""
+
+    expire_period = 60.0
+
+    def __init__(self):
+        self.parts = []
+
+    def take(self, kind, trial_id, stamp, fields, now):
+        self.parts.append((kind, trial_id))
+        return [Event(f"received_{kind}")]
+
+    def expire(self, now):
+        return []
+
+
+def publish_trials(node, n):
+    """n trials' three parts, every one acknowledged (queued in the subscriber's history) on return."""
+    qos = trial_qos()
+    publishers = [node.create_publisher(Action, "action", qos), node.create_publisher(Features, "object_features", qos),
+                  node.create_publisher(Features, "effects", qos)]
+    wait_for(lambda: all(p.get_subscription_count() for p in publishers), timeout=30, what="the subscriptions")
+    for k in range(n):
+        publishers[0].publish(Action(trial_id=f"t{k}", action="tap"))
+        publishers[1].publish(Features(trial_id=f"t{k}", names=["color"], values=[1.0]))
+        publishers[2].publish(Features(trial_id=f"t{k}", names=["obj_vel"], values=[2.0]))
+    for publisher in publishers:
+        assert publisher.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
+
+
+def test_one_part_callback_takes_the_parts_queued_on_all_three_topics(ros, monkeypatch):
+    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)  # what is taken, not how fast (a loaded machine)
+    learner = rclpy.create_node("trial_topics_learner", context=ros.context)
+    executor = SingleThreadedExecutor(context=ros.context)  # spun by hand, once
+    executor.add_node(learner)
+    intake, handled = RecordingIntake(), []
+    try:
+        TrialTopics(learner, intake, 0, IngestGroup(lambda: False), handled.extend)
+        publish_trials(ros.client_node, TRIALS)
+        executor.spin_once(timeout_sec=10)
+        kinds = {kind for kind, _ in intake.parts}
+        # one callback of the executor: parts of every kind, all 3 * TRIALS of them
+        assert kinds == {"action", "object", "effect"}, intake.parts
+        assert len(intake.parts) == 3 * TRIALS
+        assert len(handled) == 3 * TRIALS
+    finally:
+        executor.remove_node(learner)
+        executor.shutdown()
+        learner.destroy_node()
+
+
+def test_the_status_callback_takes_the_answers_queued_behind_it(ros, monkeypatch):
+    monkeypatch.setattr(trial_publisher, "DRAIN_SECONDS", 10.0)
+    robot = rclpy.create_node("trial_topics_robot", context=ros.context)
+    executor = SingleThreadedExecutor(context=ros.context)
+    executor.add_node(robot)
+    try:
+        trials = TrialPublisher(robot, resend_timeout=60.0)
+        status = ros.client_node.create_publisher(TrialStatus, "affordance_learner/stored", trial_qos())
+        wait_for(lambda: status.get_subscription_count(), timeout=30, what="the robot's status subscription")
+        for k in range(TRIALS):
+            trials.send(f"t{k}", [])
+        for k in range(TRIALS):
+            status.publish(TrialStatus(trial_id=f"t{k}", status=TrialStatus.STORED))
+        assert status.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
+        executor.spin_once(timeout_sec=10)
+        assert trials.confirmed == TRIALS and trials.pending == 0
+    finally:
+        executor.remove_node(robot)
+        executor.shutdown()
+        robot.destroy_node()
+
+
+def test_a_node_process_freezes_what_it_holds_at_start_and_collects_young_objects_less_often():
+    import gc
+
+    from affordance_ros.nodes.shutdown import GC_THRESHOLD, settle_collector
+
+    threshold = gc.get_threshold()
+    try:
+        settle_collector()
+        assert gc.get_threshold()[0] == GC_THRESHOLD > threshold[0]
+        assert gc.get_freeze_count() > 0  # what existed is out of the collector's scans
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
+def test_a_node_run_with_affordance_ros_profile_writes_its_profile(tmp_path):
+    import os
+    import pstats
+    import signal
+    import subprocess
+    import time
+
+    from ros_harness import LIB
+
+    profile = tmp_path / "profile"
+    env = dict(os.environ, AFFORDANCE_ROS_PROFILE=str(profile))
+    robot = subprocess.Popen([str(LIB / "simulated_robot"), "--ros-args", "-p", "count:=0", "-p", "rate:=100",
+                              "-p", "min_subscribers:=0", "-p", "confirm:=false"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first_line = robot.stderr.readline()  # the node is made (its stop signals handled): it logged
+    time.sleep(1.0)  # publishing to nobody, endless: stopped by SIGINT, as an operator would
+    robot.send_signal(signal.SIGINT)
+    _, stderr = robot.communicate(timeout=60)
+    stderr = first_line + stderr
+    assert robot.returncode == 0, stderr[-2000:]
+    stats = pstats.Stats(str(profile) + ".simulated_robot")
+    assert any(name == "_publish_trial" for _, _, name in stats.stats)
