@@ -115,8 +115,7 @@ class CaseStore:
         return self.insert(record) is not None
 
     def insert(self, record: TrialRecord) -> int | None:
-        """Store one record and commit; its case id (ids grow with every case stored), or None (and
-        nothing changed) if its trial_id is already stored."""
+        """Store one record and commit; its case id (growing), or None (nothing changed) if its trial_id is stored."""
         return self.insert_many([record])[0]
 
     def insert_many(self, records: Sequence[TrialRecord]) -> list[int | None]:
@@ -143,8 +142,7 @@ class CaseStore:
                 conn.executemany("INSERT INTO readings (case_id, source, sensor, value) VALUES (?, ?, ?, ?)", readings)
                 conn.execute("COMMIT")
             except BaseException:
-                # (a KeyboardInterrupt may land after COMMIT went through: then there is nothing to roll back,
-                # and the cases are stored)
+                # (a KeyboardInterrupt may land after COMMIT: then nothing is to be rolled back, the cases are stored)
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
@@ -193,10 +191,9 @@ class CaseStore:
 
     def record_of(self, trial_id: str) -> TrialRecord | None:
         """The stored record of a trial, None if it is not stored."""
+        if not self.contains(trial_id):  # (most trials asked about are new: one statement, no transaction)
+            return None
         with self._read_lock:
-            # most trials asked about are new: one statement says so (no transaction to open and close)
-            if self._reader.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is None:
-                return None
             self._reader.execute("BEGIN")
             try:
                 case = self._reader.execute("SELECT id, trial_id, stamp, action_variable, action, received FROM cases "

@@ -103,23 +103,26 @@ def close(executor, node, context=None) -> None:
 
 
 def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: Callable | None = None,
-        taken: Callable | None = None, stopped: Callable | None = None, finish: Callable | None = None,
-        _profiled: bool = False) -> int:
+        taken: Callable | None = None, stopped: Callable | None = None, finish: Callable | None = None) -> int:
     """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``)
     spins until SIGINT/SIGTERM or ``done(node)``; after a signal, ``taken(node)`` (messages handled so far)
     drains what is queued and ``stopped(node, signal_name)`` runs; then ``finish(node)`` (e.g. a lifecycle
     node's shutdown transition) and ``close``. Returns the exit status. With the environment variable
     AFFORDANCE_ROS_PROFILE set to a path, the main thread runs under cProfile, its stats written to
-    <path>.<name> at exit."""
-    profile = "" if _profiled else os.environ.get(PROFILE_VARIABLE)
-    if profile:  # a developer's profile of the executor thread (docs/benchmarks.md §6)
-        import cProfile
-        profiler = cProfile.Profile()
-        try:
-            return profiler.runcall(run, make_node, startup_errors, name, args, done, taken, stopped, finish,
-                                    _profiled=True)
-        finally:
-            profiler.dump_stats(f"{profile}.{name}")
+    <path>.<name> at exit (a developer's profile of the executor thread: docs/benchmarks.md §6)."""
+    arguments = (make_node, startup_errors, name, args, done, taken, stopped, finish)
+    profile = os.environ.get(PROFILE_VARIABLE)
+    if not profile:
+        return _run(*arguments)
+    import cProfile
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(_run, *arguments)
+    finally:
+        profiler.dump_stats(f"{profile}.{name}")
+
+
+def _run(make_node, startup_errors, name, args, done, taken, stopped, finish) -> int:
     init(args=args)
     with StopSignals() as stop:
         try:
