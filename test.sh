@@ -69,10 +69,14 @@ pytest_on() {
   shift
   if (( have_path )); then defaults=(); fi
   echo "test.sh: $kind install ($prefix): pytest ${defaults[*]} $* ${USER_ARGS[*]}" >&2
+  # each run's temporary files in its own folder: pytest's shared /tmp/pytest-of-$USER keeps the last three
+  # sessions' only, so a second ./test.sh (another checkout) would remove a running one's files
   AFFORDANCE_ROS_TEST_INSTALL=$kind AFFORDANCE_ROS_TEST_PREFIX=$prefix \
-    "$python" -m pytest "${defaults[@]}" "$@" "${USER_ARGS[@]}"
+    "$python" -m pytest --basetemp "$ROS_LOG_DIR/pytest-$kind-$((++pytest_runs))" "${defaults[@]}" "$@" \
+    "${USER_ARGS[@]}"
 }
 rc=0
+pytest_runs=0
 
 test_venv() {
   "$ROOT/tools/setup_env.sh"
@@ -141,6 +145,6 @@ done
 if (( rc == 0 )); then
   rm -rf "$ROS_LOG_DIR"
 else
-  echo "test.sh: pytest exited with $rc; ROS logs kept in $ROS_LOG_DIR" >&2
+  echo "test.sh: pytest exited with $rc; ROS logs and the tests' temporary files kept in $ROS_LOG_DIR" >&2
 fi
 exit "$rc"
