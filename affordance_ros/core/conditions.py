@@ -426,17 +426,38 @@ def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | N
     ``parent_of[k]``: the parent (position) that is condition variable k, None when it is not a parent (the
     row is then every condition of that variable's values alike).
     """
+    match = _own_conditions(parent_cards, parent_of, kept_cards)
+    share = match / match.sum(axis=1, keepdims=True)
+    prior = strength * np.concatenate([(1.0 - WIDE_SHARE) * share, WIDE_SHARE * share], axis=1)
+    return prior.reshape(*parent_cards, -1)
+
+
+def own_condition_support(parent_cards: Sequence[int], parent_of: Sequence[int | None],
+                          kept_cards: Sequence[int]) -> np.ndarray:
+    """Where the CPT (*parent_cards, 2G) of a variable whose values are conditions may be non-zero: each row on
+    its own condition's values (core and wide), the structural zeros elsewhere (``fit_em``'s ``support``).
+    A trial's value is its condition's by definition: without the zeros, EM lets a trial far out in its own
+    condition's tail be explained by a neighbouring condition's core, the row leaks to the other conditions'
+    values, and the predicted reading drifts to the middle. Arguments as ``own_condition_prior``'s.
+    """
+    match = _own_conditions(parent_cards, parent_of, kept_cards)
+    return np.concatenate([match, match], axis=1).reshape(*parent_cards, -1)
+
+
+def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:
+    """(q, G): whether parent configuration i (in code order) can be condition g (every combination of
+    ``kept_cards``): they agree on every condition variable that is a parent.
+    """
     rows = np.indices(parent_cards).reshape(len(parent_cards), -1).T                    # (q, parents)
     grid = np.indices(kept_cards).reshape(len(kept_cards), -1).T                         # (G, kept)
     match = np.ones((len(rows), len(grid)), dtype=bool)
     for k, p in enumerate(parent_of):
         if p is not None:
             match &= rows[:, p][:, None] == grid[:, k][None, :]
-    share = match / match.sum(axis=1, keepdims=True)
-    prior = strength * np.concatenate([(1.0 - WIDE_SHARE) * share, WIDE_SHARE * share], axis=1)
-    return prior.reshape(*parent_cards, 2 * len(grid))
+    return match
 
 
 __all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "PooledCentres",
            "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
-           "group_centres", "group_trimmed_means", "own_condition_prior", "pooled_spreads", "robust_covariance"]
+           "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support", "pooled_spreads",
+           "robust_covariance"]
