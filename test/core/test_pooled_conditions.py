@@ -10,11 +10,21 @@ import pytest
 
 from affordance_ros.core import AffordanceLearner, AffordanceNetwork, predict
 from affordance_ros.core.conditions import (
+    ENTITY_SHARES,
+    MAX_SWEEPS,
+    START_STRENGTH,
+    STRENGTHS,
     PooledCentres,
+    _FoldErrors,
     all_terms,
     centre_uncertainty,
+    choose_strengths,
+    distinct_conditions,
+    entities_per_group,
+    entity_folds,
     estimated_entity_share,
     fit_conditional_sensor,
+    fold_splits,
     group_centres,
     own_condition_prior,
     own_condition_support,
@@ -255,3 +265,58 @@ def test_a_learned_model_predicts_an_unseen_condition_from_its_coarser_ones():
     overall = np.array([np.mean(columns["dx"]), np.mean(columns["dy"])])
     assert np.linalg.norm(predicted - true) < 3.0 and np.linalg.norm(predicted - true) < 0.3 * np.linalg.norm(
         overall - true)
+
+
+def _slow_fold_errors(x, conditions, folds, trim, terms, entity, strengths, share):
+    """The held-out squared error of every fold, one ``PooledCentres.fit`` per fold (the form before batching)."""
+    out = []
+    for train, test in fold_splits(folds):
+        seen, centres, counts, which = group_centres(x[train], conditions[train], trim)
+        entities = None if entity is None else entities_per_group(which, entity[train], len(seen))
+        pooled = PooledCentres.fit(seen, centres, centre_uncertainty(counts, entities, share), terms, strengths)
+        out.append(np.sum((x[test] - pooled.predict(conditions[test])) ** 2))
+    return np.array(out)
+
+
+def _slow_strengths(x, conditions, folds, trim, terms, entity):
+    """``choose_strengths``' coordinate descent, every choice's error by ``_slow_fold_errors``."""
+    grids = [STRENGTHS] * len(terms) + [ENTITY_SHARES if entity is not None else ENTITY_SHARES[:1]]
+    share = 0.0 if entity is None else estimated_entity_share(x, distinct_conditions(conditions)[1], entity)
+    at = [STRENGTHS.index(START_STRENGTH)] * len(terms) + [
+        int(np.argmin(np.abs(np.log1p(np.array(ENTITY_SHARES)) - np.log1p(share))))]
+
+    def cost(p):
+        return _slow_fold_errors(x, conditions, folds, trim, terms, entity, [STRENGTHS[i] for i in p[:-1]],
+                                 ENTITY_SHARES[p[-1]]).sum()
+
+    for _ in range(MAX_SWEEPS):
+        changed = False
+        for t, grid in enumerate(grids):
+            best = min(([*at[:t], i, *at[t + 1:]] for i in range(len(grid))), key=cost)
+            if cost(best) < cost(at) - 1e-9 * abs(cost(at)):
+                at, changed = best, True
+        if not changed:
+            break
+    return tuple(STRENGTHS[i] for i in at[:-1]), ENTITY_SHARES[at[-1]]
+
+
+@pytest.mark.parametrize("with_entities", [True, False])
+def test_the_batched_cross_validation_of_the_strengths_equals_one_fit_per_fold(with_entities):
+    """The strengths' cross-validation solves every fold and every choice of a coordinate in one batched call
+    (folds padded to the most conditions): the same errors as one ``PooledCentres.fit`` per fold, and the same
+    choice of strengths and entity share."""
+    rng = np.random.default_rng(5)
+    rows, x, _ = additive_data(rng, 4)
+    keep = rng.random(len(rows)) < 0.8                     # folds with different conditions seen and asked
+    rows, x = rows[keep], x[keep]
+    entity = rows[:, 2] * 3 + rng.integers(0, 3, len(rows)) if with_entities else None
+    folds = np.stack([entity_folds(len(x), entity, np.random.default_rng(r)) for r in range(3)])
+    terms = all_terms(3)
+    errors = _FoldErrors(x, rows, folds, 0.1, terms, entity)
+    choices = [[4.0] * 7, [0.25, 1.0, 64.0, 2.0, np.inf, 8.0, 16.0], [np.inf] * 6 + [0.5]]
+    shares = [0.0, 0.3, 3.0]
+    batched = errors.per_fold_of_many(choices, shares)
+    for got, strengths, share in zip(batched, choices, shares):
+        np.testing.assert_allclose(got, _slow_fold_errors(x, rows, folds, 0.1, terms, entity, strengths,
+                                                          share if with_entities else 0.0), rtol=1e-9)
+    assert choose_strengths(x, rows, folds, 0.1, terms, entity) == _slow_strengths(x, rows, folds, 0.1, terms, entity)
