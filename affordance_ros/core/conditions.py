@@ -476,14 +476,17 @@ def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | N
 
 def own_condition_support(parent_cards: Sequence[int], parent_of: Sequence[int | None],
                           kept_cards: Sequence[int]) -> np.ndarray:
-    """Where the CPT (*parent_cards, 2G) of a variable whose values are conditions may be non-zero: each row on
-    its own condition's values (core and wide), the structural zeros elsewhere (``fit_em``'s ``support``).
-    A trial's value is its condition's by definition: without the zeros, EM lets a trial far out in its own
-    condition's tail be explained by a neighbouring condition's core, the row leaks to the other conditions'
-    values, and the predicted reading drifts to the middle. Arguments as ``own_condition_prior``'s.
+    """Where the CPT (*parent_cards, 2G) of a variable whose values are conditions may be non-zero
+    (``fit_em``'s ``support``): each row on its own condition's core and wide values and on the wide values of
+    every other condition; zeros on the other conditions' cores. Without them, EM explains a trial far out in
+    its own condition's tail by a neighbouring condition's core, up to a third of a row leaks there, and the
+    predicted reading (the mean of the row's mixture) drifts to the middle. The other wide values stay: they
+    are the broad background that takes the outliers (an object that fell), which a row of its own two
+    Gaussians only would give a log-density far too low (and an action recognised from such an effect a
+    confident wrong answer). Arguments as ``own_condition_prior``'s.
     """
     match = _own_conditions(parent_cards, parent_of, kept_cards)
-    return np.concatenate([match, match], axis=1).reshape(*parent_cards, -1)
+    return np.concatenate([match, np.ones_like(match)], axis=1).reshape(*parent_cards, -1)
 
 
 def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:

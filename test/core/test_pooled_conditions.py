@@ -214,23 +214,23 @@ def test_each_cpt_row_points_at_its_own_condition():
     np.testing.assert_allclose(rows[2, 1, [own, own + 1]], [0.45, 0.45])
 
 
-def test_each_cpt_row_may_be_non_zero_on_its_own_condition_only():
+def test_each_cpt_row_may_be_non_zero_on_its_own_core_and_every_wide_value():
     support = own_condition_support([4, 3, 2], [0, 1, 2], [4, 3, 2])
     assert support.shape == (4, 3, 2, 48) and support.dtype == bool
     own = np.ravel_multi_index((2, 1, 0), (4, 3, 2))
-    assert np.flatnonzero(support[2, 1, 0]).tolist() == [own, own + 24]
-    assert support.sum(axis=-1).max() == 2
+    assert np.flatnonzero(support[2, 1, 0, :24]).tolist() == [own] and support[..., 24:].all()
     # the object not a parent: both objects' conditions of the row's action and hand
     rows = own_condition_support([4, 3], [0, 1, None], [4, 3, 2])
-    assert np.flatnonzero(rows[2, 1]).tolist() == [own, own + 1, own + 24, own + 25]
+    assert np.flatnonzero(rows[2, 1, :24]).tolist() == [own, own + 1] and rows[..., 24:].all()
 
 
-def test_learned_rows_keep_their_mass_on_their_own_condition_and_predict_its_centre():
+def test_learned_rows_keep_their_mass_on_their_own_condition_and_predict_near_its_centre():
     """Where an object's mobility is its own (tools_unseen), trials of very mobile objects lie far out in their
     condition's tail, nearer another condition's core; EM must not move the row's mass there (structural
-    zeros): every row of the effect's CPT is its own condition's core and wide values, and the predicted
-    displacement of every (action, tool) is its condition's pooled centre (before: 6-33 % of a row elsewhere,
-    the prediction pulled to the middle)."""
+    zeros): no row puts anything on another condition's core, every row keeps most of its mass on its own
+    condition's values (the rest on the broad wide values that take the outliers), and the predicted
+    displacement stays near the condition's pooled centre (before: 3-22 % of a row on other cores, 71 % its
+    own at least, the prediction pulled to the middle by 5 % of the centre's distance on average)."""
     config = AffordanceNetwork.load(share_directory() / "config" / "tools.json")
     model = AffordanceLearner().fit(config, scenario_cases(config, simulate("tools_unseen", 10, seed=0),
                                                            extra=("object_id",))).model_
@@ -238,15 +238,18 @@ def test_learned_rows_keep_their_mass_on_their_own_condition_and_predict_its_cen
     kept = list(effect.sensor.cluster_by)
     assert set(kept) <= set(effect.parents)
     cards = [model[n].card for n in kept]
-    rows = effect.cpt.reshape(-1, effect.card)
+    rows, n_conditions = effect.cpt.reshape(-1, effect.card), effect.card // 2
     configurations = np.indices([model[p].card for p in effect.parents]).reshape(len(effect.parents), -1).T
+    drifts, centres = [], []
     for row, codes in zip(rows, configurations):
         own = np.ravel_multi_index([codes[effect.parents.index(n)] for n in kept], cards)
-        assert row[[own, own + len(rows[0]) // 2]].sum() == pytest.approx(1.0, abs=1e-9)
-        values = {p: model[p].values[c] for p, c in zip(effect.parents, codes)}
-        answer = predict(model, ["Effect"], values=values)
-        np.testing.assert_allclose([answer.readings["dx"]["mean"], answer.readings["dy"]["mean"]],
-                                   effect.sensor.means[own], atol=1e-6)
+        assert row[:n_conditions].sum() - row[own] == 0.0
+        assert row[own] + row[own + n_conditions] > 0.85
+        answer = predict(model, ["Effect"], values={p: model[p].values[c] for p, c in zip(effect.parents, codes)})
+        predicted = np.array([answer.readings["dx"]["mean"], answer.readings["dy"]["mean"]])
+        drifts.append(np.linalg.norm(predicted - effect.sensor.means[own]))
+        centres.append(np.linalg.norm(effect.sensor.means[own]))
+    assert np.mean(drifts) < 0.04 * np.mean(centres)
 
 
 def test_a_learned_model_predicts_an_unseen_condition_from_its_coarser_ones():
