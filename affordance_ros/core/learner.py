@@ -60,7 +60,7 @@ class AffordanceLearner:
     as its parents, not searched (its values are defined by them: the cross-validation of its sensor chose
     them, holding out entities where the cases name them); with a fixed structure, its conditions are
     those of its parents (``conditions_within_parents``). Its CPT's rows point at their own conditions
-    (``condition_priors``).
+    (``condition_priors``) and have structural zeros on the other conditions' cores (``condition_supports``).
 
     Takes the fields of ``LearningOptions`` as keyword arguments (None: not given); options not
     given here come from the configuration's "learning" block, then the defaults.
