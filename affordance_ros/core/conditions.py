@@ -213,12 +213,15 @@ def entity_folds(n: int, groups: np.ndarray | None, rng: np.random.Generator, n_
 
 class _FoldErrors:
     """The cross-validated squared error of pooled centres with given strengths and entity share, the folds laid
-    out once (``entity``: codes per reading, or None).
+    out once (``entity``: codes per reading, or None) as stacked arrays, every fold's system padded to the most
+    conditions any fold has (a padded condition is decoupled: no agreement, unit uncertainty, no centre, nothing
+    asked of it), so that many choices of strengths are solved for every fold in one batched call.
     """
 
     def __init__(self, x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms,
                  entity: np.ndarray | None):
-        self.terms, self.folds = terms, []
+        self.terms = terms
+        laid_out = []
         for train, test in fold_splits(folds):
             if not train.any() or not test.any():
                 continue
@@ -227,23 +230,59 @@ class _FoldErrors:
             asked, which, n_asked = distinct_conditions(conditions[test])
             sums = np.stack([np.bincount(which, weights=x[test][:, j], minlength=len(asked))
                              for j in range(x.shape[1])], axis=1)
-            squares = float(np.sum(x[test] ** 2))
-            self.folds.append((seen, centres, counts, entities, _agreement(seen, seen, terms),
-                               _agreement(asked, seen, terms), sums, n_asked, squares))
+            laid_out.append((centres, counts, entities, _agreement(seen, seen, terms), _agreement(asked, seen, terms),
+                             sums, n_asked, float(np.sum(x[test] ** 2))))
+        self.n_folds = len(laid_out)
+        if not laid_out:
+            return
+        n_seen, n_asked_max = max(len(f[0]) for f in laid_out), max(len(f[6]) for f in laid_out)
+        shape = (self.n_folds, n_seen)
+        self.centres = np.zeros((*shape, x.shape[1]))
+        self.seen = np.zeros(shape, dtype=bool)
+        self.counts, self.entities = np.ones(shape), np.ones(shape)
+        self.agreement = np.zeros((self.n_folds, len(terms), n_seen, n_seen))
+        self.cross = np.zeros((self.n_folds, len(terms), n_asked_max, n_seen))
+        self.sums = np.zeros((self.n_folds, n_asked_max, x.shape[1]))
+        self.n_asked = np.zeros((self.n_folds, n_asked_max))
+        self.squares = np.array([f[7] for f in laid_out])
+        for f, (centres, counts, entities, agreement, cross, sums, n_asked, _) in enumerate(laid_out):
+            g, a = len(centres), len(n_asked)
+            self.centres[f, :g], self.seen[f, :g], self.counts[f, :g] = centres, True, counts
+            if entities is not None:
+                self.entities[f, :g] = entities
+            self.agreement[f, :, :g, :g], self.cross[f, :, :a, :g] = agreement, cross
+            self.sums[f, :a], self.n_asked[f, :a] = sums, n_asked
+        self.with_entities = entity is not None
 
     def __call__(self, strengths: Sequence[float], entity_share: float) -> float:
         return float(self.per_fold(strengths, entity_share).sum())
 
     def per_fold(self, strengths: Sequence[float], entity_share: float) -> np.ndarray:
         """The squared error of every fold's held-out readings."""
-        weights = 1.0 / np.asarray(strengths, dtype=float)
-        out = np.zeros(len(self.folds))
-        for f, (seen, centres, counts, entities, agreement, cross, sums, n_asked, squares) in enumerate(self.folds):
-            uncertainty = centre_uncertainty(counts, entities, entity_share)
-            pooled = PooledCentres._solved(seen, centres, uncertainty, self.terms, weights, agreement)
-            predicted = pooled.mean + np.tensordot(weights, cross, 1) @ pooled.coefficients
-            out[f] = squares - 2.0 * np.sum(predicted * sums) + np.sum(n_asked[:, None] * predicted ** 2)
-        return out
+        return self.per_fold_of_many([strengths], [entity_share])[0]
+
+    def per_fold_of_many(self, strengths: Sequence[Sequence[float]], entity_shares: Sequence[float]) -> np.ndarray:
+        """``per_fold`` (choices, folds) of several choices at once: strengths (choices, terms), shares (choices,).
+        The pooled centres as ``PooledCentres.fit`` makes them (the grand mean by generalised least squares),
+        every (choice, fold) system solved in one batched call.
+        """
+        if not self.n_folds:
+            return np.zeros((len(strengths), 0))
+        weights = 1.0 / np.asarray(strengths, dtype=float).reshape(len(strengths), len(self.terms))  # (S, T)
+        shares = np.asarray(entity_shares, dtype=float)
+        uncertainty = 1.0 / self.counts + (shares[:, None, None] / self.entities if self.with_entities else 0.0)
+        uncertainty = np.where(self.seen, np.broadcast_to(uncertainty, (len(weights), *self.seen.shape)), 1.0)
+        kernel = np.einsum("st,ftij->sfij", weights, self.agreement)
+        kernel = kernel + uncertainty[..., None] * np.eye(self.seen.shape[1])                    # (S, F, G, G)
+        right = np.concatenate([self.seen[..., None].astype(float), self.centres], axis=2)       # (F, G, 1 + d)
+        solved = np.linalg.solve(kernel, np.broadcast_to(right, (*kernel.shape[:2], *right.shape[1:])))
+        through_ones, through_centres = solved[..., 0], solved[..., 1:]
+        mean = np.einsum("sfg,fgd->sfd", through_ones, self.centres) / through_ones.sum(axis=2)[..., None]
+        coefficients = through_centres - through_ones[..., None] * mean[:, :, None, :]       # (K + D)^-1 (c - m)
+        across = np.einsum("st,ftag->sfag", weights, self.cross)
+        predicted = mean[:, :, None, :] + across @ coefficients                                # (S, F, A, d)
+        return (self.squares - 2.0 * np.einsum("sfad,fad->sf", predicted, self.sums)
+                + np.einsum("fa,sfad->sf", self.n_asked, predicted ** 2))
 
 
 def choose_centre_trim(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, terms,
@@ -302,19 +341,22 @@ def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, t
     def value(positions) -> tuple[tuple, float]:
         return tuple(STRENGTHS[i] for i in positions[:-1]), ENTITY_SHARES[positions[-1]]
 
-    if not error.folds:
+    if not error.n_folds:
         return value(at)
     known = {}
 
     def cost(positions) -> float:
-        if tuple(positions) not in known:
-            known[tuple(positions)] = error(*value(positions))
         return known[tuple(positions)]
 
     for _ in range(MAX_SWEEPS):
         changed = False
         for t, grid in enumerate(grids):
             trials = [[*at[:t], i, *at[t + 1:]] for i in range(len(grid))]
+            new = [p for p in trials if tuple(p) not in known]
+            if new:
+                chosen = [value(p) for p in new]
+                errors = error.per_fold_of_many([c[0] for c in chosen], [c[1] for c in chosen]).sum(axis=1)
+                known.update({tuple(p): float(e) for p, e in zip(new, errors)})
             best = min(trials, key=cost)
             if cost(best) < cost(at) - 1e-9 * abs(cost(at)):
                 at, changed = best, True
@@ -426,17 +468,41 @@ def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | N
     ``parent_of[k]``: the parent (position) that is condition variable k, None when it is not a parent (the
     row is then every condition of that variable's values alike).
     """
+    match = _own_conditions(parent_cards, parent_of, kept_cards)
+    share = match / match.sum(axis=1, keepdims=True)
+    prior = strength * np.concatenate([(1.0 - WIDE_SHARE) * share, WIDE_SHARE * share], axis=1)
+    return prior.reshape(*parent_cards, -1)
+
+
+def own_condition_support(parent_cards: Sequence[int], parent_of: Sequence[int | None],
+                          kept_cards: Sequence[int]) -> np.ndarray:
+    """Where the CPT (*parent_cards, 2G) of a variable whose values are conditions may be non-zero
+    (``fit_em``'s ``support``): each row on its own condition's core and wide values and on the wide values of
+    every other condition; zeros on the other conditions' cores. Without them, EM explains a trial far out in
+    its own condition's tail by a neighbouring condition's core, up to a third of a row leaks there, and the
+    predicted reading (the mean of the row's mixture) drifts to the middle. The other wide values stay: they
+    are the broad background that takes the outliers (an object that fell), which a row of its own two
+    Gaussians only would give a log-density far too low (and an action recognised from such an effect a
+    confident wrong answer). Arguments as ``own_condition_prior``'s.
+    """
+    match = _own_conditions(parent_cards, parent_of, kept_cards)
+    return np.concatenate([match, np.ones_like(match)], axis=1).reshape(*parent_cards, -1)
+
+
+def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:
+    """(q, G): whether parent configuration i (in code order) can be condition g (every combination of
+    ``kept_cards``): they agree on every condition variable that is a parent.
+    """
     rows = np.indices(parent_cards).reshape(len(parent_cards), -1).T                    # (q, parents)
     grid = np.indices(kept_cards).reshape(len(kept_cards), -1).T                         # (G, kept)
     match = np.ones((len(rows), len(grid)), dtype=bool)
     for k, p in enumerate(parent_of):
         if p is not None:
             match &= rows[:, p][:, None] == grid[:, k][None, :]
-    share = match / match.sum(axis=1, keepdims=True)
-    prior = strength * np.concatenate([(1.0 - WIDE_SHARE) * share, WIDE_SHARE * share], axis=1)
-    return prior.reshape(*parent_cards, 2 * len(grid))
+    return match
 
 
 __all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "PooledCentres",
            "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
-           "group_centres", "group_trimmed_means", "own_condition_prior", "pooled_spreads", "robust_covariance"]
+           "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support", "pooled_spreads",
+           "robust_covariance"]

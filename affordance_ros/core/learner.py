@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from .cases import CaseEvidence, CaseSet, missing_data
-from .conditions import own_condition_prior
+from .conditions import own_condition_prior, own_condition_support
 from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork, SensorModel
 from .options import STRUCTURES, LearningOptions
@@ -60,7 +60,7 @@ class AffordanceLearner:
     as its parents, not searched (its values are defined by them: the cross-validation of its sensor chose
     them, holding out entities where the cases name them); with a fixed structure, its conditions are
     those of its parents (``conditions_within_parents``). Its CPT's rows point at their own conditions
-    (``condition_priors``).
+    (``condition_priors``) and have structural zeros on the other conditions' cores (``condition_supports``).
 
     Takes the fields of ``LearningOptions`` as keyword arguments (None: not given); options not
     given here come from the configuration's "learning" block, then the defaults.
@@ -118,7 +118,8 @@ class AffordanceLearner:
         def fit_parameters(net: AffordanceNetwork) -> AffordanceNetwork:
             if opts.method == "em":
                 fitted["model"], fitted["em"] = fit_em(net, observed, opts, prior_model=prior_model, progress=progress,
-                                                       pseudo_counts=condition_priors(net))
+                                                       pseudo_counts=condition_priors(net),
+                                                       support=condition_supports(net))
             else:
                 report(progress, "parameters", 0)
                 fitted["model"], fitted["em"] = fit_discrete(net, observed, opts.prior), None
@@ -202,6 +203,19 @@ def condition_priors(network: AffordanceNetwork) -> dict:
     return out
 
 
+def condition_supports(network: AffordanceNetwork) -> dict:
+    """Structural zeros (``fit_em``'s ``support``) for every variable whose values are conditions: each row of its
+    CPT on its own condition's values only (``conditions.own_condition_support``).
+    """
+    out = {}
+    for v in _condition_variables(network):
+        if v.parents is not None:
+            parent_of = [v.parents.index(n) if n in v.parents else None for n in v.sensor.cluster_by]
+            out[v.name] = own_condition_support([network[p].card for p in v.parents], parent_of,
+                                                [network[n].card for n in v.sensor.cluster_by])
+    return out
+
+
 def conditions_within_parents(config: AffordanceNetwork) -> AffordanceNetwork:
     """``config`` with every sensor still to be fitted by conditions (``cluster_by``) restricted to the variables
     among its variable's configured parents (when some are): no values the parents cannot tell apart.
@@ -239,5 +253,6 @@ def format_arcs(arcs) -> list[str]:
     return [f"{a}->{b}" for a, b in arcs]
 
 
-__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "condition_priors", "conditions_within_parents",
+__all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "condition_priors", "condition_supports",
+           "conditions_within_parents",
            "format_arcs", "learning_config", "missing_data_warnings"]

@@ -78,7 +78,8 @@ def fit_discrete(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, prio
 
 def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: LearningOptions,
            initial_cpts: Sequence[np.ndarray] | None = None, prior_model: AffordanceNetwork | None = None,
-           chunk_size: int = 512, progress: Progress = None, pseudo_counts: Mapping[str, np.ndarray] | None = None):
+           chunk_size: int = 512, progress: Progress = None, pseudo_counts: Mapping[str, np.ndarray] | None = None,
+           support: Mapping[str, np.ndarray] | None = None):
     """EM for the CPTs with sensor readings (and labels) as evidence, as derived in the paper.
 
     E-step: p(family | case) for every family and case by one junction-tree pass over all cases
@@ -107,6 +108,9 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: L
     every E-step with ("parameters", E-steps done, log-likelihood) (see ``core.progress``).
     ``pseudo_counts``: more pseudo-counts for some variables (by name, shaped like the CPT), e.g. the rows
     of a variable whose values are conditions pointing at their own condition (``core.conditions``).
+    ``support``: for some variables (by name), where their CPT may be non-zero (booleans shaped like the CPT):
+    elsewhere the CPT starts at zero and has no pseudo-counts, so EM keeps it there (structural zeros, e.g. a
+    condition's row on other conditions' values: ``conditions.own_condition_support``).
 
     The network returned carries the Dirichlet posterior of its CPTs (``Variable.counts``): the expected
     counts of the cases under the learned CPTs plus the pseudo-counts.
@@ -119,6 +123,10 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: L
         pseudo = [prior + options.prior_strength * t for t in family_priors(prior_model, network)]
     for name, extra in (pseudo_counts or {}).items():
         pseudo[network.index(name)] = pseudo[network.index(name)] + extra
+    allowed = [None] * len(network)
+    for name, where in (support or {}).items():
+        allowed[network.index(name)] = np.asarray(where, dtype=bool)
+        pseudo[network.index(name)] = np.where(allowed[network.index(name)], pseudo[network.index(name)], 0.0)
     engine = JunctionTree(network)
     if options.fit_sensors:
         estep = None
@@ -138,10 +146,11 @@ def fit_em(network: AffordanceNetwork, cases: CaseSet | CaseEvidence, options: L
             cpts = _initial_cpts(network, observed, prior, options.em_init if start == 0 else "random", rng)
         if start == 0 and initial_cpts is None and options.em_init == "uniform":
             cpts = _break_symmetry(network, cpts, latent, rng)
+        cpts = restricted(cpts, allowed)
         if options.fit_sensors:
             run = _plain_em_with_sensors(network, observed.cases, engine, cpts, pseudo, options, chunk_size, progress)
         else:
-            run = _em_escaping_saddles(network, estep, cpts, pseudo, options, latent, rng, progress)
+            run = _em_escaping_saddles(network, estep, cpts, pseudo, options, latent, rng, progress, allowed)
         finals.append(run[1].log_posteriors[-1])
         if best is None or finals[-1] > best[1].log_posteriors[-1]:
             best = run
@@ -177,8 +186,22 @@ def _random_rows(shape, rng) -> np.ndarray:
     return rng.dirichlet(np.ones(shape[-1]), size=shape[:-1]).reshape(shape)
 
 
+def restricted(cpts: Sequence[np.ndarray], allowed: Sequence[np.ndarray | None]) -> list:
+    """``cpts`` with every entry outside its ``allowed`` mask (None: all allowed) set to zero, rows renormalised
+    (a row with nothing left stays as it was).
+    """
+    out = []
+    for c, where in zip(cpts, allowed):
+        if where is not None:
+            kept = np.where(where, c, 0.0)
+            total = kept.sum(axis=-1, keepdims=True)
+            c = np.divide(kept, total, out=np.array(c, dtype=float), where=total > 0)
+        out.append(c)
+    return out
+
+
 def _em_escaping_saddles(network, estep, cpts, pseudo, options: LearningOptions, latent, rng, progress=None,
-                         escapes: int = 3):
+                         allowed=None, escapes: int = 3):
     """EM (plain or SQUAREM, ``options.em_acceleration``) that never reports a symmetric latent fixed point
     as converged.
     """
@@ -194,7 +217,7 @@ def _em_escaping_saddles(network, estep, cpts, pseudo, options: LearningOptions,
         result.saddles += 1
         if attempt == escapes or result.iterations >= max_iter:
             break
-        cpts = _break_symmetry(network, cpts, stuck, rng)
+        cpts = restricted(_break_symmetry(network, cpts, stuck, rng), allowed or [None] * len(cpts))
     result.counts, ll = estep(cpts)
     result.log_likelihoods.append(ll)
     result.log_posteriors.append(ll + log_dirichlet(cpts, pseudo))

@@ -137,3 +137,24 @@ def test_learning_options_n_init_and_acceleration_reach_the_learner():
     assert len(learner.result_.em.restarts) == 3
     assert learner.model_.metadata["learned"]["n_init"] == 3
     assert learner.result_.em.log_posteriors[-1] == max(learner.result_.em.restarts)
+
+
+@pytest.mark.parametrize("acceleration", ["none", "squarem"])
+def test_support_gives_structural_zeros_that_em_keeps(acceleration):
+    """``fit_em``'s ``support``: the CPT entries outside it start at zero and stay there (plain EM keeps an exact
+    zero; SQUAREM's log-space steps keep it below 1e-250), every row still sums to one, and the entries inside
+    are learned from the data as usual."""
+    truth = benchmark_network("montesano", sigma=1.0, seed=3)
+    cases, _ = sample_cases(truth, 2000, np.random.default_rng(0), labelled=("Action",))
+    name = "ObjVel"
+    shape = truth[name].cpt.shape
+    support = np.random.default_rng(1).random(shape) < 0.6
+    support[..., 0] |= ~support.any(axis=-1)                        # every row keeps a value
+    unlearned = truth.replace_variables({v.name: {"cpt": None} for v in truth.variables})
+    model, result = fit_em(unlearned, cases, LearningOptions(em_acceleration=acceleration), support={name: support})
+    cpt = model[name].cpt
+    assert np.all(cpt[~support] < (1e-250 if acceleration == "squarem" else 1e-300))
+    np.testing.assert_allclose(cpt.sum(axis=-1), 1.0)
+    assert np.all(cpt[support] > 0) and np.isfinite(result.log_likelihood)
+    free, _ = fit_em(unlearned, cases, LearningOptions(em_acceleration=acceleration))
+    assert np.all(free[name].cpt[~support] > 1e-6)                  # without it, EM fills those entries
