@@ -211,7 +211,7 @@ def entity_folds(n: int, groups: np.ndarray | None, rng: np.random.Generator, n_
     return rng.permutation(n) % min(n_folds, n)
 
 
-class _FoldErrors:
+class FoldErrors:
     """The cross-validated squared error of pooled centres with given strengths and entity share, the folds laid
     out once (``entity``: codes per reading, or None) as stacked arrays, every fold's system padded to the most
     conditions any fold has (a padded condition is decoupled: no agreement, unit uncertainty, no centre, nothing
@@ -255,6 +255,7 @@ class _FoldErrors:
         self.with_entities = entity is not None
 
     def __call__(self, strengths: Sequence[float], entity_share: float) -> float:
+        """The error summed over the folds."""
         return float(self.per_fold(strengths, entity_share).sum())
 
     def per_fold(self, strengths: Sequence[float], entity_share: float) -> np.ndarray:
@@ -295,7 +296,7 @@ def choose_centre_trim(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray,
     barely tell a mean from a median).
     """
     start = [START_STRENGTH] * len(terms)
-    errors = np.array([_FoldErrors(x, conditions, folds, trim, terms, entity).per_fold(start, 0.0)
+    errors = np.array([FoldErrors(x, conditions, folds, trim, terms, entity).per_fold(start, 0.0)
                        for trim in CENTRE_TRIMS])                                  # (trims, folds)
     excess = errors - errors[int(np.argmin(errors.sum(axis=1)))]
     standard_error = np.sqrt(excess.shape[1]) * excess.std(axis=1, ddof=1) if excess.shape[1] > 1 else 0 * excess[:, 0]
@@ -332,7 +333,7 @@ def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, t
     descent from no share stays there), each coordinate in turn set to the best value of its grid, until a
     sweep changes nothing (at most ``MAX_SWEEPS``). Returns (strengths, entity share).
     """
-    error = _FoldErrors(x, conditions, folds, trim, terms, entity)
+    error = FoldErrors(x, conditions, folds, trim, terms, entity)
     grids = [STRENGTHS] * len(terms) + [ENTITY_SHARES if entity is not None else ENTITY_SHARES[:1]]
     share = 0.0 if entity is None else estimated_entity_share(x, distinct_conditions(conditions)[1], entity)
     at = [STRENGTHS.index(START_STRENGTH)] * len(terms) + [
@@ -502,7 +503,8 @@ def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:
     return match
 
 
-__all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "PooledCentres",
+__all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "FoldErrors",
+           "PooledCentres",
            "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
            "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support", "pooled_spreads",
            "robust_covariance"]

@@ -14,8 +14,8 @@ from affordance_ros.core.conditions import (
     MAX_SWEEPS,
     START_STRENGTH,
     STRENGTHS,
+    FoldErrors,
     PooledCentres,
-    _FoldErrors,
     all_terms,
     centre_uncertainty,
     choose_strengths,
@@ -315,7 +315,7 @@ def test_the_batched_cross_validation_of_the_strengths_equals_one_fit_per_fold(w
     entity = rows[:, 2] * 3 + rng.integers(0, 3, len(rows)) if with_entities else None
     folds = np.stack([entity_folds(len(x), entity, np.random.default_rng(r)) for r in range(3)])
     terms = all_terms(3)
-    errors = _FoldErrors(x, rows, folds, 0.1, terms, entity)
+    errors = FoldErrors(x, rows, folds, 0.1, terms, entity)
     choices = [[4.0] * 7, [0.25, 1.0, 64.0, 2.0, np.inf, 8.0, 16.0], [np.inf] * 6 + [0.5]]
     shares = [0.0, 0.3, 3.0]
     batched = errors.per_fold_of_many(choices, shares)
