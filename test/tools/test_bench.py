@@ -244,10 +244,17 @@ def test_em_quick(tmp_path):
         assert latent["n_init_5"]["log_likelihood"] >= latent["default"]["log_likelihood"] - 1e-6
 
 
-def test_exploration_quick(tmp_path):
+@pytest.fixture(scope="module")
+def quick_exploration(tmp_path_factory):
+    """One quick run of bench exploration: its folder and what it printed."""
+    out = tmp_path_factory.mktemp("exploration")
+    return out, bench("exploration", out=out)
+
+
+def test_exploration_quick(quick_exploration):
     """Learning curves of the four strategies on both worlds, the goal said, the montesano bound, the ranking
     timed, the plot drawn."""
-    printed = bench("exploration", out=tmp_path)
+    tmp_path, printed = quick_exploration
     table = (tmp_path / "exploration_table.md").read_text()
     assert table.strip() in printed
     results = json.loads((tmp_path / "exploration_results.json").read_text())
@@ -271,12 +278,11 @@ def test_exploration_quick(tmp_path):
     assert_png(tmp_path / "exploration_curves.png")
 
 
-def test_exploration_resume_runs_only_the_seeds_an_earlier_run_lacks(tmp_path):
+def test_exploration_resume_runs_only_the_seeds_an_earlier_run_lacks(quick_exploration, tmp_path):
     """--resume keeps an earlier file's runs (the same curves, seed by seed) and runs only the new seeds; a file made
     with other checkpoints is refused, not mixed in."""
-    first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir(), second.mkdir()
-    bench("exploration", out=first)
+    first, second = quick_exploration[0], tmp_path / "second"
+    second.mkdir()
     earlier = json.loads((first / "exploration_results.json").read_text())
     printed = bench("exploration", "--reps", "2", "--resume", str(first / "exploration_results.json"), out=second)
     assert "bench exploration: 8 runs in" in printed and "(8 kept from" in printed
