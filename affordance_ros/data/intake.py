@@ -50,7 +50,8 @@ REMEMBERED_RECORDS = 10000
 class Event:
     """Something to count (``counter``, and ``also`` more counters) and, with a ``message``, to log at
     ``level``. A stored trial carries its case id and record (``case``) for online learning; ``status``
-    (trial_id, status, reason) is the answer to publish for a trial."""
+    (trial_id, status, reason) is the answer to publish for a trial. ``kind``: what messages of one kind share,
+    under which repeated ones are counted (empty: the message without its names and numbers, ``text.shape``)."""
 
     counter: str
     message: str = ""
@@ -58,6 +59,7 @@ class Event:
     case: tuple[int, TrialRecord] | None = None
     status: tuple[str, str, str] | None = None
     also: tuple[str, ...] = ()
+    kind: str = ""
 
 
 class TrialIntake:
@@ -95,31 +97,30 @@ class TrialIntake:
             self.parts.limits.check_trial_id(trial_id)
         except OversizedError as exc:  # no answer: the robot could not match such an id anyway
             return events + [Event("rejected_parts", f"rejected a '{kind}' part: {exc}", also=("oversized_parts",))]
-        what = f"'{kind}' part of trial '{quoted(trial_id)}'" if trial_id else f"'{kind}' part without trial_id"
         if trial_id in self._storing:  # sent again while it is being stored: the commit answers it
             return events + [Event("resent_parts")]
         record = self._stored_record(trial_id)
         if record is not None:
             if not self._confirming():  # not in the file the node would read at its next start: no answer
                 return events + [Event("unconfirmed_parts")]
-            return events + [self._again(kind, trial_id, fields, record, what)]
+            return events + [self._again(kind, trial_id, fields, record, _part(kind, trial_id))]
         if self.max_stamp_skew > 0 and now > 0 and stamp - now > self.max_stamp_skew:
             reason = (f"its header stamp is {stamp - now:.0f} s ahead of the node's clock, more than "
                       f"max_stamp_skew {self.max_stamp_skew:g} s (is the learner's clock right? use_sim_time "
                       "with a /clock of another time?); send it again later")
-            return events + [Event("clock_ahead_parts", f"not taking the {what} now: {reason}",
+            return events + [Event("clock_ahead_parts", f"not taking the {_part(kind, trial_id)} now: {reason}",
                                    status=(trial_id, RETRY, reason) if trial_id else None)]
         try:
             payload = self.parts.action(fields) if kind == "action" else self.parts.readings(kind, *fields)
         except PairingError as exc:
-            return events + [self._rejected(what, trial_id, exc)]
+            return events + [self._rejected(_part(kind, trial_id), trial_id, exc)]
         events += self._dropped(self.assembler.observe(stamp, now))
         try:
             trial = self.assembler.add(kind, trial_id, stamp, payload, now)
         except DuplicatePartError as exc:
-            return events + [Event("duplicate_parts", f"ignored the {what}: {exc}")]
+            return events + [Event("duplicate_parts", f"ignored the {_part(kind, trial_id)}: {exc}")]
         except PairingError as exc:
-            return events + [self._rejected(what, trial_id, exc)]
+            return events + [self._rejected(_part(kind, trial_id), trial_id, exc)]
         if trial is not None:
             self._storing.add(trial.trial_id)
             self._submit(trial.to_record(self.parts.action_variable))
@@ -214,8 +215,14 @@ class TrialIntake:
             name = (f"trial '{quoted(dropped.trial_id)}'" if dropped.trial_id
                     else f"trial stamped {dropped.stamp:.3f} s")
             events.append(Event("dropped_incomplete", f"dropped the incomplete {name} (has "
-                                                      f"{', '.join(dropped.parts)}): {dropped.reason}"))
+                                                      f"{', '.join(dropped.parts)}): {dropped.reason}",
+                                kind=f"dropped {bool(dropped.trial_id)} {dropped.parts} {dropped.reason}"))
         return events
+
+
+def _part(kind: str, trial_id: str) -> str:
+    """How a message names a part (made only for a message: a flood's parts mostly need none)."""
+    return f"'{kind}' part of trial '{quoted(trial_id)}'" if trial_id else f"'{kind}' part without trial_id"
 
 
 def _same_trial(record: TrialRecord, stored: TrialRecord) -> bool:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -208,6 +209,7 @@ class TrialAssembler:
         self.last_arrival: float | None = None  # receive-clock time of the latest message
         self._by_id: dict[str, _Pending] = {}
         self._by_stamp = StampedTrials(self.slop)
+        self._lone: dict[int, _Pending] = {}  # sequence -> the trials with one part, in the order they started
         self._sequence = 0
         self._completed_ids: OrderedDict[str, None] = OrderedDict()
 
@@ -261,6 +263,10 @@ class TrialAssembler:
             pending.parts[kind] = (stamp, payload)
         else:
             pending = self._pending_by_stamp(kind, stamp, payload)
+        if len(pending.parts) == 1:
+            self._lone[pending.sequence] = pending
+        else:
+            self._lone.pop(pending.sequence, None)
         if len(pending.parts) < len(GROUPS):
             return None
         return self._complete(pending, now)
@@ -283,13 +289,14 @@ class TrialAssembler:
 
     def _oldest(self, n: int) -> list[_Pending]:
         """The ``n`` trials to drop when too many wait: those with one part first (a flood of parts of trials
-        that never complete goes before a trial whose last part is merely late), the oldest of each."""
-        lone, others = [], []
-        for trial in heapq.merge(self._by_id.values(), self._by_stamp.trials.values(), key=lambda t: t.sequence):
-            (lone if len(trial.parts) == 1 else others).append(trial)
-            if len(lone) >= n:
-                break
-        return lone + others[:n - len(lone)]
+        that never complete goes before a trial whose last part is merely late), the oldest of each. Looks at
+        no more than ``n`` trials of each kind, however many wait: a flood's part costs the same at any bound."""
+        oldest = list(itertools.islice(self._lone.values(), n))
+        if len(oldest) < n:  # then every lone trial goes: the oldest others after them
+            others = (trial for trial in heapq.merge(self._by_id.values(), self._by_stamp.trials.values(),
+                                                     key=lambda t: t.sequence) if len(trial.parts) > 1)
+            oldest += itertools.islice(others, n - len(oldest))
+        return oldest
 
     def _drop(self, pendings: list[_Pending], why: str) -> list[DroppedTrial]:
         dropped = []
@@ -310,6 +317,7 @@ class TrialAssembler:
         return _Pending(trial_id, self._data_time(), self._sequence)
 
     def _remove(self, pending: _Pending) -> None:
+        self._lone.pop(pending.sequence, None)
         if pending.trial_id:
             del self._by_id[pending.trial_id]
         else:

@@ -49,7 +49,7 @@ class TrialEvents:
             for counter in (event.counter, *event.also):
                 self.count(counter)
             if event.message:
-                self.repeated(shape(event.message), event.level, event.message)
+                self.repeated(event.kind or shape(event.message), event.level, event.message)
             if event.status is not None:
                 self._answer(*event.status)
             if event.case is not None:

@@ -1,5 +1,7 @@
 """TrialAssembler and PartValidator: pairing the three parts of a trial, checking them."""
 
+import sys
+
 import pytest
 
 from affordance_ros.core.ground_truth import benchmark_structure
@@ -230,3 +232,43 @@ def test_at_most_max_pending_trials_wait_and_lone_parts_are_dropped_first():
     part("object", "", OBJ, stamp=20.0 + 1999e-6)
     trial = part("effect", "", EFF, stamp=20.0 + 1999e-6)
     assert trial is not None and trial.stamp == pytest.approx(20.0 + 1999e-6)
+
+
+def _calls(function) -> int:
+    """The Python and C calls ``function()`` makes: its work, counted (not timed)."""
+    calls = [0]
+
+    def count(frame, event, arg):
+        if event in ("call", "c_call"):
+            calls[0] += 1
+    sys.setprofile(count)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls[0]
+
+
+@pytest.mark.parametrize("parts_each", [1, 2])
+def test_a_flood_part_costs_the_same_work_however_many_trials_wait(parts_each):
+    """At max_pending, each new trial's first part drops one waiting trial: finding it looks at no more trials
+    with 10,000 waiting than with 100, whether those have one part (a flood of lone parts) or two (its lone
+    trials are then only the newest: a scan for them would pass every trial with two parts)."""
+    def calls_of_a_part(max_pending):
+        asm = TrialAssembler(trial_timeout=60.0, max_pending=max_pending, remember_completed=0)
+        kinds, payloads = ("action", "object"), ("tap", OBJ)
+        for k in range(max_pending - 1):
+            for kind, payload in zip(kinds[:parts_each], payloads):
+                asm.observe(10.0, now=0.0)
+                asm.add(kind, f"waiting{k}", 10.0, payload, now=0.0)
+
+        def part(trial_id):
+            dropped = asm.observe(10.0, now=0.0)
+            asm.add("action", trial_id, 10.0, "tap", now=0.0)
+            return [d.trial_id for d in dropped]
+        assert part("flood0") == [] and asm.pending == max_pending
+        dropped = []
+        calls = _calls(lambda: dropped.extend(part("flood1")))
+        assert dropped == ["waiting0" if parts_each == 1 else "flood0"] and asm.pending == max_pending
+        return calls
+    assert calls_of_a_part(10_000) == calls_of_a_part(100)

@@ -522,7 +522,7 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
     publisher = flooder.create_publisher(Action, "action",
                                          QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
     try:
-        rss = [rss_mb(learner.pid)]
+        rss, learner_cpu = [rss_mb(learner.pid)], cpu_seconds([learner.pid])
         stamp, started, k = time.time(), time.monotonic(), 0
         while time.monotonic() - started < seconds:
             msg = Action(trial_id="" if kind == "stampless" else f"{kind}{k}", action="tap")
@@ -532,6 +532,7 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
             k += 1
             time.sleep(max(0.0, started + k / rate - time.monotonic()))
         rss.append(rss_mb(learner.pid))
+        learner_cpu = cpu_seconds([learner.pid]) - learner_cpu
         good = records(1, f"good-{kind}-")
         sent = time.monotonic()
         robot.send(good)
@@ -543,7 +544,7 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
     log = (tmp / "learner_node.log").read_text()
     return {"kind": kind, "parts": k, "seconds": seconds, "max_pending": max(pending, default=-1),
             "rss_mb": rss, "log_lines": log.count("\n"), "log_bytes": len(log), "good_trial_seconds": waited,
-            "learner_exit": exit_status}
+            "learner_cpu_ms_per_part": 1000 * learner_cpu / max(k, 1), "learner_exit": exit_status}
 
 
 def held_lock(tmp: Path, env: dict, hold: float, n: int) -> dict:
