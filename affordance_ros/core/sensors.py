@@ -13,8 +13,8 @@ clustered, not the readings (``entity_clusters``): the entities (one point each,
 readings) when the cases name them (learning option ``entity_column``), else the distinct readings.
 When another sensor's values are conditions that include this variable (``cluster_by``), the number
 of clusters is the one whose clusters predict that sensor's readings of held-out units best, one unless
-held-out units show that more carry over (``choose_by_held_out_effect``); else BIC's on the units. A search that ends at ``max_components``
-is reported (``SensorsFit.warnings``).
+held-out units show that more carry over (``choose_by_held_out_effect``); else BIC's on the units. A
+search that ends at ``max_components`` is reported (``SensorsFit.warnings``).
 
 A sensor with ``cluster_by`` (typically an effect, by the action and the objects) gets its
 values from the conditions of the experiment instead (``core.conditions``): two values per
