@@ -12,9 +12,9 @@ repeat the same readings, and BIC would count every repeat as new evidence: then
 clustered, not the readings (``entity_clusters``): the entities (one point each, the mean of its
 readings) when the cases name them (learning option ``entity_column``), else the distinct readings.
 When another sensor's values are conditions that include this variable (``cluster_by``), the number
-of clusters is the one whose clusters predict that sensor's readings of held-out units best
-(``choose_by_held_out_effect``); else BIC's on the units. A search that ends at ``max_components``
-is reported (``SensorsFit.warnings``).
+of clusters is the one whose clusters predict that sensor's readings of held-out units best, one unless
+held-out units show that more carry over (``choose_by_held_out_effect``); else BIC's on the units. A
+search that ends at ``max_components`` is reported (``SensorsFit.warnings``).
 
 A sensor with ``cluster_by`` (typically an effect, by the action and the objects) gets its
 values from the conditions of the experiment instead (``core.conditions``): two values per
@@ -32,9 +32,11 @@ from typing import Sequence
 
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.stats import t as student_t
 
 from .conditions import (
     START_STRENGTH,
+    STRENGTH_FOLDS,
     PooledCentres,
     all_terms,
     entity_folds,
@@ -249,31 +251,41 @@ def ward_clusters(tree: np.ndarray | None, k: int) -> np.ndarray:
 
 
 # The trim of the condition centres when the number of clusters is chosen by held-out effects: a robust centre
-# (outliers must not choose the clusters); the effect's own trim is chosen when its sensor is fitted. The
-# folds of entities are drawn HELD_OUT_REPEATS times.
+# (outliers must not choose the clusters); the effect's own trim is chosen when its sensor is fitted. Up to
+# HELD_OUT_REPEATS * STRENGTH_FOLDS entities, each is held out once (no more fits than random folds, and no split's
+# luck); more are held out in STRENGTH_FOLDS random folds drawn HELD_OUT_REPEATS times.
 HELD_OUT_TRIM = 0.25
 HELD_OUT_REPEATS = 3
+# The level of the one-sided test that clusters predict held-out entities better than one cluster does.
+CARRY_OVER_SIGNIFICANCE = 0.05
 
 
 def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarray,
                               companions: np.ndarray, covariance_type: str, rng: np.random.Generator):
-    """The number of clusters of ``ks`` whose clusters predict the effect of held-out entities best. In folds of
-    the entities (``HELD_OUT_REPEATS`` random splits), the training entities' units are clustered
-    (``ward_tree``) and give the clusters' Gaussians (``cluster_gaussians``), every held-out unit
-    goes to its most likely cluster, and each held-out case's ``effect`` reading (n, e) is predicted by the pooled
-    centre of its condition (``companions`` (n, m): the codes of the effect's other condition variables, then
-    the cluster) from the training entities' cases; squared error. Returns (k, {k: mean squared error per
-    case}): the fewest clusters whose error exceeds the smallest by at most its standard error, the
-    differences paired by entity (the one-standard-error rule: with a few entities, a cluster more must
-    predict clearly better, as a grouping of ten objects by chance can).
+    """The number of clusters of ``ks`` (ascending, from 1) whose clusters predict the effect of held-out entities
+    best. Entities are held out (one at a time, or in random folds when there are many), the training entities'
+    units are clustered (``ward_tree``) and give the clusters' Gaussians (``cluster_gaussians``), every held-out
+    unit goes to its most likely cluster, and each held-out case's ``effect`` reading (n, e) is predicted by the
+    pooled centre of its condition (``companions`` (n, m): the codes of the effect's other condition variables,
+    then the cluster) from the training entities' cases; squared error. Returns (k, {k: mean squared error per
+    case}).
+
+    The errors are paired by entity. One cluster unless the best number's gain over it is significant
+    (one-sided paired t-test over the entities at ``CARRY_OVER_SIGNIFICANCE``): the smallest error of several
+    numbers is a minimum over noisy estimates, and a grouping of ten objects can predict a few held-out ones
+    better by chance; with three entities it must be large and alike in all three. Else the fewest clusters
+    whose error exceeds the smallest by at most its standard error (the one-standard-error rule).
     """
     usable = (units.of_case >= 0) & np.all(np.isfinite(effect), axis=1) & np.all(companions >= 0, axis=1)
     unit, y, known = units.of_case[usable], effect[usable], companions[usable]
     terms = all_terms(known.shape[1] + 1)
     n_entities = int(units.entity.max()) + 1
+    one_at_a_time = n_entities <= HELD_OUT_REPEATS * STRENGTH_FOLDS
+    repeats = 1 if one_at_a_time else HELD_OUT_REPEATS
     errors = np.zeros((len(ks), n_entities))
-    for _ in range(HELD_OUT_REPEATS):
-        training_units = entity_folds(n_entities, None, rng)[units.entity]
+    for _ in range(repeats):
+        folds = np.arange(n_entities) if one_at_a_time else entity_folds(n_entities, None, rng)
+        training_units = folds[units.entity]
         for fold in np.unique(training_units):
             training_units_now = training_units != fold
             train, test = training_units_now[unit], ~training_units_now[unit]
@@ -288,12 +300,24 @@ def choose_by_held_out_effect(units: Units, ks: Sequence[int], effect: np.ndarra
                 pooled = PooledCentres.fit(seen, centres, 1.0 / counts, terms, [START_STRENGTH] * len(terms))
                 squared = np.sum((y[test] - pooled.predict(conditions[test])) ** 2, axis=1)
                 errors[i] += np.bincount(units.entity[unit[test]], weights=squared, minlength=n_entities)
-    per_entity = errors / (HELD_OUT_REPEATS * max(len(y), 1))      # each entity's share of the mean squared error
+    per_entity = errors / (repeats * max(len(y), 1))      # each entity's share of the mean squared error
     totals = per_entity.sum(axis=1)
-    excess = per_entity - per_entity[int(np.argmin(totals))]           # paired by entity
-    standard_error = np.sqrt(n_entities) * excess.std(axis=1, ddof=1) if n_entities > 1 else np.zeros(len(ks))
+    scores = dict(zip(ks, totals.tolist()))
+    best = int(np.argmin(totals))
+    if n_entities < 2 or best == 0 or not _significant_gain(per_entity[0] - per_entity[best]):
+        return ks[0], scores
+    excess = per_entity - per_entity[best]
+    standard_error = np.sqrt(n_entities) * excess.std(axis=1, ddof=1)
     chosen = next(i for i in range(len(ks)) if excess[i].sum() <= standard_error[i])
-    return ks[chosen], dict(zip(ks, totals.tolist()))
+    return ks[chosen], scores
+
+
+def _significant_gain(gain: np.ndarray) -> bool:
+    """Whether the summed per-entity ``gain`` (n,) is above zero by a one-sided t-test at
+    ``CARRY_OVER_SIGNIFICANCE``.
+    """
+    spread = np.sqrt(len(gain)) * gain.std(ddof=1)
+    return gain.sum() > student_t.ppf(1.0 - CARRY_OVER_SIGNIFICANCE, len(gain) - 1) * spread
 
 
 def _effect_of(network: AffordanceNetwork, name: str, readings: dict):
