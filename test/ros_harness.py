@@ -15,6 +15,7 @@ from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.nodes.simulated_robot import SimulatedRobot
@@ -175,3 +176,16 @@ def stop(process, sig=signal.SIGINT, timeout=30.0):
         process.kill()
         process.wait()
         raise
+
+
+def lose_the_first_answer(monkeypatch, cls, method: str) -> list:
+    """``cls.method`` (a request's send) whose first request is sent and served, but whose answer never comes back,
+    as Fast DDS loses the answer to a caller the server has not matched yet; the futures of the requests sent."""
+    original, sent = getattr(cls, method), []
+
+    def send(self, *args, **kwargs):
+        sent.append(original(self, *args, **kwargs))
+        return Future() if len(sent) == 1 else sent[-1]
+
+    monkeypatch.setattr(cls, method, send)
+    return sent

@@ -46,15 +46,9 @@ def test_a_suggestion_lost_on_the_way_back_is_asked_for_again(ros, never_touched
     """Fast DDS drops an answer sent before the learner discovered the robot: the robot asks again after
     suggest_timeout instead of waiting for ever (here the first answer is made to get lost: served, never read)."""
     from rclpy.client import Client
-    from rclpy.task import Future
+    from ros_harness import lose_the_first_answer
 
-    original, sent = Client.call_async, []
-
-    def lose_the_first(self, request):
-        sent.append(original(self, request))
-        return Future() if len(sent) == 1 else sent[-1]
-
-    monkeypatch.setattr(Client, "call_async", lose_the_first)
+    sent = lose_the_first_answer(monkeypatch, Client, "call_async")
     learner = ros.learner()
     robot = ros.robot(count=5, seed=4, exploration="active", candidates=3, suggest_timeout=1.0)
     wait_for(lambda: robot.done.done(), timeout=60.0, what="the simulated robot to finish")

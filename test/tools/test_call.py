@@ -26,24 +26,10 @@ def call_here(*argv) -> int:
     return command.run(command.add_arguments(argparse.ArgumentParser()).parse_args(list(argv)))
 
 
-def lose_the_first_answer(monkeypatch, cls, method: str) -> list:
-    """``cls.method`` (a request's send) whose first request is sent and served, but whose answer never comes back,
-    as Fast DDS loses the answer to a caller the server has not matched yet; the futures of the requests sent."""
-    from rclpy.task import Future
-
-    original, sent = getattr(cls, method), []
-
-    def send(self, *args, **kwargs):
-        sent.append(original(self, *args, **kwargs))
-        return Future() if len(sent) == 1 else sent[-1]
-
-    monkeypatch.setattr(cls, method, send)
-    return sent
-
-
 def test_a_lost_answer_is_asked_for_again_and_a_learn_runs_once(ros, tmp_path, monkeypatch, capsys):
     from rclpy.action import ActionClient
     from rclpy.client import Client
+    from ros_harness import lose_the_first_answer
 
     with CaseStore(tmp_path / "cases.db") as store:
         for record in sampled_records(200):
@@ -64,6 +50,7 @@ def test_a_lost_answer_is_asked_for_again_and_a_learn_runs_once(ros, tmp_path, m
 
 def test_a_refusal_whose_answer_was_lost_is_still_a_refusal(ros, tmp_path, monkeypatch, capsys):
     from rclpy.action import ActionClient
+    from ros_harness import lose_the_first_answer
 
     from affordance_ros.srv import Learn
     from affordance_ros.tools.call import CallError
