@@ -14,6 +14,9 @@
 #   colcon  `colcon build` against .venv's ROS 2 wheels into install/, `source install/setup.bash`;
 #           the node, interface and packaging tests.
 #   all     (the default without arguments) venv, pip, colcon one after the other: what CI runs (.ci/run).
+#           Each test runs once, against the install it is about: pip and colcon their tests above, .venv
+#           the others (the docs' examples, the layers, and the core, data and tools tests that need ROS);
+#           the packaging tests against each. Running every test on every install took CI past 90 min.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
@@ -72,7 +75,7 @@ pytest_on() {
   # each run's temporary files in its own folder: pytest's shared /tmp/pytest-of-$USER keeps the last three
   # sessions' only, so a second ./test.sh (another checkout) would remove a running one's files
   AFFORDANCE_ROS_TEST_INSTALL=$kind AFFORDANCE_ROS_TEST_PREFIX=$prefix \
-    "$python" -m pytest --basetemp "$ROS_LOG_DIR/pytest-$kind-$((++pytest_runs))" "${defaults[@]}" "$@" \
+    "$python" -m pytest --durations=10 --basetemp "$ROS_LOG_DIR/pytest-$kind-$((++pytest_runs))" "${defaults[@]}" "$@" \
     "${USER_ARGS[@]}"
 }
 rc=0
@@ -86,10 +89,22 @@ test_venv() {
       source "$ROOT/install/setup.bash"
       set -u
       lint python3
-      pytest_on venv "$ROOT/install/affordance_ros" python3 test -- ) || rc=$?
+      venv_tests venv "$ROOT/install/affordance_ros" python3 ) || rc=$?
   else
     lint "$ROOT/.venv/bin/python"
-    PATH="$ROOT/.venv/bin:$PATH" pytest_on venv "$ROOT/.venv" "$ROOT/.venv/bin/python" test -- || rc=$?
+    PATH="$ROOT/.venv/bin:$PATH" venv_tests venv "$ROOT/.venv" "$ROOT/.venv/bin/python" || rc=$?
+  fi
+}
+
+# venv_tests KIND PREFIX PYTHON: all tests, or under `all` those that the pip and colcon installs do not run
+venv_tests() {
+  if [[ "$INSTALL" != all ]] || (( have_path )); then
+    pytest_on "$@" test --
+  else
+    local status=0
+    pytest_on "$@" test/test_docs.py test/test_layers.py test/test_packaging.py -- || status=$?
+    pytest_on "$@" test/core test/data test/tools -- -m ros || status=$?
+    return "$status"
   fi
 }
 
@@ -110,7 +125,7 @@ test_pip() {
   local pip=("$venv/bin/python" -m pip install --no-input --no-compile --disable-pip-version-check
              -c requirements-ros.txt -c requirements-bench.txt)
   echo "test.sh: pip install . into a new venv ($dir)" >&2
-  "${pip[@]}" "$ROOT" pytest ruff >"$log/pip-install.log" 2>&1 \
+  "${pip[@]}" "$ROOT" pytest pytest-timeout ruff >"$log/pip-install.log" 2>&1 \
     || { tail -n 40 "$log/pip-install.log" >&2; exit 1; }
   lint "$venv/bin/python"
   PATH="$venv/bin:$PATH" pytest_on pip "$venv" "$venv/bin/python" test/test_packaging.py test/tools/test_cli.py \
