@@ -382,6 +382,34 @@ def test_ci_runs_the_readmes_test_command_and_it_tests_every_install():
     assert re.search(r'if \[ \$# -eq 0 \]; then INSTALL="\$\{AFFORDANCE_ROS_TEST_INSTALL:-all\}"', script), script
 
 
+def _collected(*args: str) -> set[str]:
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return {line for line in result.stdout.splitlines() if "::" in line}
+
+
+@pytest.mark.skipif(not BUILT_BY_CMAKE or os.environ.get("AFFORDANCE_ROS_TEST_INSTALL") == "colcon",
+                    reason="collecting the node tests needs ROS 2; about test.sh, not the install: .venv's run does it")
+def test_under_all_every_test_runs_against_one_install_at_least():
+    # test.sh's selections under `all` (CI): pip the tests without ROS of core, data, tools and the layers;
+    # colcon the nodes and interfaces; .venv the docs, the layers and the tests of core/data/tools needing ROS
+    script = (REPO_ROOT / "test.sh").read_text()
+    assert '"$venv/bin/python" test/core test/data test/tools test/test_layers.py \\\n    -- -m "not ros"' in script
+    assert "test/nodes test/test_interfaces.py \\\n      test/test_packaging.py --" in script
+    assert "test/test_docs.py test/test_layers.py test/test_packaging.py --" in script
+    assert "test/core test/data test/tools -- -m ros" in script
+    everything = _collected("test")  # ids relative to test/ (pytest.ini's folder)
+    without_ros = _collected("test", "-m", "not ros")
+    core_data_tools = ("core/", "data/", "tools/")
+    pip = {t for t in without_ros if t.startswith((*core_data_tools, "test_layers.py"))}
+    colcon = {t for t in everything if t.startswith(("nodes/", "test_interfaces.py", "test_packaging.py"))}
+    venv = {t for t in everything if t.startswith(("test_docs.py", "test_layers.py", "test_packaging.py"))}
+    venv |= {t for t in everything - without_ros if t.startswith(core_data_tools)}
+    assert len(everything) > 500 and len(pip) > 300 and len(colcon) > 100 and len(venv) > 50
+    assert everything - (pip | colcon | venv) == set()
+
+
 @pytest.mark.skipif(not BUILT_BY_CMAKE, reason="only the CMake build makes type support libraries")
 def test_the_venv_builds_no_cpp_type_support_and_colcon_all_of_it():
     # tools/setup_env.sh's venv has no rclcpp to use the C++ type support: leaving it out halves its build
