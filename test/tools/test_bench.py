@@ -9,6 +9,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,13 +20,22 @@ EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def bench(*args, out: Path):
+def bench(*args, out: Path, timeout: float = 600):
+    """Run ``affordance-ros bench ARGS --quick`` into ``out``; what it printed. A bench still running after
+    ``timeout`` seconds (a hang guard: these machines are shared) is killed with every process it started: a
+    node left behind would answer the next tests' requests on the same domain."""
     assert EXE, "affordance-ros is not installed next to this Python"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    done = subprocess.run([EXE, "bench", *args, "--quick", "--out", str(out)], capture_output=True, text=True,
-                          timeout=400, env=env, cwd=out)  # (a hang guard: these machines are shared)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    with subprocess.Popen([EXE, "bench", *args, "--quick", "--out", str(out)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env, cwd=out, start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            pytest.fail(f"bench {' '.join(args)} still running after {timeout} s:\n{stdout[-3000:]}{stderr[-3000:]}")
+    assert process.returncode == 0, stdout + stderr
+    return stdout
 
 
 def assert_png(path: Path) -> None:
@@ -144,7 +154,7 @@ def test_beyond_quick(tmp_path):
 
 @pytest.mark.ros
 def test_faults_quick(tmp_path):
-    stdout = bench("faults", "--cases", "150", out=tmp_path)
+    stdout = bench("faults", "--cases", "150", out=tmp_path, timeout=850)  # the longest: ~4 min here
     doc = json.loads((tmp_path / "faults_results.json").read_text())
     confirmed = [k for k in doc["kills"] if k["confirm"]]
     assert confirmed and all(k["lost"] == 0 and k["robot_exit"] == 0 for k in confirmed)
@@ -152,6 +162,8 @@ def test_faults_quick(tmp_path):
     assert doc["stops"]["counter_mismatches"] == 0
     assert doc["flood"]["bad_stored"] == 0 and doc["flood"]["good_stored"] == doc["flood"]["rounds"]
     assert "kill -9 mid-stream + restart" in stdout
+
+
 def test_scenario_quick(tmp_path):
     """The scenarios: a row per target and metric with ours and every baseline, and the time of the folds."""
     printed = bench("scenario", out=tmp_path)
