@@ -73,6 +73,16 @@ class Ros:
         return self.add(SimulatedRobot(context=self.context, parameter_overrides=[
             Parameter(name, value=value) for name, value in params.items()]), own_executor=True)
 
+    @staticmethod
+    def wait_for_robot(robot: SimulatedRobot, timeout: float = 60.0) -> None:
+        """Wait for the robot's last trial to be answered; if it is not within ``timeout`` seconds, fail saying how
+        far it got and what it still waits for (a learner's topics not discovered yet, or confirmations)."""
+        try:
+            wait_for(lambda: robot.done.done(), timeout=timeout, what="the simulated robot to finish")
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}: {robot.published} of {robot.count or 'endless'} trials published; "
+                                 f"waiting for: {robot.missing_subscribers() or 'confirmations'}") from None
+
     def publisher(self, msg_type, topic):
         pub = self.client_node.create_publisher(msg_type, topic, QoSProfile(
             depth=100, reliability=ReliabilityPolicy.RELIABLE))

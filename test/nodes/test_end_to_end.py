@@ -13,7 +13,7 @@ OBJECT_FEATURES = dict(sensor_names=["color", "shape", "size"], sensor_values=[5
 
 def collect(ros, learner, n, **robot_params):
     robot = ros.robot(count=n, **robot_params)
-    wait_for(lambda: robot.done.done(), what="the simulated robot to finish")
+    ros.wait_for_robot(robot)
     wait_for(lambda: learner.counts["stored"] >= n, what=f"{n} stored cases")
     time.sleep(0.3)  # nothing more arrives
     ros.remove(robot)

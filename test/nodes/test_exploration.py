@@ -26,7 +26,7 @@ def never_touched(tmp_path):
 
 def explore(ros, learner, n, **params):
     robot = ros.robot(count=n, seed=4, **params)
-    wait_for(lambda: robot.done.done(), timeout=60.0, what="the simulated robot to finish")
+    ros.wait_for_robot(robot)
     wait_for(lambda: learner.counts["stored"] >= n, what=f"{n} stored cases")
     time.sleep(0.2)
     ros.remove(robot)
@@ -51,7 +51,7 @@ def test_a_suggestion_lost_on_the_way_back_is_asked_for_again(ros, never_touched
     sent = lose_the_first_answer(monkeypatch, Client, "call_async")
     learner = ros.learner()
     robot = ros.robot(count=5, seed=4, exploration="active", candidates=3, suggest_timeout=1.0)
-    wait_for(lambda: robot.done.done(), timeout=60.0, what="the simulated robot to finish")
+    ros.wait_for_robot(robot)
     # (on a loaded machine an answer may also come after the timeout: then it is asked again once more)
     assert robot.explorer.unanswered >= 1 and len(sent) == 5 + robot.explorer.unanswered
     wait_for(lambda: learner.counts["stored"] >= 5, what="5 stored cases")

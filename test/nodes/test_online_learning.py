@@ -46,7 +46,7 @@ def test_new_cases_refine_the_model_and_its_predictions(ros, tmp_path):
     predicted_before = action_marginal(ros.predict(query=["action"], **EVIDENCE))
 
     robot = ros.robot(count=60, seed=9)
-    wait_for(lambda: robot.done.done(), what="the simulated robot to finish")
+    ros.wait_for_robot(robot)
     wait_for(lambda: learner.counts["online_updates"] == 60, what="60 online updates")
     after = saved(tmp_path / "model.json", 60)
 
@@ -79,7 +79,7 @@ def test_new_cases_refine_the_model_and_its_predictions(ros, tmp_path):
     batch = AffordanceNetwork.load(tmp_path / "model.json")
     assert "online" not in batch.metadata and batch.metadata["cases"]["count"] == 360
     robot = ros.robot(count=10, seed=10)
-    wait_for(lambda: robot.done.done(), what="the simulated robot to finish")
+    ros.wait_for_robot(robot)
     wait_for(lambda: learner.counts["online_updates"] == 70, what="10 more online updates")
     again = saved(tmp_path / "model.json", 10)
     assert again.metadata["online"]["num_cases"] == 370 and again.metadata["learned"] == batch.metadata["learned"]
@@ -108,7 +108,7 @@ def test_a_restart_catches_up_skips_unknown_sensors_and_saves_at_shutdown(ros, t
     assert learner.manager.current_model().metadata["online"]["num_cases"] == 220
     assert AffordanceNetwork.load(tmp_path / "model.json").metadata.get("online") is None  # not yet written
     robot = ros.robot(count=5, seed=11)
-    wait_for(lambda: robot.done.done(), what="the simulated robot to finish")
+    ros.wait_for_robot(robot)
     wait_for(lambda: learner.counts["online_updates"] == 25, what="5 online updates")
     ros.remove(learner)  # stopping writes the updated model
     final = AffordanceNetwork.load(tmp_path / "model.json")

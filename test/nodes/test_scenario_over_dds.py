@@ -18,7 +18,7 @@ HOOK = [0.70, 0.60, 0.25]
 def test_tools_scenario_learned_over_dds_and_predicted_readings_answered(ros, tmp_path):
     learner = ros.learner(config_path=str(TOOLS_CONFIG))
     robot = ros.robot(count=400, scenario="tools", seed=4)
-    wait_for(lambda: robot.done.done(), what="the simulated robot to finish", timeout=120)
+    ros.wait_for_robot(robot, timeout=120)
     wait_for(lambda: learner.counts["stored"] >= 400, what="400 stored cases")
     time.sleep(0.3)
     ros.remove(robot)

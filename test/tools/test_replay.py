@@ -136,7 +136,7 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
     try:
         learner = ros.learner()
         robot = ros.robot(count=30, rate=20.0, seed=2, min_subscribers=2)  # the node and the recorder
-        wait_for(lambda: robot.done.done(), what="the simulated robot to finish")
+        ros.wait_for_robot(robot)
         wait_for(lambda: learner.manager.store.count() >= 30, what="30 stored cases")
         out, _ = recorder.communicate(timeout=20)
     finally:
