@@ -52,7 +52,7 @@ from .current_model import CurrentModel
 from .diagnostics import DiagnosticsPublisher
 from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters, refuse_clock_changes
 from .learning import LearnEndpoints
-from .qos import LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD, describe_qos, dds_profiles
+from .qos import LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD, dds_profiles, describe_qos
 from .query_services import QueryServices
 from .suggest_service import SuggestService
 from .trial_events import TrialEvents

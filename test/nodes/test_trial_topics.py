@@ -2,6 +2,8 @@
 callback goes on with the parts queued on all three trial topics, and the robot's status callback with the
 answers queued behind its own. Real subscriptions over DDS, in the test's process."""
 
+import os
+
 import rclpy
 from conftest import wait_for
 from rclpy.executors import SingleThreadedExecutor
@@ -126,3 +128,28 @@ def test_a_node_run_with_affordance_ros_profile_writes_its_profile(tmp_path):
     assert robot.returncode == 0, stderr[-2000:]
     stats = pstats.Stats(str(profile) + ".simulated_robot")
     assert any(name == "_publish_trial" for _, _, name in stats.stats)
+
+
+def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_user_gave_profiles(monkeypatch):
+    """The Fast DDS default profiles a learner (readers) and a robot process (writers) start with (item 5)."""
+    import xml.etree.ElementTree as ET
+
+    from affordance_ros.nodes.qos import PROFILES_VARIABLES, dds_profiles
+    for variable in (*PROFILES_VARIABLES, "RMW_IMPLEMENTATION"):
+        monkeypatch.delenv(variable, raising=False)
+    with dds_profiles(reader_samples=100, heartbeat_period=0.1) as said:
+        path = os.environ["FASTDDS_DEFAULT_PROFILES_FILE"]
+        root = ET.parse(path).getroot()
+    assert "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ and not os.path.exists(path)
+    assert said == ("DDS readers hold at most 100 samples each; "
+                    "DDS writers send a heartbeat every 0.1 s while unacknowledged")
+    values = {element.tag.split("}")[-1]: element.text for element in root.iter()}
+    assert values["max_samples"] == values["max_samples_per_instance"] == "100"
+    assert (values["sec"], values["nanosec"]) == ("0", "100000000")
+    defaults = [p for p in root.iter() if p.get("is_default_profile") == "true"]
+    assert sorted(p.tag.split("}")[-1] for p in defaults) == ["data_reader", "data_writer"]
+
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profiles.xml")  # the user's own: left alone
+    with dds_profiles(reader_samples=100) as said:
+        assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == "/etc/my_profiles.xml"
+    assert "/etc/my_profiles.xml" in said

@@ -510,6 +510,7 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from ...msg import Action
@@ -537,12 +538,15 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
         wait(lambda: publisher.get_subscription_count() > 0, 60)
         rss, learner_cpu = [rss_mb(learner.pid)], cpu_seconds([learner.pid])
         load = float(open("/proc/loadavg").read().split()[0])
-        stamp, started, k = time.time(), time.monotonic(), 0
+        stamp, started, k, refused = time.time(), time.monotonic(), 0, 0
         while time.monotonic() - started < seconds:
             msg = Action(trial_id="" if kind == "stampless" else f"{kind}{k}", action="tap")
             part = {"fresh": stamp, "now": time.time(), "stampless": stamp + k * 1e-6}[kind]
             msg.header.stamp.sec, msg.header.stamp.nanosec = int(part), int(part % 1 * 1e9)
-            publisher.publish(msg)
+            try:
+                publisher.publish(msg)
+            except _rclpy.RCLError:  # the writer's history is full of parts the learner refused: held back
+                refused += 1
             k += 1
             time.sleep(max(0.0, started + k / rate - time.monotonic()))
         rss.append(rss_mb(learner.pid))
@@ -556,10 +560,11 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
         rclpy.try_shutdown(context=context)
         exit_status = stop_process(learner)
     log = (tmp / "learner_node.log").read_text()
-    return {"kind": kind, "parts": k, "seconds": seconds, "load": load, "max_pending": max(pending, default=-1),
+    return {"kind": kind, "parts": k - refused, "held_back": refused, "seconds": seconds, "load": load,
+            "max_pending": max(pending, default=-1),
             "rss_mb": rss, "log_lines": log.count("\n"), "log_bytes": len(log),
             "good_trial_seconds": waited if waited is not None else float("nan"),
-            "learner_cpu_ms_per_part": 1000 * learner_cpu / max(k, 1), "learner_exit": exit_status}
+            "learner_cpu_ms_per_part": 1000 * learner_cpu / max(k - refused, 1), "learner_exit": exit_status}
 
 
 def good_trial_robot(prefix: str, timeout: float = 120.0) -> None:
