@@ -313,7 +313,7 @@ def main(args=None) -> int:
     check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
     # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
     # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
-    # Short DDS reader queues: a good trial's part waits behind at most that many parts of a flood (qos.py).
+    # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts (qos.py).
     with dds_profiles(LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD) as readers:
         def make_node() -> LearnerNode:
             node = LearnerNode()

@@ -10,8 +10,9 @@ users who prefer a fixed bound and accept losing the oldest messages of a burst 
 
 The learner's readers hold at most ``LEARNER_READER_SAMPLES``, and the trial writers of this
 package's robot processes send heartbeats every ``TRIAL_HEARTBEAT_PERIOD`` (``dds_profiles``):
-under a flood a good trial's part waits behind at most that many parts of its topic, and a part
-refused by a full queue is sent again within a heartbeat, not Fast DDS's 3 s.
+under a flood a good trial's part waits behind the few parts queued in the reader (not 5000) and
+those the flooding writer still holds, and a part refused by a full queue is offered again every
+heartbeat, not every 3 s (docs/benchmarks.md §6, item 5).
 """
 
 from __future__ import annotations
