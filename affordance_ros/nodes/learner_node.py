@@ -52,7 +52,7 @@ from .current_model import CurrentModel
 from .diagnostics import DiagnosticsPublisher
 from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters, refuse_clock_changes
 from .learning import LearnEndpoints
-from .qos import describe_qos
+from .qos import LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD, dds_profiles, describe_qos
 from .query_services import QueryServices
 from .suggest_service import SuggestService
 from .trial_events import TrialEvents
@@ -313,9 +313,15 @@ def main(args=None) -> int:
     check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
     # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
     # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
-    return shutdown.run(LearnerNode, (StartupError,), NODE_NAME, args,
-                        done=lambda node: node.lifecycle_state == "finalized" and not node.learn.busy,
-                        taken=parts_received, finish=LearnerNode.finalize)
+    # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts (qos.py).
+    with dds_profiles(LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD) as readers:
+        def make_node() -> LearnerNode:
+            node = LearnerNode()
+            node.get_logger().info(readers)
+            return node
+        return shutdown.run(make_node, (StartupError,), NODE_NAME, args,
+                            done=lambda node: node.lifecycle_state == "finalized" and not node.learn.busy,
+                            taken=parts_received, finish=LearnerNode.finalize)
 
 
 if __name__ == "__main__":

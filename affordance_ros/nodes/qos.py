@@ -2,17 +2,27 @@
 
 Reliable, and by default KEEP_ALL on both ends: a publisher faster than the learner is
 slowed down (a reliable KEEP_ALL writer blocks in ``publish`` while the reader's history
-is full) instead of losing trials. Memory stays bounded even so: Fast DDS caps a KEEP_ALL
-history by its resource limits (5000 samples by default), and once they are reached the
-reader stops acknowledging and the writer waits. A depth > 0 asks for KEEP_LAST(depth)
-instead, for users who prefer a fixed bound and accept losing the oldest messages of a
-burst longer than that.
+is full) instead of losing trials. Memory stays bounded even so: Fast DDS caps a reader's
+history by its resource limits (``max_samples``, 5000 by default); a sample that finds it
+full is not acknowledged, stays in the writer's history and is sent again once the reader
+has taken some (within milliseconds). A depth > 0 asks for KEEP_LAST(depth) instead, for
+users who prefer a fixed bound and accept losing the oldest messages of a burst longer than that.
+
+The learner's readers hold at most ``LEARNER_READER_SAMPLES``, and the trial writers of this
+package's robot processes send heartbeats every ``TRIAL_HEARTBEAT_PERIOD`` (``dds_profiles``):
+under a flood a good trial's part waits behind the few parts queued in the reader (not 5000) and
+those the flooding writer still holds, and a part refused by a full queue is offered again every
+heartbeat, not every 3 s (docs/benchmarks.md §6, item 5).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Iterator
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -27,6 +37,70 @@ def trial_qos(depth: int = KEEP_ALL) -> QoSProfile:
     if depth == KEEP_ALL:
         return QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
     return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE)
+
+
+LEARNER_READER_SAMPLES = 100  # most samples a learner's reader holds (Fast DDS's default: 5000)
+TRIAL_HEARTBEAT_PERIOD = 0.1  # seconds between a trial writer's heartbeats while it has unacknowledged parts
+PROFILES_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+_READER_PROFILE = """    <data_reader profile_name="affordance_ros_reader" is_default_profile="true">
+      <topic>
+        <resourceLimitsQos>
+          <max_samples>{samples}</max_samples>
+          <max_instances>1</max_instances>
+          <max_samples_per_instance>{samples}</max_samples_per_instance>
+          <allocated_samples>{allocated}</allocated_samples>
+        </resourceLimitsQos>
+      </topic>
+    </data_reader>
+"""
+_WRITER_PROFILE = """    <data_writer profile_name="affordance_ros_writer" is_default_profile="true">
+      <times>
+        <heartbeat_period><sec>{sec}</sec><nanosec>{nanosec}</nanosec></heartbeat_period>
+      </times>
+    </data_writer>
+"""
+
+
+@contextlib.contextmanager
+def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | None = None) -> Iterator[str]:
+    """Within the block, the DDS readers this process creates hold at most ``reader_samples`` samples each,
+    and its writers send a heartbeat every ``heartbeat_period`` seconds while a reader has not acknowledged
+    all they sent (Fast DDS default profiles, read when the process's first node is created: enter this
+    before). Yields a line for the log: what applies.
+
+    Why both (docs/benchmarks.md §6, item 5): a reader whose history is full refuses a sample; the sample
+    stays in its writer's history and is sent again once the writer learns it is missing, which for a
+    writer that sent one trial is at its next heartbeat (Fast DDS: every 3 s). A short reader queue bounds
+    the parts a good trial waits behind under a flood; a short heartbeat bounds how long a part refused
+    by a full queue waits for its re-send. A KEEP_LAST reader deeper than ``reader_samples`` also holds at
+    most that many: what a reliable writer sends beyond them is sent again, not lost.
+
+    Left as it is when the user gave Fast DDS profiles of their own (``FASTDDS_DEFAULT_PROFILES_FILE``)
+    or chose another middleware (``RMW_IMPLEMENTATION``).
+    """
+    rmw = os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    given = next((os.environ[v] for v in PROFILES_VARIABLES if os.environ.get(v)), None)
+    if given is not None or not rmw.startswith("rmw_fastrtps"):
+        yield (f"DDS queues and heartbeats as the Fast DDS profiles in {given} say" if given
+               else f"DDS queues and heartbeats as {rmw} sets them")
+        return
+    profiles, said = [], []
+    if reader_samples is not None:
+        profiles.append(_READER_PROFILE.format(samples=reader_samples, allocated=min(reader_samples, 100)))
+        said.append(f"DDS readers hold at most {reader_samples} samples each")
+    if heartbeat_period is not None:
+        sec = int(heartbeat_period)
+        profiles.append(_WRITER_PROFILE.format(sec=sec, nanosec=int(round((heartbeat_period - sec) * 1e9))))
+        said.append(f"DDS writers send a heartbeat every {heartbeat_period:g} s while unacknowledged")
+    with tempfile.TemporaryDirectory(prefix="affordance_ros_dds_") as folder:
+        profile = Path(folder) / "profiles.xml"
+        profile.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<dds xmlns="http://www.eprosima.com">\n'
+                           f'  <profiles>\n{"".join(profiles)}  </profiles>\n</dds>\n')
+        os.environ[PROFILES_VARIABLES[0]] = str(profile)
+        try:
+            yield "; ".join(said)
+        finally:
+            os.environ.pop(PROFILES_VARIABLES[0], None)
 
 
 def describe_qos(depth: int) -> str:

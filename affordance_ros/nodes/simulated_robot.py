@@ -45,7 +45,7 @@ from . import shutdown
 from .command_line import check_command_line
 from .exploration import ActiveExplorer
 from .numbers import accept_integers, number_descriptor, number_value
-from .qos import KEEP_ALL, publish_waiting, trial_qos
+from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
 from .trial_publisher import DEFAULT_MAX_RESENDS, DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
 
 NODE_NAME = "simulated_robot"
@@ -385,8 +385,10 @@ def declare_robot_parameters(node: Node) -> dict:
 
 def main(args=None) -> int:
     check_command_line("simulated_robot", NODE_NAME, declare_robot_parameters, __doc__, args)
-    return shutdown.run(SimulatedRobot, (ValueError,), NODE_NAME, args, done=lambda node: node.done.done(),
-                        stopped=_report_unconfirmed)
+    # a part refused by the learner's full queue (a flood) is sent again within a heartbeat (qos.py)
+    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
+        return shutdown.run(SimulatedRobot, (ValueError,), NODE_NAME, args, done=lambda node: node.done.done(),
+                            stopped=_report_unconfirmed)
 
 
 def _report_unconfirmed(node: SimulatedRobot, signal_name: str) -> None:

@@ -318,6 +318,7 @@ def test_a_flood_of_parts_that_never_complete_is_bounded_and_a_good_trial_still_
     log = (tmp_path / "learner.log").read_text().splitlines()
     assert len(log) < 60, len(log)  # one line per kind of warning and period, not one per dropped trial
     assert any("more like that" in line and "max_pending_trials 500" in line for line in log)
+    assert any("DDS readers hold at most 100 samples each" in line for line in log)  # item 5: a short queue
 
 
 # ---------------------------------------------------------------- 6. a held database lock

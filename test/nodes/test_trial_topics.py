@@ -2,6 +2,10 @@
 callback goes on with the parts queued on all three trial topics, and the robot's status callback with the
 answers queued behind its own. Real subscriptions over DDS, in the test's process."""
 
+import os
+import subprocess
+import sys
+
 import rclpy
 from conftest import wait_for
 from rclpy.executors import SingleThreadedExecutor
@@ -126,3 +130,75 @@ def test_a_node_run_with_affordance_ros_profile_writes_its_profile(tmp_path):
     assert robot.returncode == 0, stderr[-2000:]
     stats = pstats.Stats(str(profile) + ".simulated_robot")
     assert any(name == "_publish_trial" for _, _, name in stats.stats)
+
+
+def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_user_gave_profiles(monkeypatch):
+    """The Fast DDS default profiles a learner (readers) and a robot process (writers) start with (item 5)."""
+    import xml.etree.ElementTree as ET
+
+    from affordance_ros.nodes.qos import PROFILES_VARIABLES, dds_profiles
+    for variable in (*PROFILES_VARIABLES, "RMW_IMPLEMENTATION"):
+        monkeypatch.delenv(variable, raising=False)
+    with dds_profiles(reader_samples=100, heartbeat_period=0.1) as said:
+        path = os.environ["FASTDDS_DEFAULT_PROFILES_FILE"]
+        root = ET.parse(path).getroot()
+    assert "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ and not os.path.exists(path)
+    assert said == ("DDS readers hold at most 100 samples each; "
+                    "DDS writers send a heartbeat every 0.1 s while unacknowledged")
+    values = {element.tag.split("}")[-1]: element.text for element in root.iter()}
+    assert values["max_samples"] == values["max_samples_per_instance"] == "100"
+    assert (values["sec"], values["nanosec"]) == ("0", "100000000")
+    defaults = [p for p in root.iter() if p.get("is_default_profile") == "true"]
+    assert sorted(p.tag.split("}")[-1] for p in defaults) == ["data_reader", "data_writer"]
+
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profiles.xml")  # the user's own: left alone
+    with dds_profiles(reader_samples=100) as said:
+        assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == "/etc/my_profiles.xml"
+    assert "/etc/my_profiles.xml" in said
+
+
+PROBE = """
+import sys, time, rclpy
+from affordance_ros.msg import Action
+from affordance_ros.nodes.qos import LEARNER_READER_SAMPLES as SAMPLES, TRIAL_HEARTBEAT_PERIOD as PERIOD
+from affordance_ros.nodes.qos import dds_profiles, take_queued, trial_qos
+with dds_profiles(SAMPLES, PERIOD):  # as learner_node main
+    rclpy.init()
+    node = rclpy.create_node('queue_probe')
+    reader = node.create_subscription(Action, 'probe_action', lambda msg: None, trial_qos())
+print('ready', flush=True)
+sys.stdin.readline()
+taken, deadline = 0, time.monotonic() + 60
+while taken < int(sys.argv[1]) and time.monotonic() < deadline:
+    if take_queued(reader) is None:
+        time.sleep(0.001)
+    else:
+        taken += 1
+print(taken, flush=True)
+"""
+
+
+def test_a_learners_reader_holds_a_short_queue_and_what_it_refused_comes_later(ros):
+    """Item 5 (docs/benchmarks.md §6): a good trial's part waits behind the parts in the learner's DDS reader,
+    so its readers hold at most LEARNER_READER_SAMPLES (Fast DDS's default: 5000). Counted, not timed: a
+    reader in a process of its own with the learner's profiles takes nothing while a reliable keep-all writer
+    sends 4 times that many; the writer cannot have them all acknowledged, and once the reader takes, every
+    one arrives (refused, not lost)."""
+    from affordance_ros.nodes.qos import LEARNER_READER_SAMPLES
+    sent = 4 * LEARNER_READER_SAMPLES
+    probe = subprocess.Popen([sys.executable, "-c", PROBE, str(sent)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env={k: v for k, v in os.environ.items()
+                                                                     if "PROFILES_FILE" not in k})
+    try:
+        assert probe.stdout.readline().strip() == "ready"
+        writer = ros.client_node.create_publisher(Action, "probe_action", trial_qos())
+        wait_for(lambda: writer.get_subscription_count() > 0, timeout=60, what="the probe's reader")
+        for k in range(sent):
+            writer.publish(Action(trial_id=f"p{k}", action="tap"))
+        assert not writer.wait_for_all_acked(rclpy.duration.Duration(seconds=3.0))  # the reader is full
+        taken = probe.communicate("take\n", timeout=120)[0].split()[-1]
+        assert int(taken) == sent
+        assert writer.wait_for_all_acked(rclpy.duration.Duration(seconds=10.0))
+    finally:
+        if probe.poll() is None:
+            probe.kill()

@@ -505,46 +505,87 @@ def clock(tmp: Path, env: dict, n: int) -> dict:
 
 def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
     """5. ``rate`` action parts a second for ``seconds`` of trials that never complete (``kind``: 'fresh' ids and
-    one stamp, 'now' fresh ids stamped now, 'stampless' no id and stamps 1 us apart), then one good trial."""
+    one stamp, 'now' fresh ids stamped now, 'stampless' no id and stamps 1 us apart), then one good trial from
+    a robot of its own process (as a robot is: ``good_trial_robot``) that was started before the flood."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from ...msg import Action
     tmp.mkdir()
     learner = launch("learner_node", {"database_path": tmp / "cases.db", "model_path": tmp / "model.json",
                                       "status_period": 0.0, "diagnostics_period": 0.5}, tmp, env)
-    robot = Robot()
+    code = f"from affordance_ros.tools.bench.edges import good_trial_robot; good_trial_robot('good-{kind}-')"
+    robot = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env)
+    context = rclpy.Context()
+    rclpy.init(context=context)
     pending = []
-    robot.node.create_subscription(DiagnosticArray, "/diagnostics", lambda msg: pending.extend(
+    flooder = rclpy.create_node("affordance_bench_flood", context=context)
+    flooder.create_subscription(DiagnosticArray, "/diagnostics", lambda msg: pending.extend(
         int(kv.value) for s in msg.status for kv in s.values if kv.key == "trials pending"), 10)
-    flooder = rclpy.create_node("affordance_bench_flood", context=robot.context)
     publisher = flooder.create_publisher(Action, "action",
                                          QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(flooder)
+    spinning = threading.Thread(target=executor.spin, daemon=True)
+    spinning.start()
     try:
+        if robot.stdout.readline().strip() != "ready":
+            raise RuntimeError("the good trial's robot did not start")
+        wait(lambda: publisher.get_subscription_count() > 0, 60)
         rss, learner_cpu = [rss_mb(learner.pid)], cpu_seconds([learner.pid])
-        stamp, started, k = time.time(), time.monotonic(), 0
+        load = float(open("/proc/loadavg").read().split()[0])
+        stamp, started, k, refused = time.time(), time.monotonic(), 0, 0
         while time.monotonic() - started < seconds:
             msg = Action(trial_id="" if kind == "stampless" else f"{kind}{k}", action="tap")
             part = {"fresh": stamp, "now": time.time(), "stampless": stamp + k * 1e-6}[kind]
             msg.header.stamp.sec, msg.header.stamp.nanosec = int(part), int(part % 1 * 1e9)
-            publisher.publish(msg)
+            try:
+                publisher.publish(msg)
+            except _rclpy.RCLError:  # the writer's history is full of parts the learner refused: held back
+                refused += 1
             k += 1
             time.sleep(max(0.0, started + k / rate - time.monotonic()))
         rss.append(rss_mb(learner.pid))
         learner_cpu = cpu_seconds([learner.pid]) - learner_cpu
-        good = records(1, f"good-{kind}-")
-        sent = time.monotonic()
-        robot.send(good)
-        confirmed = wait(lambda: good[0].trial_id in robot.answered(), 120)
-        waited = time.monotonic() - sent if confirmed else float("nan")
+        waited = json.loads(robot.communicate("go\n", timeout=180)[0].strip().splitlines()[-1])["seconds"]
     finally:
-        robot.close()
+        if robot.poll() is None:
+            robot.kill()
+        executor.shutdown(timeout_sec=10.0)
+        flooder.destroy_node()
+        rclpy.try_shutdown(context=context)
         exit_status = stop_process(learner)
     log = (tmp / "learner_node.log").read_text()
-    return {"kind": kind, "parts": k, "seconds": seconds, "max_pending": max(pending, default=-1),
-            "rss_mb": rss, "log_lines": log.count("\n"), "log_bytes": len(log), "good_trial_seconds": waited,
-            "learner_cpu_ms_per_part": 1000 * learner_cpu / max(k, 1), "learner_exit": exit_status}
+    return {"kind": kind, "parts": k - refused, "held_back": refused, "seconds": seconds, "load": load,
+            "max_pending": max(pending, default=-1),
+            "rss_mb": rss, "log_lines": log.count("\n"), "log_bytes": len(log),
+            "good_trial_seconds": waited if waited is not None else float("nan"),
+            "learner_cpu_ms_per_part": 1000 * learner_cpu / max(k - refused, 1), "learner_exit": exit_status}
+
+
+def good_trial_robot(prefix: str, timeout: float = 120.0) -> None:
+    """A robot process with this package's DDS profiles (``qos.dds_profiles``, as the simulated robot has):
+    says 'ready' once its writers matched the learner, sends one good trial when 'go' comes on stdin, and
+    prints {"seconds": from sending to its confirmation} (null: none within ``timeout``)."""
+    from ...nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles
+    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
+        robot = Robot(resend_timeout=1.0)
+    try:
+        print("ready", flush=True)
+        sys.stdin.readline()
+        good = records(1, prefix)
+        sent = time.monotonic()
+        robot.send(good)
+        confirmed = wait(lambda: good[0].trial_id in robot.answered(), timeout)
+        with robot.lock:
+            first = min((t for t, trial_id, s in robot.answers if trial_id == good[0].trial_id), default=None)
+        print(json.dumps({"seconds": first - sent if confirmed else None}), flush=True)
+    finally:
+        robot.close()
 
 
 def held_lock(tmp: Path, env: dict, hold: float, n: int) -> dict:
