@@ -310,11 +310,13 @@ def parts_received(node: LearnerNode) -> int:
 
 
 def main(args=None) -> int:
-    check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
-    # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
-    # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
-    # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts (qos.py).
+    # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts (qos.py). Entered
+    # first: Fast DDS reads its profiles once, at the process's first context (the command line check's too).
     with dds_profiles(LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD) as readers:
+        check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
+        # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
+        # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
+
         def make_node() -> LearnerNode:
             node = LearnerNode()
             node.get_logger().info(readers)

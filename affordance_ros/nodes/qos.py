@@ -65,8 +65,9 @@ _WRITER_PROFILE = """    <data_writer profile_name="affordance_ros_writer" is_de
 def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | None = None) -> Iterator[str]:
     """Within the block, the DDS readers this process creates hold at most ``reader_samples`` samples each,
     and its writers send a heartbeat every ``heartbeat_period`` seconds while a reader has not acknowledged
-    all they sent (Fast DDS default profiles, read when the process's first node is created: enter this
-    before). Yields a line for the log: what applies.
+    all they sent (Fast DDS default profiles, read once, when the process's first context is made: enter
+    this before any, a command line check's too; later ones keep what the first read). Yields a line for
+    the log: what applies.
 
     Why both (docs/benchmarks.md §6, item 5): a reader whose history is full refuses a sample; the sample
     stays in its writer's history and is sent again once the writer learns it is missing, which for a
