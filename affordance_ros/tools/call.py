@@ -32,9 +32,7 @@ from .progress import LearnProgress
 from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_readings
 
 DEFAULT_NODE = "/affordance_learner"
-# seconds to wait for the log line saying why a goal was rejected: a fresh process on a loaded machine may
-# match /rosout late (5 s missed it once); /rosout keeps its lines 10 s for late readers
-REASON_WAIT = 15.0
+REASON_WAIT = 5.0  # seconds to wait for the log line saying why a goal was rejected
 FIRST_RESEND = 2.0  # seconds without an answer before a request is sent again (then 4, 8, ...)
 
 
