@@ -5,7 +5,9 @@ waited for by a thread of its own, while their callback (a coroutine in a reentr
 group) awaits it, so the executor goes on storing trials and answering predictions. A second
 learn, by either, is refused at once: the service answers "already running"; the action
 rejects the goal in its goal callback (a goal response carries no reason, so the reason is
-logged, where ``affordance-ros call learn`` reads it: /rosout). The action also sends feedback
+logged and published on ``~/learn_refused``, where ``affordance-ros call learn`` reads it: the node's
+own transient-local topic, not /rosout, whose one publisher per logger name rcl shares between nodes
+of one name in a process and drops with the first of them destroyed). The action also sends feedback
 (phase, iteration, log-likelihood, cases, elapsed; at most every ``FEEDBACK_PERIOD`` seconds and
 at every change of phase) and can be cancelled: learning stops at its next step and the
 current model stays. Service and action live side by side at ``~/learn`` (an action's services
@@ -25,9 +27,12 @@ import threading
 import time
 from typing import Callable
 
+from builtin_interfaces.msg import Time as TimeMsg
+from rcl_interfaces.msg import Log
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.exceptions import InvalidHandle
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
 from ..action import Learn as LearnAction
@@ -39,6 +44,9 @@ from ..srv import Learn
 
 FEEDBACK_PERIOD = 0.1  # seconds between feedback messages of one phase
 REFUSED = "learn refused: "  # how the log line giving the reason for a refused learn starts
+REFUSED_TOPIC = "learn_refused"  # under the node: why each refused learn was refused (rcl_interfaces/msg/Log)
+REFUSED_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)  # a caller that matches late still hears it
 
 
 def fill(out, outcome: LearnOutcome) -> None:
@@ -73,6 +81,7 @@ class LearnEndpoints:
         self.service = node.create_service(Learn, "~/learn", self._on_service, callback_group=group)
         self.action = ActionServer(node, LearnAction, "~/learn", self._execute, callback_group=group,
                                    goal_callback=self._on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT)
+        self.refusals = node.create_publisher(Log, f"~/{REFUSED_TOPIC}", REFUSED_QOS)
 
     @property
     def busy(self) -> bool:
@@ -93,6 +102,7 @@ class LearnEndpoints:
         """Remove the service and the action server (the node is being destroyed)."""
         self.node.destroy_service(self.service)
         self.action.destroy()
+        self.node.destroy_publisher(self.refusals)
 
     async def _on_service(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
         problem = self.ready()
@@ -134,6 +144,9 @@ class LearnEndpoints:
         reason = problem or (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
                              "call ~/learn again when it has finished")
         self.log("warning", REFUSED + reason)
+        now = time.time_ns()  # the wall clock, as log lines are stamped (a simulated clock may stand still)
+        self.refusals.publish(Log(stamp=TimeMsg(sec=now // 10**9, nanosec=now % 10**9), level=Log.WARN,
+                                  name=self.node.get_logger().name, msg=reason))
         return reason
 
     async def _learn(self, structure: str, out, goal_handle):

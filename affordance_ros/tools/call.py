@@ -9,7 +9,7 @@ The same arguments as `affordance-ros predict`; the answer is printed as JSON on
 ``learn`` uses the node's Learn action (``--progress``: its feedback on stderr; Ctrl-C cancels
 the learn, the node keeps its current model, and the command exits with status 130). A goal the
 node rejects (a learn is running already) is reported with the node's reason: an action's goal
-response carries none, so it is read from the node's log line on /rosout. Waits ``--timeout``
+response carries none, so it is read from the node's ``~/learn_refused`` topic. Waits ``--timeout``
 seconds for the node's service or action to appear. Failures (no node, ``success: false``, a
 rejected goal) are one line on stderr and exit status 2. A request without an answer is sent again after
 2, 4, 8, ... s: under load, Fast DDS drops the answer to a caller the node has not discovered yet.
@@ -32,7 +32,7 @@ from .progress import LearnProgress
 from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_readings
 
 DEFAULT_NODE = "/affordance_learner"
-REASON_WAIT = 5.0  # seconds to wait for the log line saying why a goal was rejected
+REASON_WAIT = 5.0  # seconds to wait for the node to say why it rejected a goal
 FIRST_RESEND = 2.0  # seconds without an answer before a request is sent again (then 4, 8, ...)
 
 
@@ -241,8 +241,8 @@ def _learn(node, wait, args) -> dict:
     from ..action import Learn
 
     name = f"{args.node}/learn"
-    # subscribed before the server is waited for, so that /rosout is matched by the time a refusal is logged
-    # (and /rosout keeps its lines for late subscribers: transient local)
+    # subscribed before the server is waited for, so that the refusals are matched by the time one is sent
+    # (and the node keeps them for late subscribers: transient local)
     reason = _refusal_reason(node, args.node)
     client = ActionClient(node, Learn, name)
     if not client.wait_for_server(timeout_sec=args.timeout):
@@ -291,30 +291,29 @@ def _learn(node, wait, args) -> dict:
 
 
 def _reason(wait, reason) -> str:
-    """Why the node refused a goal: the line it logged on /rosout."""
+    """Why the node refused a goal, as it said on ``~/learn_refused``."""
     try:
-        return wait(reason, REASON_WAIT, "/rosout")
+        return wait(reason, REASON_WAIT, "the reason on learn_refused")
     except CallError:
-        return "the node did not log why (see its log)"
+        return f"the node did not say why within {REASON_WAIT:g} s (see its log)"
 
 
 def _refusal_reason(node, learner: str):
-    """A future done with the reason the learner ``learner`` logs (on /rosout) when it refuses a learn from
-    now on: a rejected goal's response says nothing more."""
+    """A future done with the reason the learner ``learner`` gives (on its ``~/learn_refused``) when it refuses
+    a learn from now on: a rejected goal's response says nothing more. Reasons the node kept from before
+    (transient local) are skipped by their stamp."""
     from rcl_interfaces.msg import Log
-    from rclpy.qos import qos_profile_rosout_default
     from rclpy.task import Future
 
-    from ..nodes.learning import REFUSED
+    from ..nodes.learning import REFUSED_QOS, REFUSED_TOPIC
 
-    reason, logger, since = Future(), learner.strip("/").replace("/", "."), time.time() - 1.0
+    reason, since = Future(), time.time() - 1.0
 
-    def heard(line: Log) -> None:
-        if (not reason.done() and line.name == logger and line.msg.startswith(REFUSED)
-                and line.stamp.sec + line.stamp.nanosec * 1e-9 >= since):
-            reason.set_result(line.msg[len(REFUSED):])
+    def heard(said: Log) -> None:
+        if not reason.done() and said.stamp.sec + said.stamp.nanosec * 1e-9 >= since:
+            reason.set_result(said.msg)
 
-    node.create_subscription(Log, "/rosout", heard, qos_profile_rosout_default)
+    node.create_subscription(Log, f"{learner}/{REFUSED_TOPIC}", heard, REFUSED_QOS)
     return reason
 
 

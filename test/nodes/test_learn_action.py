@@ -99,7 +99,7 @@ def test_a_second_goal_is_rejected_with_its_reason_and_call_learn_prints_it(ros,
     assert not second.accepted
     assert learner.counts["learn_refused"] == 1
 
-    # the goal response carries no reason: `affordance-ros call learn` reads it from the node's log
+    # the goal response carries no reason: `affordance-ros call learn` reads it on the node's ~/learn_refused
     called = subprocess.run([EXE, "call", "learn", "--structure", "k2"], capture_output=True, text=True, timeout=120)
     assert called.returncode == 2 and called.stdout == ""
     assert called.stderr.startswith(f"affordance-ros call learn: error: {ACTION} refused the goal: a learn is already "
