@@ -15,8 +15,9 @@ import pytest
 
 import affordance_ros
 from affordance_ros.action import Learn as LearnAction
+from affordance_ros.data.pairing import INTERFACE_MAX_LIST_LENGTH
 from affordance_ros.msg import Action, Distribution, Features, TrialStatus
-from affordance_ros.srv import Learn, Predict, SelectAction
+from affordance_ros.srv import Learn, Predict, SelectAction, SuggestTrial
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,8 +30,8 @@ EXPECTED_FIELDS = {
     Features: [
         ('header', 'std_msgs/Header'),
         ('trial_id', 'string'),
-        ('names', 'sequence<string>'),
-        ('values', 'sequence<double>'),
+        ('names', 'sequence<string, 100000>'),
+        ('values', 'sequence<double, 100000>'),
     ],
     Distribution: [
         ('variable', 'string'),
@@ -74,11 +75,11 @@ EXPECTED_FIELDS = {
         ('elapsed', 'double'),
     ],
     Predict.Request: [
-        ('query', 'sequence<string>'),
-        ('sensor_names', 'sequence<string>'),
-        ('sensor_values', 'sequence<double>'),
-        ('variable_names', 'sequence<string>'),
-        ('variable_values', 'sequence<string>'),
+        ('query', 'sequence<string, 100000>'),
+        ('sensor_names', 'sequence<string, 100000>'),
+        ('sensor_values', 'sequence<double, 100000>'),
+        ('variable_names', 'sequence<string, 100000>'),
+        ('variable_values', 'sequence<string, 100000>'),
     ],
     Predict.Response: [
         ('success', 'boolean'),
@@ -91,12 +92,12 @@ EXPECTED_FIELDS = {
         ('reading_stddevs', 'sequence<double>'),
     ],
     SelectAction.Request: [
-        ('sensor_names', 'sequence<string>'),
-        ('sensor_values', 'sequence<double>'),
-        ('variable_names', 'sequence<string>'),
-        ('variable_values', 'sequence<string>'),
-        ('effect_names', 'sequence<string>'),
-        ('effect_values', 'sequence<string>'),
+        ('sensor_names', 'sequence<string, 100000>'),
+        ('sensor_values', 'sequence<double, 100000>'),
+        ('variable_names', 'sequence<string, 100000>'),
+        ('variable_values', 'sequence<string, 100000>'),
+        ('effect_names', 'sequence<string, 100000>'),
+        ('effect_values', 'sequence<string, 100000>'),
     ],
     SelectAction.Response: [
         ('success', 'boolean'),
@@ -220,6 +221,28 @@ def test_serialization_round_trip():
     for msg in samples:
         data = serialize_message(msg)
         assert deserialize_message(data, type(msg)) == msg
+
+
+@pytest.mark.parametrize('cls', [Features, Predict.Request, SelectAction.Request, SuggestTrial.Request],
+                         ids=lambda c: c.__qualname__)
+def test_every_list_a_robot_or_planner_sends_is_bounded(cls):
+    lists = {name: kind for name, kind in cls.get_fields_and_field_types().items() if kind.startswith('sequence<')}
+    assert lists
+    unbounded = [name for name, kind in lists.items() if not kind.endswith(f', {INTERFACE_MAX_LIST_LENGTH}>')]
+    assert not unbounded, f'{cls.__qualname__}: lists not bounded by {INTERFACE_MAX_LIST_LENGTH}: {unbounded}'
+
+
+def test_a_list_beyond_the_bound_cannot_be_sent():
+    """The bound is the client's middleware's to keep (rclpy checks fields only when asked): serialising, as
+    every publish and request does, refuses a list one entry too long, so no such list reaches a node."""
+    from rclpy.serialization import serialize_message
+
+    full = ['s'] * INTERFACE_MAX_LIST_LENGTH
+    assert serialize_message(Predict.Request(sensor_names=full, sensor_values=[1.0] * len(full)))
+    with pytest.raises(Exception, match='Failed to serialize'):  # the type support prints why on stderr
+        serialize_message(Predict.Request(sensor_names=full + ['s']))
+    with pytest.raises(Exception, match='Failed to serialize'):
+        serialize_message(Features(names=['s'], values=[1.0] * (INTERFACE_MAX_LIST_LENGTH + 1)))
 
 
 def test_service_call_in_process():

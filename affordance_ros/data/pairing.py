@@ -52,6 +52,9 @@ CLOCK_RESTART = 3600.0
 DEFAULT_MAX_TRIAL_ID_LENGTH = 256
 DEFAULT_MAX_NAME_LENGTH = 256
 DEFAULT_MAX_LIST_LENGTH = 1000
+# The bound of every list in msg/Features.msg and in the requests of srv/ (test/test_interfaces.py checks):
+# a ROS client's middleware refuses to serialise a longer one (rclpy: "failed to send request").
+INTERFACE_MAX_LIST_LENGTH = 100_000
 
 
 @dataclass(frozen=True)

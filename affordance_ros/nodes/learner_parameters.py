@@ -15,6 +15,7 @@ from ..data.pairing import (
     DEFAULT_MAX_TRIAL_ID_LENGTH,
     DEFAULT_SLOP,
     DEFAULT_TRIAL_TIMEOUT,
+    INTERFACE_MAX_LIST_LENGTH,
     SizeLimits,
 )
 from ..share import default_config_path, default_database_path, default_model_path
@@ -96,8 +97,9 @@ PARAMETERS = {
         "Longest sensor name, action label or variable name accepted in a part or a request (characters)."),
         True, _int_range(1, 1000000)),
     "max_list_length": (DEFAULT_MAX_LIST_LENGTH, (
-        "Most names or values accepted in one Features message or one request list."), True,
-        _int_range(1, 10000000)),
+        "Most names or values accepted in one Features message or one request list (the interfaces bound "
+        "every such list to 100000 entries: no ROS client sends more)."), True,
+        _int_range(1, INTERFACE_MAX_LIST_LENGTH)),
     "status_period": (10.0, (
         "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
         "written only when they changed; 0 turns them off."), True, _range(0.0, 86400.0)),

@@ -5,9 +5,10 @@ use (a learn running meanwhile swaps in its model only when done), count what th
 and log what they could not.
 
 A request beyond the size limits is refused before anything of ours is built from it; but rclpy has
-built its Python lists already (about a second for 3 million names), and the C heap the middleware
-used for it stays with the process (glibc keeps freed memory): after such a refusal the node gives it
-back (``malloc_trim``). Keeping such requests out altogether is access control's (docs/security.md).
+built its Python lists already (at most 100000 entries each: the interfaces' bound, which a client's
+middleware keeps), and the C heap the middleware used for it stays with the process (glibc keeps freed
+memory): after such a refusal the node gives it back (``malloc_trim``). A client that bypasses its
+middleware's checks is access control's to keep out (docs/node.md, "Access control").
 """
 
 from __future__ import annotations

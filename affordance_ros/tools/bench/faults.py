@@ -305,8 +305,10 @@ def edge_rows(found: dict) -> list:
     small = found["smaller"]
     huge = small["huge_request"]
     rows.append(["10. second learner on one database: exit, lines; configuration too large: exit; 3 million names "
-                 "in a predict: seconds, RSS (MB); online save over a replaced model file: file kept",
+                 "in a predict: sent?; the most a client can send (the interfaces' bound): seconds, RSS (MB); "
+                 "online save over a replaced model file: file kept",
                  f"{small['second_learner_exit']}, {len(small['second_learner_lines'])}; {small['huge_config_exit']}; "
-                 f"{huge['seconds']:.1f} s, {huge['rss_mb'][0]:.0f} → {huge['rss_mb'][1]:.0f}; "
+                 f"{'not sent' if small['huge_request_not_sent'] else 'SENT'}; {huge['names']} names: "
+                 f"{huge['seconds']:.2f} s, {huge['rss_mb'][0]:.0f} → {huge['rss_mb'][1]:.0f}; "
                  f"{small['replaced_model_kept']}"])
     return rows
