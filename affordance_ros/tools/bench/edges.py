@@ -504,10 +504,12 @@ def clock(tmp: Path, env: dict, n: int) -> dict:
             "stored_once_the_clock_is_right": len(stored_ids(tmp / "cases.db") & {r.trial_id for r in sent})}
 
 
-def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
+def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overloaded: bool = False) -> dict:
     """5. ``rate`` action parts a second for ``seconds`` of trials that never complete (``kind``: 'fresh' ids and
     one stamp, 'now' fresh ids stamped now, 'stampless' no id and stamps 1 us apart), then one good trial from
-    a robot of its own process (as a robot is: ``good_trial_robot``) that was started before the flood."""
+    a robot of its own process (as a robot is: ``good_trial_robot``) that was started before the flood.
+    ``overloaded``: the learner shares core 0 with a busy loop, so that it takes parts slower than the flood
+    comes, and the good trial is sent half-way through the flood instead of after it."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
@@ -517,30 +519,37 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
     from ...msg import Action
     tmp.mkdir()
     learner = launch("learner_node", {"database_path": tmp / "cases.db", "model_path": tmp / "model.json",
-                                      "status_period": 0.0, "diagnostics_period": 0.5}, tmp, env)
+                                      "status_period": 0.0, "diagnostics_period": 0.5}, tmp, env,
+                     cpus="0" if overloaded else None)
     code = f"from affordance_ros.tools.bench.edges import good_trial_robot; good_trial_robot('good-{kind}-')"
     robot = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env=env)
     context = rclpy.Context()
     rclpy.init(context=context)
-    pending = []
-    flooder = rclpy.create_node("affordance_bench_flood", context=context)
-    flooder.create_subscription(DiagnosticArray, "/diagnostics", lambda msg: pending.extend(
-        int(kv.value) for s in msg.status for kv in s.values if kv.key == "trials pending"), 10)
-    publisher = flooder.create_publisher(Action, "action",
-                                         QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    pending, flooder, hog = [], None, None
     executor = SingleThreadedExecutor(context=context)
-    executor.add_node(flooder)
-    spinning = threading.Thread(target=executor.spin, daemon=True)
-    spinning.start()
     try:
+        flooder = rclpy.create_node("affordance_bench_flood", context=context)
+        flooder.create_subscription(DiagnosticArray, "/diagnostics", lambda msg: pending.extend(
+            int(kv.value) for s in msg.status for kv in s.values if kv.key == "trials pending"), 10)
+        publisher = flooder.create_publisher(Action, "action",
+                                             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+        executor.add_node(flooder)
+        threading.Thread(target=executor.spin, daemon=True).start()
+        if overloaded:
+            hog = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
         if robot.stdout.readline().strip() != "ready":
             raise RuntimeError("the good trial's robot did not start")
         wait(lambda: publisher.get_subscription_count() > 0, 60)
         rss, learner_cpu = [rss_mb(learner.pid)], cpu_seconds([learner.pid])
         load = float(open("/proc/loadavg").read().split()[0])
         stamp, started, k, refused = time.time(), time.monotonic(), 0, 0
+        go_at = seconds / 2 if overloaded else None  # when the good trial is sent during the flood
         while time.monotonic() - started < seconds:
+            if go_at is not None and time.monotonic() - started >= go_at:
+                robot.stdin.write("go\n")
+                robot.stdin.flush()
+                go_at = None
             msg = Action(trial_id="" if kind == "stampless" else f"{kind}{k}", action="tap")
             part = {"fresh": stamp, "now": time.time(), "stampless": stamp + k * 1e-6}[kind]
             msg.header.stamp.sec, msg.header.stamp.nanosec = int(part), int(part % 1 * 1e9)
@@ -552,16 +561,22 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float) -> dict:
             time.sleep(max(0.0, started + k / rate - time.monotonic()))
         rss.append(rss_mb(learner.pid))
         learner_cpu = cpu_seconds([learner.pid]) - learner_cpu
-        waited = json.loads(robot.communicate("go\n", timeout=180)[0].strip().splitlines()[-1])["seconds"]
+        said = robot.communicate(None if overloaded else "go\n", timeout=180)[0]
+        waited = json.loads(said.strip().splitlines()[-1])["seconds"]
     finally:
         if robot.poll() is None:
             robot.kill()
+        if hog is not None:
+            hog.kill()
+            hog.wait()
         executor.shutdown(timeout_sec=10.0)
-        flooder.destroy_node()
+        if flooder is not None:
+            flooder.destroy_node()
         rclpy.try_shutdown(context=context)
         exit_status = stop_process(learner)
     log = (tmp / "learner_node.log").read_text()
-    return {"kind": kind, "parts": k - refused, "held_back": refused, "seconds": seconds, "load": load,
+    return {"kind": kind, "overloaded": overloaded, "parts": k - refused, "held_back": refused, "seconds": seconds,
+            "load": load,
             "max_pending": max(pending, default=-1),
             "rss_mb": rss, "log_lines": log.count("\n"), "log_bytes": len(log),
             "good_trial_seconds": waited if waited is not None else float("nan"),

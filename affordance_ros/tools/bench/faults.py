@@ -244,6 +244,9 @@ def edge_runs(tmp: Path, env: dict, quick: bool, n: int) -> dict:
     seconds = 5.0 if quick else 60.0
     found["floods"] = [step(f"flood_{kind}", edges.flood, tmp / f"flood_{kind}", env, kind, seconds, 2000.0)
                        for kind in ("fresh", "now", "stampless")]
+    if not quick:  # the learner slower than the flood, the good trial sent during it
+        found["floods"] += [step(f"flood_{kind}_overloaded", edges.flood, tmp / f"flood_{kind}_overloaded", env,
+                                 kind, seconds / 2, 2000.0, True) for kind in ("fresh", "now", "stampless")]
     found["locks"] = [step(f"lock_{hold:.0f}", edges.held_lock, tmp / f"lock{hold:.0f}", env, hold, 100)
                       for hold in ((5.0,) if quick else (10.0, 25.0))]
     trials = 1000 if quick else 5000
@@ -273,8 +276,11 @@ def edge_rows(found: dict) -> list:
              f"{clock['set_use_sim_time_refused']}; {clock['answered']['rejected']} / {clock['answered']['retry']}, "
              f"{clock['stored_once_the_clock_is_right']}"]]
     for f in found["floods"]:
+        overloaded = (", the learner sharing its core with a busy loop (flood held back "
+                      f"{f['held_back']} times), the good trial sent during the flood") if f.get("overloaded") else ""
         rows.append([f"5. flood of incomplete trials ({f['kind']}), {f['parts'] / f['seconds']:.0f} parts/s for "
-                     f"{f['seconds']:.0f} s: most pending, RSS before → after (MB), log lines, a good trial's answer",
+                     f"{f['seconds']:.0f} s{overloaded}: most pending, RSS before → after (MB), log lines, a good "
+                     "trial's answer",
                      f"{f['max_pending']}, {f['rss_mb'][0]:.0f} → {f['rss_mb'][1]:.0f}, {f['log_lines']}, "
                      f"{fmt_seconds(f['good_trial_seconds'])}"])
     for lock in found["locks"]:
