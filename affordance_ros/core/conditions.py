@@ -403,13 +403,12 @@ def pooled_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int, 
 class ConditionFit:
     """What ``fit_conditional_sensor`` found: the variables that matter (positions in the ``cluster_by``), the
     centres and covariances of the values (the G cores of every combination of those variables' values in
-    code order, then the G wide ones, then the background: ``background``), the trim of the centres and each
-    term's strength.
+    code order, then the G wide ones), the trim of the centres and each term's strength.
     """
 
     variables: tuple
-    means: np.ndarray         # (2G + 1, d): the G cores, the G wide ones, the background
-    covariances: np.ndarray   # (2G + 1, d, d)
+    means: np.ndarray         # (2G, d)
+    covariances: np.ndarray   # (2G, d, d)
     trim: float
     strengths: dict           # term (variable positions) -> strength in trials (inf: dropped)
     entity_share: float = 0.0
@@ -457,51 +456,38 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: 
     own = np.ravel_multi_index(conditions[:, list(variables)].T, kept_cards) if variables else np.zeros(len(x), int)
     variances = pooled_spreads(residuals, own, len(grid), folds)
     cores = np.stack([np.diag(v) for v in variances])
-    centre, spread = background(x)
-    return ConditionFit(variables, np.concatenate([means, means, centre[None]]),
-                        np.concatenate([cores, WIDE_VARIANCE * cores, spread[None]]), trim, dict(zip(terms, strengths)),
-                        share)
-
-
-def background(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The value every condition shares for the trials no condition explains (an object that fell, a missed
-    push): a Gaussian at the mean of all the readings ``x`` (n, d), outliers included, with ``WIDE_VARIANCE``
-    times their (diagonal) variance (as wide against all the readings as a wide value against its core). Its
-    mean is the same for every condition: the share of a row EM gives it pulls the row's predicted reading
-    towards the mean of all readings, not towards a neighbouring condition.
-    """
-    return x.mean(axis=0), WIDE_VARIANCE * np.diag(np.maximum(x.var(axis=0), 1e-12))
+    return ConditionFit(variables, np.concatenate([means, means]), np.concatenate([cores, WIDE_VARIANCE * cores]),
+                        trim, dict(zip(terms, strengths)), share)
 
 
 def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | None], kept_cards: Sequence[int],
                         strength: float) -> np.ndarray:
-    """Pseudo-counts shaped like the CPT (*parent_cards, 2G + 1) of a variable whose values are conditions (the
-    G cores, then the G wide ones, of every combination of ``kept_cards``, then the background): every row
-    gives ``strength`` trials to the values of its own condition, shared as ``WIDE_SHARE`` says (none to the
-    background), so that a parent configuration the
+    """Pseudo-counts shaped like the CPT (*parent_cards, 2G) of a variable whose values are conditions (the G
+    cores, then the G wide ones, of every combination of ``kept_cards``): every row gives ``strength`` trials
+    to the values of its own condition, shared as ``WIDE_SHARE`` says, so that a parent configuration the
     training cases never saw predicts its condition's pooled centre, not the mean of all values.
     ``parent_of[k]``: the parent (position) that is condition variable k, None when it is not a parent (the
     row is then every condition of that variable's values alike).
     """
     match = _own_conditions(parent_cards, parent_of, kept_cards)
     share = match / match.sum(axis=1, keepdims=True)
-    prior = strength * np.concatenate([(1.0 - WIDE_SHARE) * share, WIDE_SHARE * share, 0.0 * share[:, :1]], axis=1)
+    prior = strength * np.concatenate([(1.0 - WIDE_SHARE) * share, WIDE_SHARE * share], axis=1)
     return prior.reshape(*parent_cards, -1)
 
 
 def own_condition_support(parent_cards: Sequence[int], parent_of: Sequence[int | None],
                           kept_cards: Sequence[int]) -> np.ndarray:
-    """Where the CPT (*parent_cards, 2G + 1) of a variable whose values are conditions may be non-zero
-    (``fit_em``'s ``support``): each row on its own condition's core and wide values and on the background;
-    zeros on every other condition's values. Without them, EM explains a trial far out in its own condition's
-    tail by a neighbouring condition's value, up to a third of a row leaks there, and the predicted reading
-    (the mean of the row's mixture) drifts towards the neighbours. The background (``background``) takes the
-    outliers (an object that fell), which a row of its own two Gaussians only would give a log-density far too
-    low (and an action recognised from such an effect a confident wrong answer). Arguments as
-    ``own_condition_prior``'s.
+    """Where the CPT (*parent_cards, 2G) of a variable whose values are conditions may be non-zero
+    (``fit_em``'s ``support``): each row on its own condition's core and wide values and on the wide values of
+    every other condition; zeros on the other conditions' cores. Without them, EM explains a trial far out in
+    its own condition's tail by a neighbouring condition's core, up to a third of a row leaks there, and the
+    predicted reading (the mean of the row's mixture) drifts to the middle. The other wide values stay: they
+    are the broad background that takes the outliers (an object that fell), which a row of its own two
+    Gaussians only would give a log-density far too low (and an action recognised from such an effect a
+    confident wrong answer). Arguments as ``own_condition_prior``'s.
     """
     match = _own_conditions(parent_cards, parent_of, kept_cards)
-    return np.concatenate([match, match, np.ones_like(match[:, :1])], axis=1).reshape(*parent_cards, -1)
+    return np.concatenate([match, np.ones_like(match)], axis=1).reshape(*parent_cards, -1)
 
 
 def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:
@@ -518,7 +504,7 @@ def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:
 
 
 __all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "FoldErrors",
-           "PooledCentres", "background",
+           "PooledCentres",
            "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
            "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support", "pooled_spreads",
            "robust_covariance"]

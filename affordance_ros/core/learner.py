@@ -181,12 +181,12 @@ def missing_data_warnings(config: AffordanceNetwork, cases: CaseSet, options: Le
 
 def _condition_variables(network: AffordanceNetwork):
     """The variables whose values are conditions: a fitted sensor with ``cluster_by`` and two values (a core
-    and a wide one) for every combination of those variables' values, then the background.
+    and a wide one) for every combination of those variables' values.
     """
     for v in network.variables:
         s = v.sensor
         if s is not None and s.fitted and s.cluster_by and \
-                v.card == 2 * math.prod(network[n].card for n in s.cluster_by) + 1:
+                v.card == 2 * math.prod(network[n].card for n in s.cluster_by):
             yield v
 
 

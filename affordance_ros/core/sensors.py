@@ -456,7 +456,7 @@ def _fit_by_condition(network: AffordanceNetwork, v, readings: dict, labels: dic
     kept = [names[j] for j in fit.variables]
     grid = np.indices([network[n].card for n in kept]).reshape(len(kept), -1).T
     conditions = [".".join(network[n].values[j] for n, j in zip(kept, row)) or "all" for row in grid]
-    values = tuple(conditions + [f"{c}.wide" for c in conditions] + ["background"])
+    values = tuple(conditions + [f"{c}.wide" for c in conditions])
     if len(set(values)) != len(values):
         values = tuple(f"{v.name.lower()}_{j}" for j in range(len(values)))
     if v.sensor.vector:

@@ -136,7 +136,7 @@ def test_the_shape_is_a_parent_of_the_effect_only_where_it_carries_over_to_unsee
         effect = model["Effect"]
         assert ("Shape" in effect.parents) is carries_over, scenario
         if not carries_over:
-            assert set(effect.parents) == {"Action", "Tool"} and effect.card == 2 * 12 + 1
+            assert set(effect.parents) == {"Action", "Tool"} and effect.card == 2 * 12
 
 
 def _rmse(result, method: str) -> float:

@@ -142,7 +142,7 @@ def test_a_condition_never_seen_is_predicted_from_its_coarser_conditions():
         skip = tuple(int(rng.integers(c)) for c in CARDS)
         rows, x, truth = additive_data(rng, trials=6, skip=skip)
         fit = fit_conditional_sensor(x, rows, CARDS, rng)
-        assert fit.variables == (0, 1, 2) and len(fit.means) == 2 * 24 + 1      # every combination has values
+        assert fit.variables == (0, 1, 2) and len(fit.means) == 2 * 24      # every combination has values
         missing = np.ravel_multi_index(skip, CARDS)
         errors.append([np.linalg.norm(fit.means[missing] - truth[missing]),
                        np.linalg.norm(x[rows[:, 0] == skip[0]].mean(axis=0) - truth[missing])])
@@ -156,7 +156,7 @@ def test_a_variable_that_does_not_matter_is_dropped_and_its_conditions_merged():
     x = x - np.array([np.mean(x[(rows[:, 0] == a) & (rows[:, 1] == h) & (rows[:, 2] == o)], axis=0) for a, h, o in
                       rows]) + np.array([np.mean(x[(rows[:, 0] == a) & (rows[:, 1] == h)], axis=0) for a, h, _ in rows])
     fit = fit_conditional_sensor(x, rows, CARDS, rng)      # the object's conditions all have their hand's centre
-    assert fit.variables == (0, 1) and fit.means.shape == (2 * 12 + 1, 2)
+    assert fit.variables == (0, 1) and fit.means.shape == (2 * 12, 2)
     assert all(np.isinf(s) for term, s in fit.strengths.items() if 2 in term)
 
 
@@ -205,33 +205,32 @@ def test_spreads_of_their_own_where_trials_say_so():
 
 def test_each_cpt_row_points_at_its_own_condition():
     prior = own_condition_prior([4, 3, 2], [0, 1, 2], [4, 3, 2], 1.0)
-    assert prior.shape == (4, 3, 2, 49)
+    assert prior.shape == (4, 3, 2, 48)
     own = np.ravel_multi_index((2, 1, 0), (4, 3, 2))
     np.testing.assert_allclose(prior[2, 1, 0, [own, own + 24]], [0.9, 0.1])
-    assert prior[2, 1, 0].sum() == pytest.approx(1.0) and not prior[..., 48].any()     # none to the background
+    assert prior[2, 1, 0].sum() == pytest.approx(1.0)
     # the object not a parent: a row is every object's condition alike
     rows = own_condition_prior([4, 3], [0, 1, None], [4, 3, 2], 1.0)
     np.testing.assert_allclose(rows[2, 1, [own, own + 1]], [0.45, 0.45])
 
 
-def test_each_cpt_row_may_be_non_zero_on_its_own_core_and_wide_values_and_the_background():
+def test_each_cpt_row_may_be_non_zero_on_its_own_core_and_every_wide_value():
     support = own_condition_support([4, 3, 2], [0, 1, 2], [4, 3, 2])
-    assert support.shape == (4, 3, 2, 49) and support.dtype == bool
+    assert support.shape == (4, 3, 2, 48) and support.dtype == bool
     own = np.ravel_multi_index((2, 1, 0), (4, 3, 2))
-    assert np.flatnonzero(support[2, 1, 0]).tolist() == [own, own + 24, 48] and support[..., 48].all()
+    assert np.flatnonzero(support[2, 1, 0, :24]).tolist() == [own] and support[..., 24:].all()
     # the object not a parent: both objects' conditions of the row's action and hand
     rows = own_condition_support([4, 3], [0, 1, None], [4, 3, 2])
-    assert np.flatnonzero(rows[2, 1]).tolist() == [own, own + 1, own + 24, own + 25, 48]
+    assert np.flatnonzero(rows[2, 1, :24]).tolist() == [own, own + 1] and rows[..., 24:].all()
 
 
-def test_learned_rows_keep_their_mass_on_their_own_condition_and_predict_at_its_centre():
+def test_learned_rows_keep_their_mass_on_their_own_condition_and_predict_near_its_centre():
     """Where an object's mobility is its own (tools_unseen), trials of very mobile objects lie far out in their
-    condition's tail, nearer another condition's values; EM must not move the row's mass there (structural
-    zeros): no row puts anything on another condition's values, every row keeps most of its mass on its own
-    condition's (the rest on the background that takes the outliers), and the predicted displacement stays at
-    the condition's pooled centre, moved only by the background's share towards the mean of all readings (before
-    the background, the other conditions' wide values took that share and pulled the prediction 0.2 cm
-    towards the neighbouring conditions; before the structural zeros, 3-22 % of a row sat on other cores)."""
+    condition's tail, nearer another condition's core; EM must not move the row's mass there (structural
+    zeros): no row puts anything on another condition's core, every row keeps most of its mass on its own
+    condition's values (the rest on the broad wide values that take the outliers), and the predicted
+    displacement stays near the condition's pooled centre (before: 3-22 % of a row on other cores, 71 % its
+    own at least, the prediction pulled to the middle by 5 % of the centre's distance on average)."""
     config = AffordanceNetwork.load(share_directory() / "config" / "tools.json")
     model = AffordanceLearner().fit(config, scenario_cases(config, simulate("tools_unseen", 10, seed=0),
                                                            extra=("object_id",))).model_
@@ -240,17 +239,17 @@ def test_learned_rows_keep_their_mass_on_their_own_condition_and_predict_at_its_
     assert set(kept) <= set(effect.parents)
     cards = [model[n].card for n in kept]
     rows, n_conditions = effect.cpt.reshape(-1, effect.card), effect.card // 2
-    background = effect.sensor.means[-1]
     configurations = np.indices([model[p].card for p in effect.parents]).reshape(len(effect.parents), -1).T
+    drifts, centres = [], []
     for row, codes in zip(rows, configurations):
         own = np.ravel_multi_index([codes[effect.parents.index(n)] for n in kept], cards)
-        others = np.delete(row, [own, own + n_conditions, len(row) - 1])
-        assert others.max() < 1e-250     # (EM's zeros: a floor of 1e-300 against log 0)
-        assert row[own] + row[own + n_conditions] > 0.9
+        assert row[:n_conditions].sum() - row[own] == 0.0
+        assert row[own] + row[own + n_conditions] > 0.85
         answer = predict(model, ["Effect"], values={p: model[p].values[c] for p, c in zip(effect.parents, codes)})
         predicted = np.array([answer.readings["dx"]["mean"], answer.readings["dy"]["mean"]])
-        centre = effect.sensor.means[own]
-        np.testing.assert_allclose(predicted, centre + row[-1] * (background - centre), atol=1e-9)
+        drifts.append(np.linalg.norm(predicted - effect.sensor.means[own]))
+        centres.append(np.linalg.norm(effect.sensor.means[own]))
+    assert np.mean(drifts) < 0.04 * np.mean(centres)
 
 
 def test_a_learned_model_predicts_an_unseen_condition_from_its_coarser_ones():

@@ -65,9 +65,8 @@ def test_with_values_per_condition_the_effect_has_the_variables_that_matter_as_p
     model = AffordanceLearner().fit(config, cases).model_
     effect = model["Effect"]
     assert set(effect.parents) == EFFECT_PARENTS == set(effect.sensor.cluster_by)
-    # two values (a core, a wide one) per parent configuration and the background: the CPT is square in what the
-    # parents tell apart
-    assert effect.card == 2 * 4 * 3 * model["Shape"].card + 1
+    # two values (a core, a wide one) per parent configuration: the CPT is square in what the parents tell apart
+    assert effect.card == 2 * 4 * 3 * model["Shape"].card
     assert model["Action"].parents == () and not {("Tool", "Shape"), ("Shape", "Tool")} & set(model.arcs)
 
 
