@@ -83,11 +83,11 @@ class LearnWorker:
             try:
                 self._send(("learn", job.to_dict()))
                 return self._wait(conn, process, progress)
-            except (_Ended, OSError) as ended:
+            except (_Ended, OSError) as ended:  # OSError: from _send, so the job never reached the worker
                 with self._lock:
                     if self._process is process:
                         self._stop()
-                if getattr(ended, "taken", True) or attempt == 2:
+                if getattr(ended, "taken", False) or attempt == 2:
                     raise AffordanceError("the learning process ended unexpectedly (out of memory? killed?); the "
                                           "previous model stays") from None
         raise AssertionError("unreachable")
