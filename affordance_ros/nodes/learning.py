@@ -27,13 +27,13 @@ import threading
 import time
 from typing import Callable
 
-from builtin_interfaces.msg import Time as TimeMsg
 from rcl_interfaces.msg import Log
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.exceptions import InvalidHandle
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
+from rclpy.time import Time
 
 from ..action import Learn as LearnAction
 from ..core import AffordanceError, LearningCancelled
@@ -144,9 +144,9 @@ class LearnEndpoints:
         reason = problem or (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
                              "call ~/learn again when it has finished")
         self.log("warning", REFUSED + reason)
-        now = time.time_ns()  # the wall clock, as log lines are stamped (a simulated clock may stand still)
-        self.refusals.publish(Log(stamp=TimeMsg(sec=now // 10**9, nanosec=now % 10**9), level=Log.WARN,
-                                  name=self.node.get_logger().name, msg=reason))
+        wall = Time(nanoseconds=time.time_ns())  # as log lines are stamped (a simulated clock may stand still)
+        self.refusals.publish(Log(stamp=wall.to_msg(), level=Log.WARN, name=self.node.get_logger().name,
+                                  msg=reason))
         return reason
 
     async def _learn(self, structure: str, out, goal_handle):
