@@ -28,12 +28,13 @@ from typing import Callable
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ..data.intake import Event, TrialIntake
-from ..data.trial import stamp_seconds
 from ..msg import Action, Features
 from .qos import take_queued, trial_qos
+from .trial_wire import action_fields, features_fields
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
 KINDS = ("action", "object", "effect")  # the kind of part of each subscription, in order
+FIELDS = (action_fields, features_fields, features_fields)  # how each subscription's parts are read
 
 
 class IngestGroup(MutuallyExclusiveCallbackGroup):
@@ -57,10 +58,12 @@ class TrialTopics:
         self.node, self.intake, self.handle, self.group = node, intake, handle, callback_group
         qos = trial_qos(qos_depth)
         self.subscriptions = [
-            node.create_subscription(Action, "action", self._on_action, qos, callback_group=callback_group),
+            node.create_subscription(Action, "action", self._on_action, qos, callback_group=callback_group,
+                                     raw=True),
             node.create_subscription(Features, "object_features", self._on_object_features, qos,
-                                     callback_group=callback_group),
-            node.create_subscription(Features, "effects", self._on_effects, qos, callback_group=callback_group)]
+                                     callback_group=callback_group, raw=True),
+            node.create_subscription(Features, "effects", self._on_effects, qos, callback_group=callback_group,
+                                     raw=True)]
         self.timer = node.create_timer(intake.expire_period, self._expire, callback_group=callback_group)
 
     def close(self) -> None:
@@ -69,33 +72,39 @@ class TrialTopics:
             self.node.destroy_subscription(subscription)
         self.node.destroy_timer(self.timer)
 
-    def _on_action(self, msg: Action) -> None:
-        self._take(0, msg)
+    def _on_action(self, data: bytes) -> None:
+        self._take(0, data)
 
-    def _on_object_features(self, msg: Features) -> None:
-        self._take(1, msg)
+    def _on_object_features(self, data: bytes) -> None:
+        self._take(1, data)
 
-    def _on_effects(self, msg: Features) -> None:
-        self._take(2, msg)
+    def _on_effects(self, data: bytes) -> None:
+        self._take(2, data)
 
-    def _take(self, first: int, msg) -> None:
-        """``msg`` (from subscription ``first``), then the parts queued on the three subscriptions, in turn
+    def _take(self, first: int, data: bytes) -> None:
+        """``data`` (from subscription ``first``), then the parts queued on the three subscriptions, in turn
         (see the module's description)."""
-        self._handle(first, msg)
+        now = self._now()
+        self._handle(first, data, now)
         deadline = time.monotonic() + DRAIN_SECONDS
         queued = list(range(len(self.subscriptions)))  # the subscriptions not found empty yet
         while queued and not self.group.paused() and time.monotonic() <= deadline:
             for index in list(queued):
-                msg = take_queued(self.subscriptions[index])
-                if msg is None:
+                data = take_queued(self.subscriptions[index])
+                if data is None:
                     queued.remove(index)  # (a take finding nothing costs about as much as one finding a part)
                 else:
-                    self._handle(index, msg)
+                    self._handle(index, data, now)
 
-    def _handle(self, index: int, msg) -> None:
+    def _handle(self, index: int, data: bytes, now: float) -> None:
         kind = KINDS[index]
-        fields = msg.action if kind == "action" else (msg.names, msg.values)
-        self.handle(self.intake.take(kind, msg.trial_id, stamp_seconds(msg.header.stamp), fields, self._now()))
+        try:
+            trial_id, stamp, fields = FIELDS[index](data)
+        except Exception as exc:  # noqa: BLE001 (bytes no deserialiser can read: bad input, counted and logged)
+            self.handle([Event(f"received_{kind}"), Event("rejected_parts", f"rejected a '{kind}' part that "
+                                                                            f"cannot be read: {exc!r}")])
+            return
+        self.handle(self.intake.take(kind, trial_id, stamp, fields, now))
 
     def _expire(self) -> None:
         self.handle(self.intake.expire(self._now()))

@@ -26,10 +26,11 @@ class RecordingIntake:
     expire_period = 60.0
 
     def __init__(self):
-        self.parts = []
+        self.parts, self.fields = [], []
 
     def take(self, kind, trial_id, stamp, fields, now):
         self.parts.append((kind, trial_id))
+        self.fields.append((kind, trial_id, stamp, fields))
         return [Event(f"received_{kind}")]
 
     def expire(self, now):
@@ -65,6 +66,38 @@ def test_one_part_callback_takes_the_parts_queued_on_all_three_topics(ros, monke
         assert kinds == {"action", "object", "effect"}, intake.parts
         assert len(intake.parts) == 3 * TRIALS
         assert len(handled) == 3 * TRIALS
+    finally:
+        executor.remove_node(learner)
+        executor.shutdown()
+        learner.destroy_node()
+
+
+def test_a_part_is_read_from_its_bytes_without_building_a_message(ros, monkeypatch):
+    """rclpy's conversion into message objects cost more than the rest of a part's path (item 7): the learner
+    takes its parts serialized and reads their fields (trial_wire); counted, not timed."""
+    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)
+    learner = rclpy.create_node("trial_topics_bytes", context=ros.context)
+    executor = SingleThreadedExecutor(context=ros.context)
+    executor.add_node(learner)
+    intake, messages_built = RecordingIntake(), []
+
+    def count_messages_built(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "__init__" and "/msg/_" in frame.f_code.co_filename:
+            messages_built.append(frame.f_code.co_filename)
+    try:
+        TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None)
+        publish_trials(ros.client_node, TRIALS)
+        sys.setprofile(count_messages_built)
+        try:
+            executor.spin_once(timeout_sec=10)
+        finally:
+            sys.setprofile(None)
+        assert len(intake.fields) == 3 * TRIALS
+        assert messages_built == []
+        by_part = {(kind, trial_id): (stamp, fields) for kind, trial_id, stamp, fields in intake.fields}
+        assert by_part["action", "t3"] == (0.0, "tap")
+        assert by_part["object", "t3"] == (0.0, (["color"], (1.0,)))
+        assert by_part["effect", "t3"] == (0.0, (["obj_vel"], (2.0,)))
     finally:
         executor.remove_node(learner)
         executor.shutdown()
