@@ -67,6 +67,8 @@ def test_bad_messages_are_rejected_and_stored_cases_kept(setup):
         ("unknown action", lambda: robot.send_action("b8", "push")),
         ("empty action", lambda: robot.send_action("b9", "")),
         ("no id and no stamp", lambda: robot.send_action("", "tap", stamp=0)),
+        # serialized bytes no Features deserialiser can read (the learner reads its parts from their bytes)
+        ("bytes that end early", lambda: robot.object.publish(b"\x00\x01\x00\x00\x07\x00\x00")),
     ]
     for what, send in bad_parts:
         before = learner.counts["rejected_parts"]

@@ -390,6 +390,37 @@ def cpu_seconds(pids) -> float:
     return total
 
 
+def thread_cpu_seconds(pid: int) -> dict:
+    """{thread id: (what it is, CPU seconds so far)} of the process ``pid``: its main thread is 'executor' (a
+    node spins there), a thread with the process's own name another Python thread (the learner's case writer),
+    the others by the name their library gave them (Fast DDS's: 'dds.shm.<port>' receives, 'dds.ev.*' its
+    timed events, ...)."""
+    threads, tick = {}, os.sysconf("SC_CLK_TCK")
+    try:
+        process_name = Path(f"/proc/{pid}/comm").read_text().strip()
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return threads
+    for task in tasks:
+        try:
+            name = Path(f"/proc/{pid}/task/{task}/comm").read_text().strip()
+            fields = Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        what = ("executor" if int(task) == pid else "python threads" if name == process_name
+                else name.rsplit(".", 1)[0] if name.startswith("dds.") else name)
+        threads[int(task)] = (what, (int(fields[11]) + int(fields[12])) / tick)
+    return threads
+
+
+def thread_cpu_since(before: dict, after: dict) -> dict:
+    """{what: CPU seconds} the threads of ``after`` used since ``before`` (``thread_cpu_seconds`` of one process)."""
+    spent = {}
+    for task, (what, seconds) in after.items():
+        spent[what] = spent.get(what, 0.0) + seconds - before.get(task, (what, 0.0))[1]
+    return spent
+
+
 def learning(pid: int, timeout: float = 60.0, work: float = 0.3) -> bool:
     """Wait until the learning process of the node ``pid`` has worked ``work`` CPU seconds more than when this
     was called (a learn it was asked for runs: on a loaded machine a request may take seconds to get there)."""
@@ -658,7 +689,8 @@ def held_lock(tmp: Path, env: dict, hold: float, n: int) -> dict:
 def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
     """7. the simulated robot at full speed (on the second core) into a learner on the first core: trials per
     second from the first one stored to the last one stored and, with confirmations, confirmed (the robot done);
-    and the CPU time each side spent per trial (milliseconds: the figure a loaded machine changes least)."""
+    and the CPU time each side spent per trial (milliseconds: the figure a loaded machine changes least), the
+    learner's also by thread (``thread_cpu_seconds``)."""
     from ...data.storage import CaseStore
     tmp.mkdir()
     db = tmp / "cases.db"
@@ -666,7 +698,7 @@ def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
                      tmp, env, cpus="0")
     try:
         wait(lambda: "active: taking trials" in (tmp / "learner_node.log").read_text(), 60)
-        learner_cpu = cpu_seconds([learner.pid])
+        learner_cpu, learner_threads = cpu_seconds([learner.pid]), thread_cpu_seconds(learner.pid)
         robot = launch("simulated_robot", {"count": n, "rate": 10000.0, "seed": 1, "trial_id_prefix": "r",
                                            "confirm": str(confirm).lower()}, tmp, env, cpus="1")
         with CaseStore(db, read_only=True) as store:
@@ -677,12 +709,15 @@ def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
             _, status, robot_usage = os.wait4(robot.pid, 0)
         seconds = time.monotonic() - started
         learner_cpu = cpu_seconds([learner.pid]) - learner_cpu
+        learner_threads = thread_cpu_since(learner_threads, thread_cpu_seconds(learner.pid))
         robot.returncode = robot_exit = os.waitstatus_to_exitcode(status)
     finally:
         exit_status = stop_process(learner)
     stored = len(stored_ids(db))
     return {"confirm": confirm, "trials": n, "stored": stored, "seconds": seconds, "per_second": stored / seconds,
             "learner_cpu_ms_per_trial": 1000 * learner_cpu / max(stored, 1),
+            "learner_threads_cpu_ms_per_trial": {what: round(1000 * spent / max(stored, 1), 3)
+                                                 for what, spent in learner_threads.items() if spent > 0},
             "robot_cpu_ms_per_trial": 1000 * (robot_usage.ru_utime + robot_usage.ru_stime) / max(stored, 1),
             "robot_exit": robot_exit, "learner_exit": exit_status}
 
