@@ -525,7 +525,7 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
     tmp.mkdir()
     learner = launch("learner_node", {"database_path": tmp / "cases.db", "model_path": tmp / "model.json",
                                       "status_period": 0.0, "diagnostics_period": 0.5,
-                                      "robots": "good" if own_topics else ""}, tmp, env,
+                                      **({"robots": "good"} if own_topics else {})}, tmp, env,
                      cpus="0" if overloaded else None)
     code = ("from affordance_ros.tools.bench.edges import good_trial_robot; "
             f"good_trial_robot('good-{kind}-', robot_name={'good' if own_topics else ''!r})")
@@ -547,7 +547,8 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
             hog = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
         if robot.stdout.readline().strip() != "ready":
             raise RuntimeError("the good trial's robot did not start")
-        wait(lambda: publisher.get_subscription_count() > 0, 60)
+        if not wait(lambda: publisher.get_subscription_count() > 0, 60):
+            raise RuntimeError(f"the learner did not subscribe: see {tmp / 'learner_node.log'}")
         rss, learner_cpu = [rss_mb(learner.pid)], cpu_seconds([learner.pid])
         load = float(open("/proc/loadavg").read().split()[0])
         stamp, started, k, refused = time.time(), time.monotonic(), 0, 0
