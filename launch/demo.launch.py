@@ -28,7 +28,7 @@ def generate_launch_description():
         ('truth_seed', '-1', int, "Seed of the ground truth's CPTs; -1: seed if it is set, else 0"),
         ('wait_for', 'affordance_learner', str, 'Nodes that must subscribe before the robot publishes'),
         ('use_trial_ids', 'true', bool, 'false: send trials without ids (the learner pairs them by stamp)'),
-        ('robot_name', '', str, 'Give the robot trial topics of its own, <robot_name>/action, ... (the learner takes them)'),
+        ('robot_name', '', str, 'Topics of its own for the robot: <robot_name>/action, ... (the learner is told)'),
     ]
     return LaunchDescription([
         *[DeclareLaunchArgument(name, default_value=default, description=text)
