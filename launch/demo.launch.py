@@ -28,6 +28,7 @@ def generate_launch_description():
         ('truth_seed', '-1', int, "Seed of the ground truth's CPTs; -1: seed if it is set, else 0"),
         ('wait_for', 'affordance_learner', str, 'Nodes that must subscribe before the robot publishes'),
         ('use_trial_ids', 'true', bool, 'false: send trials without ids (the learner pairs them by stamp)'),
+        ('robot_name', '', str, 'Topics of its own for the robot: <robot_name>/action, ... (the learner is told)'),
     ]
     return LaunchDescription([
         *[DeclareLaunchArgument(name, default_value=default, description=text)
@@ -42,7 +43,8 @@ def generate_launch_description():
             PythonLaunchDescriptionSource(
                 PathJoinSubstitution([FindPackageShare('affordance_ros'), 'launch', 'learner.launch.py'])),
             launch_arguments={'params_file': LaunchConfiguration('params_file'),
-                              'autostart': LaunchConfiguration('autostart')}.items(),
+                              'autostart': LaunchConfiguration('autostart'),
+                              'robots': LaunchConfiguration('robot_name')}.items(),
         ),
         Node(
             package='affordance_ros',

@@ -3,6 +3,7 @@
     ros2 launch affordance_ros learner.launch.py
     ros2 launch affordance_ros learner.launch.py params_file:=/path/to/my.params.yaml namespace:=arm
     ros2 launch affordance_ros learner.launch.py autostart:=false   # a lifecycle manager configures it
+    ros2 launch affordance_ros learner.launch.py robots:=arm1,arm2   # arm1/action, ... beside action, ...
 """
 
 from launch.actions import DeclareLaunchArgument
@@ -30,6 +31,10 @@ def generate_launch_description():
         DeclareLaunchArgument(
             'diagnostics_period', default_value='1.0',
             description='Seconds between /diagnostics messages of the node (0: off)'),
+        DeclareLaunchArgument(
+            'robots', default_value='',
+            description='Robots with trial topics of their own, comma-separated (<name>/action, ...; '
+                        'overrides params_file)'),
         Node(
             package='affordance_ros',
             executable='learner_node',
@@ -37,7 +42,8 @@ def generate_launch_description():
             namespace=LaunchConfiguration('namespace'),
             parameters=[LaunchConfiguration('params_file'), {
                 'autostart': ParameterValue(LaunchConfiguration('autostart'), value_type=bool),
-                'diagnostics_period': ParameterValue(LaunchConfiguration('diagnostics_period'), value_type=float)}],
+                'diagnostics_period': ParameterValue(LaunchConfiguration('diagnostics_period'), value_type=float),
+                'robots': ParameterValue(LaunchConfiguration('robots'), value_type=str)}],
             arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
             output='screen',
             emulate_tty=True,

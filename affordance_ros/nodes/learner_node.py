@@ -167,7 +167,8 @@ class LearnerNode(LifecycleNode):
     @reported
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         settings, manager, ingest = self.settings, self.manager, IngestGroup(lambda: self.writer.full)
-        self._active = [TrialTopics(self, self.intake, settings.qos_depth, ingest, self.events.handle),
+        self._active = [TrialTopics(self, self.intake, settings.qos_depth, ingest, self.events.handle,
+                                    settings.robot_names),
                         QueryServices(self, MutuallyExclusiveCallbackGroup(), manager.current_model,
                                       lambda: self.writer.state().cases, settings.limits, self.count, self.log),
                         SuggestService(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.config,
@@ -286,7 +287,8 @@ def configured(manager: ModelManager, settings: LearnerSettings, cases: int) -> 
     """The line the node logs once configured."""
     return (f"config {manager.config_path} ({len(manager.config)} variables, action variable "
             f"'{manager.parts.action_variable}'); {cases} cases in {manager.database_path}; "
-            f"trial topics {describe_qos(settings.qos_depth)}; "
+            f"trial topics {describe_qos(settings.qos_depth)}"
+            + (f", shared and of robots {', '.join(settings.robot_names)}; " if settings.robot_names else "; ")
             + (f"model loaded from {manager.model_path}" if manager.model else "no model yet: call ~/learn")
             + ("; online learning on" if settings.online_learning else ""))
 

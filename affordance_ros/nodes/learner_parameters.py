@@ -21,6 +21,7 @@ from ..data.pairing import (
 from ..share import default_config_path, default_database_path, default_model_path
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL
+from .trial_publisher import robot_name_problem
 
 
 def _range(low: float, high: float) -> dict:
@@ -75,6 +76,12 @@ PARAMETERS = {
         "faster than the node stores is slowed down instead of losing trials. N > 0: keep the last N "
         "messages per topic (bounded memory; the oldest messages of a longer burst are lost)."),
         True, {"integer_range": [IntegerRange(from_value=0, to_value=100000)]}),
+    "robots": ("", (
+        "Robots with trial topics of their own, comma-separated names (e.g. 'arm1,arm2'): for each the node "
+        "also takes trials on <name>/action, <name>/object_features and <name>/effects (relative names), so that "
+        "one robot's backlog cannot delay another's trials; robots without a name use action, object_features "
+        "and effects, as before. A robot gets its topics with TrialPublisher(robot_name=...) or the simulated "
+        "robot's robot_name parameter."), True, {}),
     "online_learning": (False, (
         "Update the model with every newly stored case at once (stepwise EM; structure and sensor models "
         "stay as learned), once a model exists. Predictions use the updated model; ~/learn replaces it and "
@@ -124,6 +131,7 @@ class LearnerSettings:
     slop: float
     trial_timeout: float
     qos_depth: int
+    robots: str
     online_learning: bool
     online_save_period: float
     max_stamp_skew: float
@@ -134,6 +142,11 @@ class LearnerSettings:
     status_period: float
     diagnostics_period: float
     autostart: bool
+
+    @property
+    def robot_names(self) -> tuple[str, ...]:
+        """The names in ``robots`` (checked when declared: ``robot_names``)."""
+        return robot_names(self.robots)
 
     @property
     def limits(self) -> SizeLimits:
@@ -172,7 +185,19 @@ def declare_learner_parameters(node) -> LearnerSettings:
         value[name] = Path(value[name] or defaults[name])
     if value["structure"] not in STRUCTURES:
         raise ParameterError(f"structure '{value['structure']}' is not one of {list(STRUCTURES)}")
+    for name in robot_names(value["robots"]):
+        problem = robot_name_problem(name, node.get_name(), node.get_namespace())
+        if problem:
+            raise ParameterError(f"robots: {problem}")
+    if len(set(robot_names(value["robots"]))) < len(robot_names(value["robots"])):
+        raise ParameterError(f"robots: a name is given twice in '{value['robots']}'")
     return LearnerSettings(**value)
+
+
+def robot_names(text: str) -> tuple[str, ...]:
+    """The names of a comma-separated list (spaces around a name and empty entries left out)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
 
 
 def _check_structure(params) -> SetParametersResult:

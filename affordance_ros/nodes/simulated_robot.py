@@ -46,7 +46,14 @@ from .command_line import check_command_line
 from .exploration import ActiveExplorer
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
-from .trial_publisher import DEFAULT_MAX_RESENDS, DEFAULT_RESEND_TIMEOUT, STATUS_TOPIC, TrialPublisher
+from .trial_publisher import (
+    DEFAULT_MAX_RESENDS,
+    DEFAULT_RESEND_TIMEOUT,
+    STATUS_TOPIC,
+    TrialPublisher,
+    robot_name_problem,
+    trial_topics,
+)
 
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
@@ -159,14 +166,14 @@ class SimulatedRobot(Node):
                               == param["status_topic"].strip("/").split("/")[-2:][0]), None)
         if param["confirm"] and self.use_trial_ids:
             self.trials = TrialPublisher(self, param["resend_timeout"], param["qos_depth"], param["status_topic"],
-                                         max_resends=param["max_resends"])
+                                         max_resends=param["max_resends"], robot_name=param["robot_name"])
             self._outputs = self.trials.publishers
         else:
-            qos = trial_qos(param["qos_depth"])
+            qos, topics = trial_qos(param["qos_depth"]), trial_topics(param["robot_name"])
             self._outputs = {
-                "action": self.create_publisher(Action, "action", qos),
-                "object": self.create_publisher(Features, "object_features", qos),
-                "effect": self.create_publisher(Features, "effects", qos),
+                "action": self.create_publisher(Action, topics["action"], qos),
+                "object": self.create_publisher(Features, topics["object"], qos),
+                "effect": self.create_publisher(Features, topics["effect"], qos),
             }
         self.rate = param["rate"]
         self._first_sent = None  # when the first trial was sent (monotonic), and how many since
@@ -376,10 +383,16 @@ def declare_robot_parameters(node: Node) -> dict:
         "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
         "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",
         integer_range=[IntegerRange(from_value=0, to_value=100000)]))
+    node.declare_parameter("robot_name", "", describe(
+        "Publish on topics of this robot's own, <robot_name>/action, <robot_name>/object_features and "
+        "<robot_name>/effects (the learner takes them when its 'robots' parameter names it); empty: the shared "
+        "action, object_features and effects."))
     accept_integers(node, _NUMBERS)
     values = {name: node.get_parameter(name).value for name in node.list_parameters([], 0).names}
     for name in _NUMBERS:
         values[name] = number_value(name, values[name], node.describe_parameter(name))
+    if values["robot_name"] and robot_name_problem(values["robot_name"], node.get_name(), node.get_namespace()):
+        raise ValueError(robot_name_problem(values["robot_name"], node.get_name(), node.get_namespace()))
     return values
 
 

@@ -23,6 +23,11 @@ A trial_id the learner would answer under another name is refused before anythin
 (``trial_id_problem``): one with a NUL character (the middleware cuts the string there), one that
 is not valid Unicode text (its UTF-8 bytes cannot be made), an empty one, or one longer than the
 learner's ``max_trial_id_length`` (the learner does not answer it).
+
+A robot given a ``robot_name`` publishes on topics of its own, ``<robot_name>/action``,
+``<robot_name>/object_features`` and ``<robot_name>/effects``, which the learner takes when its
+``robots`` parameter names the robot: another robot's backlog on the shared topics cannot delay its
+trials then (docs/node.md, access control).
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
+
+from rclpy.exceptions import InvalidTopicNameException
+from rclpy.expand_topic_name import expand_topic_name
+from rclpy.validate_full_topic_name import validate_full_topic_name
 
 from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
 from ..msg import Action, Features, TrialStatus
@@ -44,6 +53,20 @@ DEFAULT_MAX_RESENDS = 10
 BACKOFF_LIMIT = 8       # a re-send waits at most this many times resend_timeout
 MAX_RESEND_BATCH = 200  # trials sent again per timer tick at most
 DRAIN_SECONDS = 0.002   # longest the status callback goes on taking the answers queued behind its own
+
+
+def trial_topics(robot_name: str = "") -> dict:
+    """kind -> the trial topic of a robot named ``robot_name`` (relative names; '': the shared topics)."""
+    return {kind: f"{robot_name}/{topic}" if robot_name else topic for kind, topic in TOPICS.items()}
+
+
+def robot_name_problem(name: str, node_name: str = "robot", namespace: str = "/") -> str:
+    """'' if ``<name>/action`` is a topic name a node ``node_name`` in ``namespace`` can use, else why not."""
+    try:
+        validate_full_topic_name(expand_topic_name(f"{name}/action", node_name, namespace))
+    except (ValueError, InvalidTopicNameException) as exc:
+        return f"robot name '{name}' does not make a topic name: {str(exc).split(', at /')[0]}"
+    return ""
 
 
 def trial_id_problem(trial_id, max_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH) -> str:
@@ -75,7 +98,8 @@ class _Sent:
 
 
 class TrialPublisher:
-    """Publishes trials on ``node`` and keeps each until the learner answers on ``status_topic``.
+    """Publishes trials on ``node`` (on the topics of ``robot_name``: ``trial_topics``) and keeps each until
+    the learner answers on ``status_topic``.
 
     ``publish`` builds and sends the three messages of a trial; ``send`` sends messages made elsewhere
     (e.g. a bag's serialized messages) on given publishers. Trials need a trial_id the learner answers as
@@ -85,12 +109,15 @@ class TrialPublisher:
 
     def __init__(self, node, resend_timeout: float = DEFAULT_RESEND_TIMEOUT, qos_depth: int = KEEP_ALL,
                  status_topic: str = STATUS_TOPIC, callback_group=None, max_resends: int = DEFAULT_MAX_RESENDS,
-                 max_trial_id_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH):
+                 max_trial_id_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH, robot_name: str = ""):
         if not resend_timeout > 0:
             raise ValueError(f"resend_timeout must be > 0 seconds, got {resend_timeout}")
         if max_resends < 0:
             raise ValueError(f"max_resends must be >= 0, got {max_resends}")
+        if robot_name and robot_name_problem(robot_name, node.get_name(), node.get_namespace()):
+            raise ValueError(robot_name_problem(robot_name, node.get_name(), node.get_namespace()))
         self.node = node
+        self.topics = trial_topics(robot_name)
         self.resend_timeout = float(resend_timeout)
         self.max_resends = max_resends
         self.max_trial_id_length = max_trial_id_length
@@ -118,9 +145,9 @@ class TrialPublisher:
         """kind -> publisher of the three trial topics (created on first use)."""
         if self._publishers is None:
             self._publishers = {
-                "action": self.node.create_publisher(Action, TOPICS["action"], self._qos),
-                "object": self.node.create_publisher(Features, TOPICS["object"], self._qos),
-                "effect": self.node.create_publisher(Features, TOPICS["effect"], self._qos)}
+                "action": self.node.create_publisher(Action, self.topics["action"], self._qos),
+                "object": self.node.create_publisher(Features, self.topics["object"], self._qos),
+                "effect": self.node.create_publisher(Features, self.topics["effect"], self._qos)}
         return self._publishers
 
     def publish(self, trial_id: str, action: str, object_features: Mapping[str, float],

@@ -1,5 +1,12 @@
 """The learner's trial topics: ``action``, ``object_features``, ``effects`` in, every part to ``TrialIntake``.
 
+Those three are shared by every robot without a name; a robot named in the ``robots`` parameter also has
+its own three, ``<robot>/action``, ``<robot>/object_features``, ``<robot>/effects`` (relative names: the
+node's namespace and remappings apply). A DDS reader's history is shared by all the writers of its topic,
+first come first served: a robot whose reliable keep-all writer floods a topic keeps its reader full, and
+the part of another robot that finds it full waits for its writer's next heartbeat and re-send (seconds,
+docs/benchmarks.md §6, item 5). On topics of its own a robot's parts have a reader of their own.
+
 Created when the node activates and closed when it deactivates. Each part goes to the
 ``TrialIntake`` (check, pair, queue for storing) with the node clock; a timer expires trials
 whose parts stopped coming; what comes back goes to ``handle`` (``TrialEvents``: counted,
@@ -14,8 +21,9 @@ and the executor goes on answering ~/predict, /diagnostics and everything else m
 rclpy's executors build their wait set anew for every message they take: with the ~40 entities
 of a lifecycle node (its services, the action server, timers, QoS event handlers) that is most of
 the cost of a part. So a part's callback also takes the parts already queued on its subscription,
-the way the executor takes one (``qos.take_queued``), and those queued on the other two trial topics,
-in turn, for up to ``DRAIN_SECONDS`` (other callbacks, ~/predict among them, wait at most that long)
+the way the executor takes one (``qos.take_queued``), and those queued on the other trial topics,
+in turn (one part of each reader per round, starting after its own: a flooded reader cannot keep the
+others waiting), for up to ``DRAIN_SECONDS`` (other callbacks, ~/predict among them, wait at most that long)
 and while storing is not paused: under a stream of trials one callback takes the parts of several
 trials.
 """
@@ -23,7 +31,7 @@ trials.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
@@ -33,8 +41,8 @@ from .qos import take_queued, trial_qos
 from .trial_wire import action_fields, features_fields
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
-KINDS = ("action", "object", "effect")  # the kind of part of each subscription, in order
-FIELDS = (action_fields, features_fields, features_fields)  # how each subscription's parts are read
+TOPICS = (("action", Action, "action", action_fields), ("object", Features, "object_features", features_fields),
+          ("effect", Features, "effects", features_fields))  # kind, type, topic, how its parts are read
 
 
 class IngestGroup(MutuallyExclusiveCallbackGroup):
@@ -50,20 +58,21 @@ class IngestGroup(MutuallyExclusiveCallbackGroup):
 
 
 class TrialTopics:
-    """The three reliable subscriptions and the expiry timer on ``node``, in ``callback_group``, feeding
-    ``intake``; ``handle(events)`` reports what became of each part."""
+    """The reliable subscriptions (the shared three, and three for each of ``robots``) and the expiry timer on
+    ``node``, in ``callback_group``, feeding ``intake``; ``handle(events)`` reports what became of each part."""
 
     def __init__(self, node, intake: TrialIntake, qos_depth: int, callback_group: IngestGroup,
-                 handle: Callable[[list[Event]], None]):
+                 handle: Callable[[list[Event]], None], robots: Sequence[str] = ()):
         self.node, self.intake, self.handle, self.group = node, intake, handle, callback_group
         qos = trial_qos(qos_depth)
-        self.subscriptions = [
-            node.create_subscription(Action, "action", self._on_action, qos, callback_group=callback_group,
-                                     raw=True),
-            node.create_subscription(Features, "object_features", self._on_object_features, qos,
-                                     callback_group=callback_group, raw=True),
-            node.create_subscription(Features, "effects", self._on_effects, qos, callback_group=callback_group,
-                                     raw=True)]
+        self.subscriptions, self.kinds, self.fields = [], [], []  # per subscription: its kind and reader
+        for prefix in ["", *(f"{robot}/" for robot in robots)]:
+            for kind, msg_type, topic, fields in TOPICS:
+                self.subscriptions.append(node.create_subscription(
+                    msg_type, prefix + topic, self._taker(len(self.kinds)), qos, callback_group=callback_group,
+                    raw=True))
+                self.kinds.append(kind)
+                self.fields.append(fields)
         self.timer = node.create_timer(intake.expire_period, self._expire, callback_group=callback_group)
 
     def close(self) -> None:
@@ -72,22 +81,19 @@ class TrialTopics:
             self.node.destroy_subscription(subscription)
         self.node.destroy_timer(self.timer)
 
-    def _on_action(self, data: bytes) -> None:
-        self._take(0, data)
-
-    def _on_object_features(self, data: bytes) -> None:
-        self._take(1, data)
-
-    def _on_effects(self, data: bytes) -> None:
-        self._take(2, data)
+    def _taker(self, index: int) -> Callable:
+        def take(data: bytes) -> None:
+            self._take(index, data)
+        return take
 
     def _take(self, first: int, data: bytes) -> None:
-        """``data`` (from subscription ``first``), then the parts queued on the three subscriptions, in turn
-        (see the module's description)."""
+        """``data`` (from subscription ``first``), then the parts queued on all the subscriptions, in turn
+        from the one after ``first`` (see the module's description)."""
         now = self._now()
         self._handle(first, data, now)
         deadline = time.monotonic() + DRAIN_SECONDS
-        queued = list(range(len(self.subscriptions)))  # the subscriptions not found empty yet
+        count = len(self.subscriptions)
+        queued = [(first + k) % count for k in range(1, count + 1)]  # the subscriptions not found empty yet
         while queued and not self.group.paused() and time.monotonic() <= deadline:
             for index in list(queued):
                 data = take_queued(self.subscriptions[index])
@@ -97,9 +103,9 @@ class TrialTopics:
                     self._handle(index, data, now)
 
     def _handle(self, index: int, data: bytes, now: float) -> None:
-        kind = KINDS[index]
+        kind = self.kinds[index]
         try:
-            trial_id, stamp, fields = FIELDS[index](data)
+            trial_id, stamp, fields = self.fields[index](data)
         except Exception as exc:  # noqa: BLE001 (bytes no deserialiser can read: bad input, counted and logged)
             self.handle([Event(f"received_{kind}"), Event("rejected_parts", f"rejected a '{kind}' part that "
                                                                             f"cannot be read: {exc!r}")])

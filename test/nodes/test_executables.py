@@ -76,6 +76,40 @@ def test_learner_refuses_to_start_with_a_bad_configuration(tmp_path):
     assert f"config_path '{bad}'" in log and "no variables" in log, log
 
 
+def test_robots_named_in_robots_have_trial_topics_of_their_own_beside_the_shared_ones(tmp_path):
+    db = tmp_path / "cases.db"
+    learner = start("learner_node", "-p", f"database_path:={db}", "-p", f"model_path:={tmp_path / 'model.json'}",
+                    "-p", "robots:=arm1, arm2", tmp_path=tmp_path, name="learner")
+    robots = []
+    try:
+        for name, robot_name in (("robot", "''"), ("arm1", "arm1")):
+            robots.append(start("simulated_robot", "-p", "count:=20", "-p", "rate:=100.0",
+                                "-p", f"trial_id_prefix:={name}", "-p", f"robot_name:={robot_name}",
+                                "-r", f"__node:={name}", tmp_path=tmp_path, name=name))
+        for robot, name in zip(robots, ("robot", "arm1")):
+            assert robot.wait(60) == 0, output(tmp_path, name)
+            assert "20 trials confirmed stored" in output(tmp_path, name), output(tmp_path, name)
+        with CaseStore(db, read_only=True) as store:
+            ids = {record.trial_id for record in store.records()}
+        assert len(ids) == 40 and {i.split("-")[0] for i in ids} == {"robot", "arm1"}
+    finally:
+        learner_status = stop(learner)
+        for robot in robots:
+            stop(robot)
+    assert learner_status == 0
+    assert "trial topics reliable, keep all, shared and of robots arm1, arm2;" in output(tmp_path, "learner")
+
+
+def test_a_robot_name_that_makes_no_topic_name_stops_the_start(tmp_path):
+    learner = start("learner_node", "-p", f"database_path:={tmp_path / 'c.db'}", "-p", "robots:=arm1,2arm",
+                    tmp_path=tmp_path, name="learner")
+    assert learner.wait(30) == 1
+    assert "robots: robot name '2arm' does not make a topic name" in output(tmp_path, "learner")
+    robot = start("simulated_robot", "-p", "robot_name:=arm 1", tmp_path=tmp_path, name="robot")
+    assert robot.wait(30) == 1
+    assert "robot name 'arm 1' does not make a topic name" in output(tmp_path, "robot")
+
+
 def test_the_robot_at_full_speed_loses_no_trial_with_the_defaults(tmp_path):
     # Reliable keep-all on both ends: the robot is slowed down to the learner's pace instead of
     # losing trials (with the former default, keep last 100, most of such a burst was lost).

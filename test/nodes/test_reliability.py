@@ -3,11 +3,13 @@ file removed while trials stream, lifecycle transitions during a learn, the node
 learns, a remote clock change, floods, a held database lock, ids the middleware mangles, a second learner
 on one database. In every case: nothing confirmed is lost, no crash, no hang, the truth on /diagnostics."""
 
+import json
 import os
 import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 
@@ -320,6 +322,35 @@ def test_a_flood_of_parts_that_never_complete_is_bounded_and_a_good_trial_still_
     assert len(log) < 60, len(log)  # one line per kind of warning and period, not one per dropped trial
     assert any("more like that" in line and "max_pending_trials 500" in line for line in log)
     assert any("DDS readers hold at most 100 samples each" in line for line in log)  # item 5: a short queue
+
+
+def test_a_robot_on_its_own_topics_is_confirmed_at_once_while_a_keep_all_writer_floods_the_shared_ones(ros, tmp_path):
+    # A reliable keep-all writer (TrialPublisher's QoS) floods the shared 'action' topic faster than the learner
+    # takes it: the learner's reader there stays full, and the flooding writer holds what it refused. A good trial
+    # on the shared topics would wait for its writer's heartbeat and re-send (seconds: benchmarks.md §6, item 5);
+    # on its robot's own topics it has a reader of its own. (With robot_name "" here, the good trial on the shared
+    # topics: 1.76 and 2.18 s, failing.)
+    learner = start("learner_node", tmp_path, "learner", database_path=tmp_path / "cases.db",
+                    model_path=tmp_path / "model.json", status_period=0.0, diagnostics_period=0.0, robots="good")
+    robot = Robot(ros, resend_timeout=5.0, robot_name="good")  # TrialPublisher's default resend_timeout
+    code = "from affordance_ros.tools.bench.edges import keep_all_flooder; keep_all_flooder(15.0)"
+    flooder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert flooder.stdout.readline().strip() == "held back"  # the shared reader is full, the writer holds more
+        good = sampled_records(1, prefix="good-")
+        sent = time.monotonic()
+        robot.send(good)
+        wait_for(lambda: good[0].trial_id in robot.confirmed(), timeout=15.0, what="the good trial's answer")
+        waited = time.monotonic() - sent
+        flood = json.loads(flooder.communicate(timeout=60)[0].strip().splitlines()[-1])
+    finally:
+        if flooder.poll() is None:
+            flooder.kill()
+            flooder.wait()
+        assert stop(learner) == 0
+    assert flood["held_back"] > 0
+    print(f"good trial confirmed {waited:.2f} s after it was sent; flood {flood}")
+    assert waited < 1.0, waited  # the issue's bound
 
 
 # ---------------------------------------------------------------- 6. a held database lock

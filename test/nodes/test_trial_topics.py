@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import rclpy
 from conftest import wait_for
 from rclpy.executors import SingleThreadedExecutor
@@ -102,6 +103,47 @@ def test_a_part_is_read_from_its_bytes_without_building_a_message(ros, monkeypat
         executor.remove_node(learner)
         executor.shutdown()
         learner.destroy_node()
+
+
+def test_a_robots_own_topics_are_taken_in_turn_with_flooded_shared_ones(ros, monkeypatch):
+    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)
+    learner = rclpy.create_node("trial_topics_learner", context=ros.context)
+    executor = SingleThreadedExecutor(context=ros.context)
+    executor.add_node(learner)
+    intake = RecordingIntake()
+    try:
+        topics = TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None, robots=["arm1"])
+        assert sorted(s.topic_name for s in topics.subscriptions) == sorted(
+            ["/action", "/object_features", "/effects", "/arm1/action", "/arm1/object_features", "/arm1/effects"])
+        floods = [ros.client_node.create_publisher(Action, "action", trial_qos()),
+                  ros.client_node.create_publisher(Features, "effects", trial_qos())]
+        robot = TrialPublisher(ros.client_node, robot_name="arm1")
+        wait_for(lambda: all(p.get_subscription_count() for p in [*floods, *robot.publishers.values()]),
+                 timeout=30, what="the subscriptions")
+        for k in range(200):
+            floods[0].publish(Action(trial_id=f"flood{k}", action="tap"))
+            floods[1].publish(Features(trial_id=f"flood{k}", names=["obj_vel"], values=[2.0]))
+        robot.publish("arm1-t0", "tap", {"color": 1.0}, {"obj_vel": 2.0})
+        for publisher in [*floods, *robot.publishers.values()]:
+            assert publisher.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
+        executor.spin_once(timeout_sec=10)
+        assert len(intake.parts) == 403
+        # one part of each reader per round: the robot's three parts come in the first round, not after the flood
+        taken = [k for k, (_, trial_id) in enumerate(intake.parts) if trial_id == "arm1-t0"]
+        assert len(taken) == 3 and max(taken) <= len(topics.subscriptions), intake.parts[:10]
+        robot.destroy()
+    finally:
+        executor.remove_node(learner)
+        executor.shutdown()
+        learner.destroy_node()
+
+
+def test_a_robot_name_that_makes_no_topic_name_is_refused(ros):
+    with pytest.raises(ValueError, match="does not make a topic name"):
+        TrialPublisher(ros.client_node, robot_name="2arm")
+    robot = TrialPublisher(ros.client_node, robot_name="arm_2")
+    assert robot.topics == {"action": "arm_2/action", "object": "arm_2/object_features", "effect": "arm_2/effects"}
+    robot.destroy()
 
 
 def test_the_status_callback_takes_the_answers_queued_behind_it(ros, monkeypatch):

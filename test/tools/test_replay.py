@@ -13,7 +13,7 @@ from conftest import MONTESANO_CONFIG, wait_for
 
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data.bag import BagWriter, action_message, features_message, to_nanoseconds
-from affordance_ros.data.offline import read_bag
+from affordance_ros.data.offline import PairingOptions, read_bag
 
 BIN = Path(sys.executable).parent
 REPLAY = BIN.parent / "lib" / "affordance_ros" / "replay"
@@ -148,6 +148,25 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
     recorded = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
     assert recorded.warnings == []
     assert len(recorded.records) == 30
+    assert without_received(recorded.records) == without_received(learner.manager.store.records())
+
+
+def test_a_robot_on_its_own_topics_is_recorded_by_a_recorder_in_its_namespace(ros, tmp_path):
+    # docs/node.md, trial topics per robot: the learner takes arm1/action, ...; record them from /arm1
+    bag = tmp_path / "arm1"
+    recorder = subprocess.Popen([CLI, "record", str(bag), "--trials", "10", "--ros-args", "-r", "__ns:=/arm1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        learner = ros.learner(robots="arm1")
+        robot = ros.robot(count=10, rate=20.0, seed=3, min_subscribers=2, robot_name="arm1")
+        ros.wait_for_robot(robot)
+        wait_for(lambda: learner.manager.store.count() >= 10, what="10 stored cases")
+        out, _ = recorder.communicate(timeout=20)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+    assert recorder.returncode == 0, out
+    recorded = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG), PairingOptions(namespace="/arm1"))
     assert without_received(recorded.records) == without_received(learner.manager.store.records())
 
 

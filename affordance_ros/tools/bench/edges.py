@@ -535,12 +535,16 @@ def clock(tmp: Path, env: dict, n: int) -> dict:
             "stored_once_the_clock_is_right": len(stored_ids(tmp / "cases.db") & {r.trial_id for r in sent})}
 
 
-def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overloaded: bool = False) -> dict:
+def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overloaded: bool = False,
+          keep_all: bool = False, own_topics: bool = False) -> dict:
     """5. ``rate`` action parts a second for ``seconds`` of trials that never complete (``kind``: 'fresh' ids and
     one stamp, 'now' fresh ids stamped now, 'stampless' no id and stamps 1 us apart), then one good trial from
     a robot of its own process (as a robot is: ``good_trial_robot``) that was started before the flood.
     ``overloaded``: the learner shares core 0 with a busy loop, so that it takes parts slower than the flood
-    comes, and the good trial is sent half-way through the flood instead of after it."""
+    comes, and the good trial is sent half-way through the flood instead of after it. ``keep_all``: the flood's
+    writer keeps all it was refused (reliable KEEP_ALL, as ``TrialPublisher``'s), else the last 1000.
+    ``own_topics``: the good robot publishes on topics of its own (``robot_name`` 'good', the learner's
+    ``robots``), else on the shared ones the flood is on."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
@@ -548,11 +552,14 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from ...msg import Action
+    from ...nodes.qos import trial_qos
     tmp.mkdir()
     learner = launch("learner_node", {"database_path": tmp / "cases.db", "model_path": tmp / "model.json",
-                                      "status_period": 0.0, "diagnostics_period": 0.5}, tmp, env,
+                                      "status_period": 0.0, "diagnostics_period": 0.5,
+                                      **({"robots": "good"} if own_topics else {})}, tmp, env,
                      cpus="0" if overloaded else None)
-    code = f"from affordance_ros.tools.bench.edges import good_trial_robot; good_trial_robot('good-{kind}-')"
+    code = ("from affordance_ros.tools.bench.edges import good_trial_robot; "
+            f"good_trial_robot('good-{kind}-', robot_name={'good' if own_topics else ''!r})")
     robot = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env=env)
     context = rclpy.Context()
@@ -563,7 +570,7 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
         flooder = rclpy.create_node("affordance_bench_flood", context=context)
         flooder.create_subscription(DiagnosticArray, "/diagnostics", lambda msg: pending.extend(
             int(kv.value) for s in msg.status for kv in s.values if kv.key == "trials pending"), 10)
-        publisher = flooder.create_publisher(Action, "action",
+        publisher = flooder.create_publisher(Action, "action", trial_qos() if keep_all else
                                              QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         executor.add_node(flooder)
         threading.Thread(target=executor.spin, daemon=True).start()
@@ -571,7 +578,8 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
             hog = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
         if robot.stdout.readline().strip() != "ready":
             raise RuntimeError("the good trial's robot did not start")
-        wait(lambda: publisher.get_subscription_count() > 0, 60)
+        if not wait(lambda: publisher.get_subscription_count() > 0, 60):
+            raise RuntimeError(f"the learner did not subscribe: see {tmp / 'learner_node.log'}")
         rss, learner_cpu = [rss_mb(learner.pid)], cpu_seconds([learner.pid])
         load = float(open("/proc/loadavg").read().split()[0])
         stamp, started, k, refused = time.time(), time.monotonic(), 0, 0
@@ -606,21 +614,22 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
         rclpy.try_shutdown(context=context)
         exit_status = stop_process(learner)
     log = (tmp / "learner_node.log").read_text()
-    return {"kind": kind, "overloaded": overloaded, "parts": k - refused, "held_back": refused, "seconds": seconds,
-            "load": load,
+    return {"kind": kind, "overloaded": overloaded, "keep_all": keep_all, "own_topics": own_topics,
+            "parts": k - refused, "held_back": refused, "seconds": seconds, "load": load,
             "max_pending": max(pending, default=-1),
             "rss_mb": rss, "log_lines": log.count("\n"), "log_bytes": len(log),
             "good_trial_seconds": waited if waited is not None else float("nan"),
             "learner_cpu_ms_per_part": 1000 * learner_cpu / max(k - refused, 1), "learner_exit": exit_status}
 
 
-def good_trial_robot(prefix: str, timeout: float = 120.0) -> None:
+def good_trial_robot(prefix: str, timeout: float = 120.0, robot_name: str = "") -> None:
     """A robot process with this package's DDS profiles (``qos.dds_profiles``, as the simulated robot has):
-    says 'ready' once its writers matched the learner, sends one good trial when 'go' comes on stdin, and
-    prints {"seconds": from sending to its confirmation} (null: none within ``timeout``)."""
+    says 'ready' once its writers matched the learner, sends one good trial (on the topics of ``robot_name``,
+    '': the shared ones) when 'go' comes on stdin, and prints {"seconds": from sending to its confirmation}
+    (null: none within ``timeout``)."""
     from ...nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
-        robot = Robot(resend_timeout=1.0)
+        robot = Robot(resend_timeout=1.0, robot_name=robot_name)
     try:
         print("ready", flush=True)
         sys.stdin.readline()
@@ -633,6 +642,41 @@ def good_trial_robot(prefix: str, timeout: float = 120.0) -> None:
         print(json.dumps({"seconds": first - sent if confirmed else None}), flush=True)
     finally:
         robot.close()
+
+
+def keep_all_flooder(seconds: float, topic: str = "action") -> None:
+    """A robot process whose reliable KEEP_ALL writer (``TrialPublisher``'s QoS) sends action parts of trials that
+    never complete (fresh ids, stamped now) on ``topic`` as fast as it can for ``seconds``, once a reader
+    matched; prints 'held back' the first time its history is full (the learner's reader is full, and the writer
+    holds what it refused), then {"parts": sent, "held_back": publishes that found its history full}."""
+    import rclpy
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+    from ...msg import Action
+    from ...nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, trial_qos
+    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        node = rclpy.create_node("affordance_keep_all_flood", context=context)
+        publisher = node.create_publisher(Action, topic, trial_qos())
+    try:
+        wait(lambda: publisher.get_subscription_count() > 0, 60)
+        started, sent, held_back = time.monotonic(), 0, 0
+        while time.monotonic() - started < seconds:
+            msg = Action(trial_id=f"flood{sent}", action="tap")
+            now = time.time()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = int(now), int(now % 1 * 1e9)
+            try:
+                publisher.publish(msg)
+                sent += 1
+            except _rclpy.RCLError:
+                held_back += 1
+                if held_back == 1:
+                    print("held back", flush=True)
+        print(json.dumps({"parts": sent, "held_back": held_back}), flush=True)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
 
 
 def held_lock(tmp: Path, env: dict, hold: float, n: int) -> dict:

@@ -247,6 +247,13 @@ def edge_runs(tmp: Path, env: dict, quick: bool, n: int) -> dict:
     if not quick:  # the learner slower than the flood, the good trial sent during it
         found["floods"] += [step(f"flood_{kind}_overloaded", edges.flood, tmp / f"flood_{kind}_overloaded", env,
                                  kind, seconds / 2, 2000.0, True) for kind in ("fresh", "now", "stampless")]
+    # a flooding writer that keeps all it was refused (TrialPublisher's QoS), the good robot on topics of its own
+    # (and, as the peer, on the shared ones)
+    found["floods"] += [step(f"flood_keep_all_{'own' if own else 'shared'}{'_overloaded' if overloaded else ''}",
+                             edges.flood, tmp / f"flood_keep_all_{own:d}{overloaded:d}", env, "now", seconds / 2,
+                             2000.0, overloaded, True, own)
+                        for overloaded in ((False,) if quick else (False, True))
+                        for own in ((True,) if quick else (True, False))]
     found["locks"] = [step(f"lock_{hold:.0f}", edges.held_lock, tmp / f"lock{hold:.0f}", env, hold, 100)
                       for hold in ((5.0,) if quick else (10.0, 25.0))]
     trials = 1000 if quick else 5000
@@ -278,6 +285,11 @@ def edge_rows(found: dict) -> list:
     for f in found["floods"]:
         overloaded = (", the learner sharing its core with a busy loop (flood held back "
                       f"{f['held_back']} times), the good trial sent during the flood") if f.get("overloaded") else ""
+        if f.get("keep_all"):
+            overloaded = (f", from a keep-all writer (held back {f['held_back']} times), the good robot on "
+                          + ("topics of its own" if f["own_topics"] else "the shared topics")
+                          + (", the learner sharing its core with a busy loop, the good trial sent during the flood"
+                             if f["overloaded"] else ""))
         rows.append([f"5. flood of incomplete trials ({f['kind']}), {f['parts'] / f['seconds']:.0f} parts/s for "
                      f"{f['seconds']:.0f} s{overloaded}: most pending, RSS before → after (MB), log lines, a good "
                      "trial's answer",
