@@ -39,6 +39,20 @@ def trial_qos(depth: int = KEEP_ALL) -> QoSProfile:
     return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE)
 
 
+# How many replies a client of the learner's services keeps until it takes them (rclpy's default: 10). Fast DDS
+# sends every reply of a service to every client of it; each client takes them all and keeps its own. A reply
+# is lost when more replies to other clients than this arrive before its client takes it (a client process
+# not scheduled for a moment while other planners call): 2 of 4000 with four clients of ~/predict on a loaded
+# machine (docs/benchmarks.md §6, item 8). A client that does not spin between its calls takes at most this
+# many stale replies (~0.4 ms each) before its next answer.
+REPLY_DEPTH = 1000
+
+
+def reply_qos() -> QoSProfile:
+    """The QoS of a client of the learner's services: reliable, keeping the last ``REPLY_DEPTH`` replies."""
+    return QoSProfile(depth=REPLY_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+
+
 LEARNER_READER_SAMPLES = 100  # most samples a learner's reader holds (Fast DDS's default: 5000)
 TRIAL_HEARTBEAT_PERIOD = 0.1  # seconds between a trial writer's heartbeats while it has unacknowledged parts
 PROFILES_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
