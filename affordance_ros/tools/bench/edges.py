@@ -87,7 +87,7 @@ def latencies(times: list, unanswered: int) -> dict:
 
 
 def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, server: int | None = None,
-                    resend: float = 2.0, reply_depth: int | None = None) -> dict:
+                    resend: float = 2.0, reply_depth: int | None = None, rounds: int = 1) -> dict:
     """``clients`` clients, each a process of its own (as planners are), calling ~/predict ``calls`` times each
     as a planner is told to (docs/interfaces.md): a request not answered within ``resend`` seconds is sent
     again; a call not answered within ``timeout`` seconds counts as unanswered. The clients keep the last
@@ -96,19 +96,33 @@ def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, 
     it (``late``: the first send's answer came after all, ``resent``: only the re-send's, ``none``), its
     index, its sequence number and the seconds since its client was created. With the ``server``'s pid, the
     CPU time it spent per call (milliseconds; clients' start-up and warm-up calls included)."""
+    return summary(run_clients(clients, calls, env, timeout, server, resend, reply_depth), server is not None)
+
+
+def run_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, server: int | None = None,
+                resend: float = 2.0, reply_depth: int | None = None) -> dict:
+    """What ``predict_clients`` measures, unsummed: each client's ``call_predict`` and the server's CPU seconds."""
     server_cpu = cpu_seconds([server]) if server else 0.0
     code = ("import sys, json; from affordance_ros.tools.bench.edges import call_predict; "
             f"print(json.dumps(call_predict({calls}, {timeout}, {resend}, {reply_depth})))")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
             for _ in range(clients)]
     found = [json.loads(run.communicate(timeout=calls * timeout + 120)[0].strip().splitlines()[-1]) for run in runs]
+    return {"clients": found, "server_cpu": cpu_seconds([server]) - server_cpu if server else 0.0}
+
+
+def summary(runs: dict | list, with_server: bool = False) -> dict:
+    """One summary of ``run_clients``'s result, or of a list of them (pooled)."""
+    runs = runs if isinstance(runs, list) else [runs]
+    found = [f for run in runs for f in run["clients"]]
     result = latencies([t for f in found for t in f["times"]], sum(f["unanswered"] for f in found))
     result["requests_sent"] = sum(f["sent"] for f in found)
     result["first_sends_missed"] = missed = [dict(m, client=c) for c, f in enumerate(found) for m in f["missed"]]
     result["first_sends_missed_by_outcome"] = {o: sum(m["outcome"] == o for m in missed)
                                                for o in ("late", "resent", "none")}
-    if server:
-        result["server_cpu_ms_per_call"] = 1000 * (cpu_seconds([server]) - server_cpu) / (clients * (calls + 20))
+    if with_server:
+        result["server_cpu_ms_per_call"] = (1000 * sum(run["server_cpu"] for run in runs)
+                                            / sum(len(f["times"]) + f["unanswered"] + 20 for f in found))
     return result
 
 
@@ -162,10 +176,11 @@ def first_of(*futures):
 RCLPY_REPLY_DEPTH = 10  # the replies a client keeps with rclpy's default QoS: the peer of ``reply_qos()``
 
 
-def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
+def predict_latency(tmp: Path, env: dict, cases: int, calls: int, rounds: int = 1) -> dict:
     """~/predict round trips, one client and four, idle and while learns run back to back on ``cases`` cases;
-    the clients made as planners are told to (``reply_qos()``, a request sent again after 2 s), and four with
-    rclpy's default QoS while learning (``learning_4_rclpy_default``: the peer, in the same run). How many
+    the clients made as planners are told to (``reply_qos()``, a request sent again after 2 s), and, while
+    learning, four with rclpy's default QoS (``learning_4_rclpy_default``: the peer, in the same run), the two
+    four-client runs taking turns ``rounds`` times. How many
     requests the clients sent, against how many the learner answered (its log's count): equal when every
     request lost was lost on its way back."""
     from ...srv import Learn
@@ -192,10 +207,12 @@ def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
         learning = threading.Thread(target=learn_loop, daemon=True)
         learning.start()
         time.sleep(1.0)
-        for clients in (1, 4):
-            results[f"learning_{clients}"] = predict_clients(clients, calls, env, server=learner.pid)
-        results["learning_4_rclpy_default"] = predict_clients(4, calls, env, server=learner.pid,
-                                                              reply_depth=RCLPY_REPLY_DEPTH)
+        results["learning_1"] = predict_clients(1, calls, env, server=learner.pid)
+        pooled = {"learning_4": [], "learning_4_rclpy_default": []}
+        for _ in range(rounds):
+            for name, depth in (("learning_4", None), ("learning_4_rclpy_default", RCLPY_REPLY_DEPTH)):
+                pooled[name].append(run_clients(4, calls, env, server=learner.pid, reply_depth=depth))
+        results.update({name: summary(runs, True) for name, runs in pooled.items()})
         stop.set()
         learning.join(600)
         client.close()
