@@ -43,7 +43,7 @@ def trial_qos(depth: int = KEEP_ALL) -> QoSProfile:
 # How many replies a client of the learner's services keeps until it takes them (rclpy's default: 10). Fast DDS
 # sends every reply of a service to every client of it; each client takes them all and keeps its own. A reply
 # is lost when more replies to other clients than this arrive before its client takes it (a client process
-# not scheduled for a moment while other planners call): 35 of 44,000 with four clients of ~/predict on a
+# not scheduled for a moment while other planners call): 45 of 60,000 with four clients of ~/predict on a
 # loaded machine keeping 10, none keeping 1000 (docs/benchmarks.md §6, item 8). A client that does not spin
 # between its calls takes at most this many stale replies (~0.4 ms each) before its next answer.
 REPLY_DEPTH = 1000
