@@ -18,6 +18,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
 from affordance_ros.nodes.learner_node import LearnerNode
+from affordance_ros.nodes.qos import reply_qos
 from affordance_ros.nodes.simulated_robot import SimulatedRobot
 from affordance_ros.share import share_directory
 from affordance_ros.srv import Learn, Predict
@@ -94,7 +95,8 @@ class Ros:
         matched a new client's request topic is lost, though wait_for_service saw the server)."""
         client = self.clients.get((srv_type, name))
         if client is None:
-            client = self.clients[(srv_type, name)] = self.client_node.create_client(srv_type, name)
+            client = self.client_node.create_client(srv_type, name, qos_profile=reply_qos())
+            self.clients[(srv_type, name)] = client
         assert client.wait_for_service(timeout_sec=20.0), f"service {name} did not appear"
         return client
 

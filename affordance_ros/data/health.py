@@ -144,6 +144,9 @@ class HealthMonitor:
             "last learn duration [s]": "-" if last_learn is None else f"{last_learn.duration:.3f}",
             "last learn log-likelihood": "-" if last_learn is None else f"{last_learn.log_likelihood:.3f}",
             "online updates": str(counts["online_updates"]) if online else "off",
+            # requests whose answer the node handed to the middleware: a planner that sent more lost answers
+            "predict answered": str(counts["predict_ok"] + counts["predict_failed"]),
+            "select_action answered": str(counts["select_ok"] + counts["select_failed"]),
         }
         problem = self._storing_problem(writer, rising["store_errors"])
         if problem:

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 from ..core.suggest import Candidate
 from ..srv import SuggestTrial
+from .qos import reply_qos
 
 
 def suggest_request(candidates: Sequence[Candidate], actions: Sequence[str] = (), criterion: str = "",
@@ -43,7 +44,7 @@ class ActiveExplorer:
                  log: Callable[[str, str], None], answer_timeout: float = 5.0):
         self.sampler, self.candidates, self.send, self.log = sampler, candidates, send, log
         self.answer_timeout = answer_timeout
-        self.client = node.create_client(SuggestTrial, service)
+        self.client = node.create_client(SuggestTrial, service, qos_profile=reply_qos())
         self.asking = None  # (the answer's future, when it was asked) while a question is out
         self.asked = self.refused = self.unanswered = 0
         self._waiting_logged = False

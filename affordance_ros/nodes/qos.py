@@ -1,4 +1,5 @@
-"""The QoS of the trial topics (action, object_features, effects), one rule for every node.
+"""The QoS of the trial topics (action, object_features, effects), one rule for every node; and of the
+clients of the learner's services (``reply_qos``).
 
 Reliable, and by default KEEP_ALL on both ends: a publisher faster than the learner is
 slowed down (a reliable KEEP_ALL writer blocks in ``publish`` while the reader's history
@@ -37,6 +38,20 @@ def trial_qos(depth: int = KEEP_ALL) -> QoSProfile:
     if depth == KEEP_ALL:
         return QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
     return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE)
+
+
+# How many replies a client of the learner's services keeps until it takes them (rclpy's default: 10). Fast DDS
+# sends every reply of a service to every client of it; each client takes them all and keeps its own. A reply
+# is lost when more replies to other clients than this arrive before its client takes it (a client process
+# not scheduled for a moment while other planners call): 45 of 60,000 with four clients of ~/predict on a
+# loaded machine keeping 10, none keeping 1000 (docs/benchmarks.md §6, item 8). A client that does not spin
+# between its calls takes at most this many stale replies (~0.4 ms each) before its next answer.
+REPLY_DEPTH = 1000
+
+
+def reply_qos() -> QoSProfile:
+    """The QoS of a client of the learner's services: reliable, keeping the last ``REPLY_DEPTH`` replies."""
+    return QoSProfile(depth=REPLY_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
 
 
 LEARNER_READER_SAMPLES = 100  # most samples a learner's reader holds (Fast DDS's default: 5000)

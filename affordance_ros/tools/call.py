@@ -171,7 +171,8 @@ def _wait(executor, request, timeout: float | None, what: str):
 
 
 def _service(node, wait, srv_type, name: str, request, timeout: float):
-    client = node.create_client(srv_type, name)
+    from ..nodes.qos import reply_qos
+    client = node.create_client(srv_type, name, qos_profile=reply_qos())
     if not client.wait_for_service(timeout_sec=timeout):
         raise CallError(f"no service {name} within {timeout:g} s: is the learner node running (and active)?")
     answer = wait(lambda: client.call_async(request), None, name)

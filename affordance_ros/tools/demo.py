@@ -59,6 +59,7 @@ class Demo:
         from rclpy.signals import SignalHandlerOptions
 
         from ..nodes.learner_node import LearnerNode
+        from ..nodes.qos import reply_qos
         from ..nodes.simulated_robot import SimulatedRobot
         from ..srv import Learn, Predict
 
@@ -85,8 +86,9 @@ class Demo:
             thread = threading.Thread(target=executor.spin, daemon=True)
             thread.start()
             self.executors.append((executor, thread))
-        self.learn_client = self.client.create_client(Learn, "/affordance_learner/learn")
-        self.predict_client = self.client.create_client(Predict, "/affordance_learner/predict")
+        self.learn_client = self.client.create_client(Learn, "/affordance_learner/learn", qos_profile=reply_qos())
+        self.predict_client = self.client.create_client(Predict, "/affordance_learner/predict",
+                                                        qos_profile=reply_qos())
 
     def call(self, client, request, timeout=120.0):
         if not client.wait_for_service(timeout_sec=20.0):

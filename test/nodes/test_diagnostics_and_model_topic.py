@@ -12,6 +12,7 @@ from std_msgs.msg import String
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.msg import Features
+from affordance_ros.srv import SelectAction
 
 NAME = "affordance_learner: learner"
 MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -46,6 +47,13 @@ def test_diagnostics_say_ok_warn_and_error_with_key_values(ros, tmp_path):
     assert float(values["last learn duration [s]"]) == round(learned.duration, 3)
     assert float(values["last learn log-likelihood"]) == round(learned.log_likelihood, 3)
     assert 0 <= float(values["model age [s]"]) < 60 and values["online updates"] == "off"
+    assert values["predict answered"] == values["select_action answered"] == "0"
+    for _ in range(3):
+        ros.predict(query=["action"], sensor_names=["obj_vel"], sensor_values=[9.0])
+    ros.call(SelectAction, "/affordance_learner/select_action", effect_names=["nothing"], effect_values=["x"])
+    wait_for(lambda: {kv.key: kv.value for kv in learner_status(diagnostics).values}["predict answered"] == "3",
+             what="3 predicts counted")
+    assert {kv.key: kv.value for kv in learner_status(diagnostics).values}["select_action answered"] == "1"
 
     bad = ros.publisher(Features, "object_features")
     bad.publish(Features(trial_id="bad", names=["weight"], values=[1.0]))

@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+import rclpy
 from conftest import sampled_records, stored_count, stored_ids, wait_for, write_config
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from lifecycle_msgs.msg import Transition
@@ -21,6 +22,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
+from rclpy.executors import SingleThreadedExecutor
 from ros_harness import LIB, Listener, Waiter, start, stop
 from rosgraph_msgs.msg import Clock
 
@@ -28,9 +30,9 @@ from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.pairing import INTERFACE_MAX_LIST_LENGTH
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.msg import Action, TrialStatus
-from affordance_ros.nodes.qos import trial_qos
+from affordance_ros.nodes.qos import reply_qos, trial_qos
 from affordance_ros.nodes.trial_publisher import TrialPublisher
-from affordance_ros.srv import Learn
+from affordance_ros.srv import Learn, Predict
 from affordance_ros.tools.bench.edges import descendants, running
 
 LEARNER = "/affordance_learner"
@@ -387,6 +389,42 @@ def test_a_held_database_lock_delays_storing_but_not_predictions_and_loses_nothi
     finally:
         assert stop(learner) == 0
     assert {r.trial_id for r in records} <= stored_ids(db)
+
+
+# ---------------------------------------------------------------- 8. every ~/predict answered
+
+
+def test_a_planner_gets_its_answer_though_others_were_answered_before_it_took_it(ros, tmp_path):
+    """Fast DDS sends every reply of a service to every client of it, and each client keeps the last few until
+    it takes them: a planner not scheduled for a moment while others call loses its answer once more replies
+    to them than it keeps came first (rclpy's default keeps 10). A client made with ``reply_qos()``, as
+    docs/interfaces.md tells planners, keeps its answer behind 50 replies to another planner."""
+    db = seeded(tmp_path, 100)
+    learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
+                    status_period=0.0)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        assert ros.learn(timeout=120.0).success
+        node = rclpy.create_node("late_planner", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        planner = node.create_client(Predict, f"{LEARNER}/predict", qos_profile=reply_qos())
+        assert planner.wait_for_service(timeout_sec=20.0)
+        fields = dict(query=["action"], sensor_names=["obj_vel"], sensor_values=[9.0])
+        warm_up = planner.call_async(Predict.Request(**fields))
+        executor.spin_until_future_complete(warm_up, timeout_sec=20.0)
+        assert warm_up.done()  # matched both ways
+        late = planner.call_async(Predict.Request(**fields))  # sent, then not taken while another planner calls
+        for _ in range(50):
+            assert ros.predict(**fields).success
+        executor.spin_until_future_complete(late, timeout_sec=5.0)
+        assert late.done() and late.result().success
+        executor.shutdown()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+        assert stop(learner) == 0
 
 
 # ---------------------------------------------------------------- 9. ids the middleware mangles

@@ -115,8 +115,10 @@ class ServiceClient:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
 
-    def client(self, srv_type, name: str, timeout: float = 30.0):
-        client = self.node.create_client(srv_type, name)
+    def client(self, srv_type, name: str, timeout: float = 30.0, qos=None):
+        """A client of ``name`` (QoS ``qos``, else ``reply_qos()``: a planner's), once its server is there."""
+        from ...nodes.qos import reply_qos
+        client = self.node.create_client(srv_type, name, qos_profile=qos or reply_qos())
         if not client.wait_for_service(timeout_sec=timeout):
             raise RuntimeError(f"service {name} did not appear within {timeout} s")
         return client

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -85,44 +86,103 @@ def latencies(times: list, unanswered: int) -> dict:
             "p99": float(np.percentile(times, 99)), "max": float(times.max())}
 
 
-def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, server: int | None = None) -> dict:
-    """``clients`` clients, each a process of its own (as planners are), calling ~/predict ``calls`` times each;
-    a call not answered within ``timeout`` seconds counts as unanswered; with the ``server``'s pid, the CPU
-    time it spent per call (milliseconds; clients' start-up and warm-up calls included)."""
+def predict_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, server: int | None = None,
+                    resend: float = 2.0, reply_depth: int | None = None, rounds: int = 1) -> dict:
+    """``clients`` clients, each a process of its own (as planners are), calling ~/predict ``calls`` times each
+    as a planner is told to (docs/interfaces.md): a request not answered within ``resend`` seconds is sent
+    again; a call not answered within ``timeout`` seconds counts as unanswered. The clients keep the last
+    ``reply_depth`` replies (None: ``reply_qos()``, as planners are told to). ``first_sends_missed`` are the
+    requests whose first send got no answer within ``resend`` (warm-up calls included), each with what came of
+    it (``late``: the first send's answer came after all, ``resent``: only the re-send's, ``none``), its
+    index, its sequence number and the seconds since its client was created. With the ``server``'s pid, the
+    CPU time it spent per call (milliseconds; clients' start-up and warm-up calls included)."""
+    return summary(run_clients(clients, calls, env, timeout, server, resend, reply_depth), server is not None)
+
+
+def run_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, server: int | None = None,
+                resend: float = 2.0, reply_depth: int | None = None) -> dict:
+    """What ``predict_clients`` measures, unsummed: each client's ``call_predict`` and the server's CPU seconds."""
     server_cpu = cpu_seconds([server]) if server else 0.0
     code = ("import sys, json; from affordance_ros.tools.bench.edges import call_predict; "
-            f"print(json.dumps(call_predict({calls}, {timeout})))")
+            f"print(json.dumps(call_predict({calls}, {timeout}, {resend}, {reply_depth})))")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
             for _ in range(clients)]
     found = [json.loads(run.communicate(timeout=calls * timeout + 120)[0].strip().splitlines()[-1]) for run in runs]
+    return {"clients": found, "server_cpu": cpu_seconds([server]) - server_cpu if server else 0.0}
+
+
+def summary(runs: dict | list, with_server: bool = False) -> dict:
+    """One summary of ``run_clients``'s result, or of a list of them (pooled)."""
+    runs = runs if isinstance(runs, list) else [runs]
+    found = [f for run in runs for f in run["clients"]]
     result = latencies([t for f in found for t in f["times"]], sum(f["unanswered"] for f in found))
-    if server:
-        result["server_cpu_ms_per_call"] = 1000 * (cpu_seconds([server]) - server_cpu) / (clients * (calls + 20))
+    result["requests_sent"] = sum(f["sent"] for f in found)
+    result["first_sends_missed"] = missed = [dict(m, client=c) for c, f in enumerate(found) for m in f["missed"]]
+    result["first_sends_missed_by_outcome"] = {o: sum(m["outcome"] == o for m in missed)
+                                               for o in ("late", "resent", "none")}
+    if with_server:
+        result["server_cpu_ms_per_call"] = (1000 * sum(run["server_cpu"] for run in runs)
+                                            / sum(len(f["times"]) + f["unanswered"] + 20 for f in found))
     return result
 
 
-def call_predict(calls: int, timeout: float) -> dict:
-    """One planner: ~/predict ``calls`` times, one after the other (after 20 to warm up); the round trips."""
+def call_predict(calls: int, timeout: float, resend: float, reply_depth: int | None = None) -> dict:
+    """One planner: ~/predict ``calls`` times, one after the other (after 20 to warm up), each sent again
+    after ``resend`` seconds without an answer, its client keeping the last ``reply_depth`` replies (None:
+    ``reply_qos()``); the round trips, the requests sent, and what became of each first send that was not
+    answered in time."""
+    from rclpy.qos import QoSProfile
+
     from ...srv import Predict
+    created = time.perf_counter()
     client = ServiceClient()
-    predict = client.client(Predict, f"{LEARNER}/predict", timeout=60.0)
+    predict = client.client(Predict, f"{LEARNER}/predict", timeout=60.0,
+                            qos=QoSProfile(depth=reply_depth) if reply_depth else None)
     request = predict_request(Predict)
-    times, unanswered = [], 0
+    times, unanswered, missed = [], 0, []
     for k in range(calls + 20):
         t0 = time.perf_counter()
-        future = predict.call_async(request)
-        client.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        first = predict.call_async(request)
+        sequence = max(predict._pending_requests)  # this request's: a client numbers its requests upward
+        client.executor.spin_until_future_complete(first, timeout_sec=min(resend, timeout))
+        answered = first
+        if not first.done():
+            again = predict.call_async(request)
+            answered = first_of(first, again)
+            client.executor.spin_until_future_complete(answered, timeout_sec=timeout - (time.perf_counter() - t0))
+            missed.append({"index": k, "sequence": sequence, "seconds_since_client_created": t0 - created,
+                           "wall_time": time.time() - (time.perf_counter() - t0),
+                           "outcome": "late" if first.done() else "resent" if again.done() else "none"})
+            for sent in (first, again):
+                predict.remove_pending_request(sent)
         if k >= 20:
-            if future.done():
+            if answered.done():
                 times.append(time.perf_counter() - t0)
             else:
                 unanswered += 1
     client.close()
-    return {"times": times, "unanswered": unanswered}
+    return {"times": times, "unanswered": unanswered, "missed": missed, "sent": calls + 20 + len(missed)}
 
 
-def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
-    """~/predict round trips, one client and four, idle and while learns run back to back on ``cases`` cases."""
+def first_of(*futures):
+    """A future done with the result of whichever of ``futures`` is done first."""
+    from rclpy.task import Future
+    either = Future()
+    for future in futures:
+        future.add_done_callback(lambda done: either.done() or either.set_result(done.result()))
+    return either
+
+
+RCLPY_REPLY_DEPTH = 10  # the replies a client keeps with rclpy's default QoS: the peer of ``reply_qos()``
+
+
+def predict_latency(tmp: Path, env: dict, cases: int, calls: int, rounds: int = 1) -> dict:
+    """~/predict round trips, one client and four, idle and while learns run back to back on ``cases`` cases;
+    the clients made as planners are told to (``reply_qos()``, a request sent again after 2 s), and, while
+    learning, four with rclpy's default QoS (``learning_4_rclpy_default``: the peer, in the same run), the two
+    four-client runs taking turns ``rounds`` times. How many
+    requests the clients sent, against how many the learner answered (its log's count): equal when every
+    request lost was lost on its way back."""
     from ...srv import Learn
     tmp.mkdir()
     db = tmp / "cases.db"
@@ -147,15 +207,21 @@ def predict_latency(tmp: Path, env: dict, cases: int, calls: int) -> dict:
         learning = threading.Thread(target=learn_loop, daemon=True)
         learning.start()
         time.sleep(1.0)
-        for clients in (1, 4):
-            results[f"learning_{clients}"] = predict_clients(clients, calls, env, server=learner.pid)
+        results["learning_1"] = predict_clients(1, calls, env, server=learner.pid)
+        pooled = {"learning_4": [], "learning_4_rclpy_default": []}
+        for _ in range(rounds):
+            for name, depth in (("learning_4", None), ("learning_4_rclpy_default", RCLPY_REPLY_DEPTH)):
+                pooled[name].append(run_clients(4, calls, env, server=learner.pid, reply_depth=depth))
+        results.update({name: summary(runs, True) for name, runs in pooled.items()})
         stop.set()
         learning.join(600)
         client.close()
     finally:
         exit_status = stop_process(learner)
+    answered = re.findall(r"predict ok/failed: (\d+)/(\d+)", (tmp / "learner_node.log").read_text())
     return {"cases": cases, "learns": len(learns), "learn_seconds": float(np.median(learns)) if learns else None,
-            "learner_exit": exit_status, **results}
+            "learner_exit": exit_status, "requests_sent": sum(r["requests_sent"] for r in results.values()),
+            "learner_answered": sum(map(int, answered[-1])) if answered else None, **results}
 
 
 class Robot:

@@ -316,6 +316,14 @@ def edge_rows(found: dict) -> list:
                      f"{fmt_seconds(idle['p50'])} / {fmt_seconds(idle['p99'])} / {fmt_seconds(idle['max'])}, "
                      f"{idle['unanswered']}; {fmt_seconds(busy['p50'])} / {fmt_seconds(busy['p99'])} / "
                      f"{fmt_seconds(busy['max'])}, {busy['unanswered']}"])
+    default = predict["learning_4_rclpy_default"]
+    rows.append(["8. ~/predict, 4 clients while learning: first sends answered only by the re-send (unanswered "
+                 "after it), clients as planners are told (rclpy's default QoS); requests sent / answered by the "
+                 "learner",
+                 f"{predict['learning_4']['first_sends_missed_by_outcome']['resent']} "
+                 f"({predict['learning_4']['unanswered']}); "
+                 f"{default['first_sends_missed_by_outcome']['resent']} ({default['unanswered']}); "
+                 f"{predict['requests_sent']} / {predict['learner_answered']}"])
     resent = found["resends"]
     rows.append(["9. a trial nobody answers: re-sends in 8 s / in all, then given up after; mangled ids refused",
                  f"{resent['resends_in_8_s']} / {resent['resends_in_all']}, {resent['seconds_until_given_up']:.0f} s; "
