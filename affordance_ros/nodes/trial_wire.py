@@ -10,7 +10,9 @@ label or the sensor names and values.
 Only the encoding Fast DDS writes for these types is read here (plain CDR, little endian: encapsulation
 0x0001; every field aligned to its size, counted from the end of the 4-byte encapsulation header); any other
 goes through rclpy's own deserialisation, so the fields are the same whatever the writer's middleware.
-Strings come out as rclpy gives them: UTF-8 with invalid bytes replaced, cut at the first NUL.
+Strings come out as rclpy gives them: UTF-8 with invalid bytes replaced, cut at the first NUL. A Features
+with more than ``MAX_NAMES_READ_HERE`` names goes through rclpy too: its C code reads 5000 names in 1.3 ms,
+this module's loop in 12 ms (a flood of oversized parts, which the intake then refuses).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..msg import Action, Features
 _PLAIN_CDR_LE = b"\x00\x01"
 _UINT32 = struct.Struct("<I")
 _STAMP = struct.Struct("<iI")
+MAX_NAMES_READ_HERE = 64  # a Features with more names goes through rclpy's deserialisation (faster per name)
 
 
 def action_fields(data: bytes) -> tuple[str, float, str]:
@@ -48,6 +51,8 @@ def features_fields(data: bytes) -> tuple[str, float, tuple[list[str], tuple[flo
             _, pos = _string(data, 12)  # header.frame_id
             trial_id, pos = _string(data, pos)
             count, pos = _count(data, pos, 5)  # a name: its length and at least its NUL
+            if count > MAX_NAMES_READ_HERE:  # rclpy's C code reads many names faster than this loop
+                return _rclpy_features(data)
             names = []
             for _ in range(count):
                 name, pos = _string(data, pos)
@@ -57,6 +62,10 @@ def features_fields(data: bytes) -> tuple[str, float, tuple[list[str], tuple[flo
             return trial_id, _seconds(sec, nanosec), (names, struct.unpack_from(f"<{count}d", data, pos))
         except (struct.error, ValueError):
             pass
+    return _rclpy_features(data)
+
+
+def _rclpy_features(data: bytes) -> tuple[str, float, tuple[list[str], tuple[float, ...]]]:
     msg = deserialize_message(data, Features)
     return msg.trial_id, _seconds(msg.header.stamp.sec, msg.header.stamp.nanosec), (list(msg.names),
                                                                                       tuple(msg.values))
