@@ -445,6 +445,7 @@ def test_re_sends_are_bounded_then_the_trial_is_given_up_and_reported(ros):
     now, sent = time.monotonic(), []
     for step in range(200):  # 100 s of timer ticks
         sent.append(trials.resend_due(now + 0.5 * step))
+    trials.destroy()  # its keep-all writers and its subscription leave the client node before the harness closes
     assert sum(sent) == 3 and trials.resent == 3
     assert trials.pending == 0 and "not confirmed after 3 re-sends" in trials.given_up["lost"]
     assert "1 given up" in trials.summary()
