@@ -19,6 +19,10 @@ from typing import Iterable, Mapping
 from ..core import SENSOR_GROUPS, AffordanceNetwork, CaseSet
 from ..core.numbers import is_finite_number
 
+# The topic of each part of a trial, relative to the namespace (the learner subscribes to these names; a robot
+# named in its ``robots`` parameter to these under its name: ``robot/action``).
+TOPICS = {"action": "action", "object": "object_features", "effect": "effects"}
+
 
 @dataclass(frozen=True)
 class Trial:

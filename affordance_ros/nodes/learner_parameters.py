@@ -185,11 +185,12 @@ def declare_learner_parameters(node) -> LearnerSettings:
         value[name] = Path(value[name] or defaults[name])
     if value["structure"] not in STRUCTURES:
         raise ParameterError(f"structure '{value['structure']}' is not one of {list(STRUCTURES)}")
-    for name in robot_names(value["robots"]):
+    names = robot_names(value["robots"])
+    for name in names:
         problem = robot_name_problem(name, node.get_name(), node.get_namespace())
         if problem:
             raise ParameterError(f"robots: {problem}")
-    if len(set(robot_names(value["robots"]))) < len(robot_names(value["robots"])):
+    if len(set(names)) < len(names):
         raise ParameterError(f"robots: a name is given twice in '{value['robots']}'")
     return LearnerSettings(**value)
 

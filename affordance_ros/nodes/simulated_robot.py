@@ -391,8 +391,9 @@ def declare_robot_parameters(node: Node) -> dict:
     values = {name: node.get_parameter(name).value for name in node.list_parameters([], 0).names}
     for name in _NUMBERS:
         values[name] = number_value(name, values[name], node.describe_parameter(name))
-    if values["robot_name"] and robot_name_problem(values["robot_name"], node.get_name(), node.get_namespace()):
-        raise ValueError(robot_name_problem(values["robot_name"], node.get_name(), node.get_namespace()))
+    problem = values["robot_name"] and robot_name_problem(values["robot_name"], node.get_name(), node.get_namespace())
+    if problem:
+        raise ValueError(problem)
     return values
 
 

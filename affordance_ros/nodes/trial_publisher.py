@@ -43,11 +43,11 @@ from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_full_topic_name import validate_full_topic_name
 
 from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
+from ..data.trial import TOPICS
 from ..msg import Action, Features, TrialStatus
 from .qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
 
 STATUS_TOPIC = "affordance_learner/stored"  # the learner's ~/stored, relative: the robot's namespace applies
-TOPICS = {"action": "action", "object": "object_features", "effect": "effects"}
 DEFAULT_RESEND_TIMEOUT = 5.0
 DEFAULT_MAX_RESENDS = 10
 BACKOFF_LIMIT = 8       # a re-send waits at most this many times resend_timeout
@@ -114,8 +114,9 @@ class TrialPublisher:
             raise ValueError(f"resend_timeout must be > 0 seconds, got {resend_timeout}")
         if max_resends < 0:
             raise ValueError(f"max_resends must be >= 0, got {max_resends}")
-        if robot_name and robot_name_problem(robot_name, node.get_name(), node.get_namespace()):
-            raise ValueError(robot_name_problem(robot_name, node.get_name(), node.get_namespace()))
+        problem = robot_name and robot_name_problem(robot_name, node.get_name(), node.get_namespace())
+        if problem:
+            raise ValueError(problem)
         self.node = node
         self.topics = trial_topics(robot_name)
         self.resend_timeout = float(resend_timeout)

@@ -38,11 +38,12 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from ..data.intake import Event, TrialIntake
 from ..msg import Action, Features
 from .qos import take_queued, trial_qos
+from .trial_publisher import trial_topics
 from .trial_wire import action_fields, features_fields
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
-TOPICS = (("action", Action, "action", action_fields), ("object", Features, "object_features", features_fields),
-          ("effect", Features, "effects", features_fields))  # kind, type, topic, how its parts are read
+PARTS = {"action": (Action, action_fields), "object": (Features, features_fields),
+         "effect": (Features, features_fields)}  # kind -> its message type, how its parts are read
 
 
 class IngestGroup(MutuallyExclusiveCallbackGroup):
@@ -66,11 +67,11 @@ class TrialTopics:
         self.node, self.intake, self.handle, self.group = node, intake, handle, callback_group
         qos = trial_qos(qos_depth)
         self.subscriptions, self.kinds, self.fields = [], [], []  # per subscription: its kind and reader
-        for prefix in ["", *(f"{robot}/" for robot in robots)]:
-            for kind, msg_type, topic, fields in TOPICS:
+        for robot in ["", *robots]:
+            for kind, topic in trial_topics(robot).items():
+                msg_type, fields = PARTS[kind]
                 self.subscriptions.append(node.create_subscription(
-                    msg_type, prefix + topic, self._taker(len(self.kinds)), qos, callback_group=callback_group,
-                    raw=True))
+                    msg_type, topic, self._taker(len(self.kinds)), qos, callback_group=callback_group, raw=True))
                 self.kinds.append(kind)
                 self.fields.append(fields)
         self.timer = node.create_timer(intake.expire_period, self._expire, callback_group=callback_group)

@@ -38,6 +38,18 @@ class RecordingIntake:
         return []
 
 
+@pytest.fixture
+def spun_by_hand(ros):
+    """A node of the ros context on an executor of its own that the test spins by hand (spin_once)."""
+    node = rclpy.create_node("spun_by_hand", context=ros.context)
+    executor = SingleThreadedExecutor(context=ros.context)
+    executor.add_node(node)
+    yield node, executor
+    executor.remove_node(node)
+    executor.shutdown()
+    node.destroy_node()
+
+
 def publish_trials(node, n):
     """n trials' three parts, every one acknowledged (queued in the subscriber's history) on return."""
     qos = trial_qos()
@@ -52,90 +64,70 @@ def publish_trials(node, n):
         assert publisher.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
 
 
-def test_one_part_callback_takes_the_parts_queued_on_all_three_topics(ros, monkeypatch):
+def test_one_part_callback_takes_the_parts_queued_on_all_three_topics(ros, spun_by_hand, monkeypatch):
     monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)  # what is taken, not how fast (a loaded machine)
-    learner = rclpy.create_node("trial_topics_learner", context=ros.context)
-    executor = SingleThreadedExecutor(context=ros.context)  # spun by hand, once
-    executor.add_node(learner)
+    learner, executor = spun_by_hand
     intake, handled = RecordingIntake(), []
-    try:
-        TrialTopics(learner, intake, 0, IngestGroup(lambda: False), handled.extend)
-        publish_trials(ros.client_node, TRIALS)
-        executor.spin_once(timeout_sec=10)
-        kinds = {kind for kind, _ in intake.parts}
-        # one callback of the executor: parts of every kind, all 3 * TRIALS of them
-        assert kinds == {"action", "object", "effect"}, intake.parts
-        assert len(intake.parts) == 3 * TRIALS
-        assert len(handled) == 3 * TRIALS
-    finally:
-        executor.remove_node(learner)
-        executor.shutdown()
-        learner.destroy_node()
+    TrialTopics(learner, intake, 0, IngestGroup(lambda: False), handled.extend)
+    publish_trials(ros.client_node, TRIALS)
+    executor.spin_once(timeout_sec=10)
+    kinds = {kind for kind, _ in intake.parts}
+    # one callback of the executor: parts of every kind, all 3 * TRIALS of them
+    assert kinds == {"action", "object", "effect"}, intake.parts
+    assert len(intake.parts) == 3 * TRIALS
+    assert len(handled) == 3 * TRIALS
 
 
-def test_a_part_is_read_from_its_bytes_without_building_a_message(ros, monkeypatch):
+def test_a_part_is_read_from_its_bytes_without_building_a_message(ros, spun_by_hand, monkeypatch):
     """rclpy's conversion into message objects cost more than the rest of a part's path (item 7): the learner
     takes its parts serialized and reads their fields (trial_wire); counted, not timed."""
     monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)
-    learner = rclpy.create_node("trial_topics_bytes", context=ros.context)
-    executor = SingleThreadedExecutor(context=ros.context)
-    executor.add_node(learner)
+    learner, executor = spun_by_hand
     intake, messages_built = RecordingIntake(), []
 
     def count_messages_built(frame, event, arg):
         if event == "call" and frame.f_code.co_name == "__init__" and "/msg/_" in frame.f_code.co_filename:
             messages_built.append(frame.f_code.co_filename)
-    try:
-        TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None)
-        publish_trials(ros.client_node, TRIALS)
-        sys.setprofile(count_messages_built)
-        try:
-            executor.spin_once(timeout_sec=10)
-        finally:
-            sys.setprofile(None)
-        assert len(intake.fields) == 3 * TRIALS
-        assert messages_built == []
-        by_part = {(kind, trial_id): (stamp, fields) for kind, trial_id, stamp, fields in intake.fields}
-        assert by_part["action", "t3"] == (0.0, "tap")
-        assert by_part["object", "t3"] == (0.0, (["color"], (1.0,)))
-        assert by_part["effect", "t3"] == (0.0, (["obj_vel"], (2.0,)))
-    finally:
-        executor.remove_node(learner)
-        executor.shutdown()
-        learner.destroy_node()
 
-
-def test_a_robots_own_topics_are_taken_in_turn_with_flooded_shared_ones(ros, monkeypatch):
-    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)
-    learner = rclpy.create_node("trial_topics_learner", context=ros.context)
-    executor = SingleThreadedExecutor(context=ros.context)
-    executor.add_node(learner)
-    intake = RecordingIntake()
+    TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None)
+    publish_trials(ros.client_node, TRIALS)
+    sys.setprofile(count_messages_built)
     try:
-        topics = TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None, robots=["arm1"])
-        assert sorted(s.topic_name for s in topics.subscriptions) == sorted(
-            ["/action", "/object_features", "/effects", "/arm1/action", "/arm1/object_features", "/arm1/effects"])
-        floods = [ros.client_node.create_publisher(Action, "action", trial_qos()),
-                  ros.client_node.create_publisher(Features, "effects", trial_qos())]
-        robot = TrialPublisher(ros.client_node, robot_name="arm1")
-        wait_for(lambda: all(p.get_subscription_count() for p in [*floods, *robot.publishers.values()]),
-                 timeout=30, what="the subscriptions")
-        for k in range(200):
-            floods[0].publish(Action(trial_id=f"flood{k}", action="tap"))
-            floods[1].publish(Features(trial_id=f"flood{k}", names=["obj_vel"], values=[2.0]))
-        robot.publish("arm1-t0", "tap", {"color": 1.0}, {"obj_vel": 2.0})
-        for publisher in [*floods, *robot.publishers.values()]:
-            assert publisher.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
         executor.spin_once(timeout_sec=10)
-        assert len(intake.parts) == 403
-        # one part of each reader per round: the robot's three parts come in the first round, not after the flood
-        taken = [k for k, (_, trial_id) in enumerate(intake.parts) if trial_id == "arm1-t0"]
-        assert len(taken) == 3 and max(taken) <= len(topics.subscriptions), intake.parts[:10]
-        robot.destroy()
     finally:
-        executor.remove_node(learner)
-        executor.shutdown()
-        learner.destroy_node()
+        sys.setprofile(None)
+    assert len(intake.fields) == 3 * TRIALS
+    assert messages_built == []
+    by_part = {(kind, trial_id): (stamp, fields) for kind, trial_id, stamp, fields in intake.fields}
+    assert by_part["action", "t3"] == (0.0, "tap")
+    assert by_part["object", "t3"] == (0.0, (["color"], (1.0,)))
+    assert by_part["effect", "t3"] == (0.0, (["obj_vel"], (2.0,)))
+
+
+def test_a_robots_own_topics_are_taken_in_turn_with_flooded_shared_ones(ros, spun_by_hand, monkeypatch):
+    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)
+    learner, executor = spun_by_hand
+    intake = RecordingIntake()
+    topics = TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None, robots=["arm1"])
+    assert sorted(s.topic_name for s in topics.subscriptions) == sorted(
+        ["/action", "/object_features", "/effects", "/arm1/action", "/arm1/object_features", "/arm1/effects"])
+    floods = [ros.client_node.create_publisher(Action, "action", trial_qos()),
+              ros.client_node.create_publisher(Features, "effects", trial_qos())]
+    robot = TrialPublisher(ros.client_node, robot_name="arm1")
+    wait_for(lambda: all(p.get_subscription_count() for p in [*floods, *robot.publishers.values()]),
+             timeout=30, what="the subscriptions")
+    for k in range(200):
+        floods[0].publish(Action(trial_id=f"flood{k}", action="tap"))
+        floods[1].publish(Features(trial_id=f"flood{k}", names=["obj_vel"], values=[2.0]))
+    robot.publish("arm1-t0", "tap", {"color": 1.0}, {"obj_vel": 2.0})
+    for publisher in [*floods, *robot.publishers.values()]:
+        assert publisher.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
+    executor.spin_once(timeout_sec=10)
+    assert len(intake.parts) == 403
+    # one part of each reader per round: the robot's three parts come in the first round, not after the flood
+    taken = [k for k, (_, trial_id) in enumerate(intake.parts) if trial_id == "arm1-t0"]
+    assert len(taken) == 3 and max(taken) <= len(topics.subscriptions), intake.parts[:10]
+    robot.destroy()
 
 
 def test_a_robot_name_that_makes_no_topic_name_is_refused(ros):
@@ -146,26 +138,19 @@ def test_a_robot_name_that_makes_no_topic_name_is_refused(ros):
     robot.destroy()
 
 
-def test_the_status_callback_takes_the_answers_queued_behind_it(ros, monkeypatch):
+def test_the_status_callback_takes_the_answers_queued_behind_it(ros, spun_by_hand, monkeypatch):
     monkeypatch.setattr(trial_publisher, "DRAIN_SECONDS", 10.0)
-    robot = rclpy.create_node("trial_topics_robot", context=ros.context)
-    executor = SingleThreadedExecutor(context=ros.context)
-    executor.add_node(robot)
-    try:
-        trials = TrialPublisher(robot, resend_timeout=60.0)
-        status = ros.client_node.create_publisher(TrialStatus, "affordance_learner/stored", trial_qos())
-        wait_for(lambda: status.get_subscription_count(), timeout=30, what="the robot's status subscription")
-        for k in range(TRIALS):
-            trials.send(f"t{k}", [])
-        for k in range(TRIALS):
-            status.publish(TrialStatus(trial_id=f"t{k}", status=TrialStatus.STORED))
-        assert status.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
-        executor.spin_once(timeout_sec=10)
-        assert trials.confirmed == TRIALS and trials.pending == 0
-    finally:
-        executor.remove_node(robot)
-        executor.shutdown()
-        robot.destroy_node()
+    robot, executor = spun_by_hand
+    trials = TrialPublisher(robot, resend_timeout=60.0)
+    status = ros.client_node.create_publisher(TrialStatus, "affordance_learner/stored", trial_qos())
+    wait_for(lambda: status.get_subscription_count(), timeout=30, what="the robot's status subscription")
+    for k in range(TRIALS):
+        trials.send(f"t{k}", [])
+    for k in range(TRIALS):
+        status.publish(TrialStatus(trial_id=f"t{k}", status=TrialStatus.STORED))
+    assert status.wait_for_all_acked(rclpy.duration.Duration(seconds=30))
+    executor.spin_once(timeout_sec=10)
+    assert trials.confirmed == TRIALS and trials.pending == 0
 
 
 def test_a_node_process_freezes_what_it_holds_at_start_and_collects_young_objects_less_often():

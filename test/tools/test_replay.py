@@ -129,20 +129,33 @@ def test_with_the_bags_clock_a_sim_time_node_times_trials_out_as_offline_import(
     assert abs(learner.get_clock().now().nanoseconds * 1e-9 - (T0 + 9.008)) < 0.01  # the last log time
 
 
-def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored(ros, tmp_path):
-    bag = tmp_path / "robot"
-    recorder = subprocess.Popen([CLI, "record", str(bag), "--storage", "mcap", "--trials", "30"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def recorded_while(args, run):
+    """``affordance-ros record ARGS`` running while ``run()`` runs; run's result and the recorder's output,
+    once the recorder ended by itself (exit 0) within 20 s of it."""
+    recorder = subprocess.Popen([CLI, "record", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        learner = ros.learner()
-        robot = ros.robot(count=30, rate=20.0, seed=2, min_subscribers=2)  # the node and the recorder
-        ros.wait_for_robot(robot)
-        wait_for(lambda: learner.manager.store.count() >= 30, what="30 stored cases")
+        result = run()
         out, _ = recorder.communicate(timeout=20)
     finally:
         if recorder.poll() is None:
             recorder.kill()
     assert recorder.returncode == 0, out
+    return result, out
+
+
+def learner_and_robot(ros, trials, learner=None, **robot):
+    """A learner in the test's process and a simulated robot that sends it ``trials`` trials, the two
+    subscribers of its topics being the learner and a recorder; the learner once it stored them all."""
+    learner = ros.learner(**(learner or {}))
+    ros.wait_for_robot(ros.robot(count=trials, rate=20.0, min_subscribers=2, **robot))
+    wait_for(lambda: learner.manager.store.count() >= trials, what=f"{trials} stored cases")
+    return learner
+
+
+def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored(ros, tmp_path):
+    bag = tmp_path / "robot"
+    learner, out = recorded_while([str(bag), "--storage", "mcap", "--trials", "30"],
+                                  lambda: learner_and_robot(ros, 30, seed=2))
     assert "wrote 90 messages" in out
     assert (bag / "metadata.yaml").is_file()
     recorded = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
@@ -154,18 +167,8 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
 def test_a_robot_on_its_own_topics_is_recorded_by_a_recorder_in_its_namespace(ros, tmp_path):
     # docs/node.md, trial topics per robot: the learner takes arm1/action, ...; record them from /arm1
     bag = tmp_path / "arm1"
-    recorder = subprocess.Popen([CLI, "record", str(bag), "--trials", "10", "--ros-args", "-r", "__ns:=/arm1"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        learner = ros.learner(robots="arm1")
-        robot = ros.robot(count=10, rate=20.0, seed=3, min_subscribers=2, robot_name="arm1")
-        ros.wait_for_robot(robot)
-        wait_for(lambda: learner.manager.store.count() >= 10, what="10 stored cases")
-        out, _ = recorder.communicate(timeout=20)
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-    assert recorder.returncode == 0, out
+    learner, _ = recorded_while([str(bag), "--trials", "10", "--ros-args", "-r", "__ns:=/arm1"],
+                                lambda: learner_and_robot(ros, 10, {"robots": "arm1"}, seed=3, robot_name="arm1"))
     recorded = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG), PairingOptions(namespace="/arm1"))
     assert without_received(recorded.records) == without_received(learner.manager.store.records())
 

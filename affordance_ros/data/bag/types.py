@@ -18,10 +18,8 @@ import numpy as np
 
 from ...core import GROUPS
 from ...share import PACKAGE, msg_directory
-from ..trial import stamp_seconds
+from ..trial import TOPICS, stamp_seconds
 
-# Topic of each part, relative to the namespace (the learner node subscribes to these names).
-TOPICS = {"action": "action", "object": "object_features", "effect": "effects"}
 MSG_TYPES = {"action": f"{PACKAGE}/msg/Action", "object": f"{PACKAGE}/msg/Features",
              "effect": f"{PACKAGE}/msg/Features"}
 STORAGES = ("sqlite3", "mcap")

@@ -139,15 +139,16 @@ def call_predict(calls: int, timeout: float, resend: float, reply_depth: int | N
     predict = client.client(Predict, f"{LEARNER}/predict", timeout=60.0,
                             qos=QoSProfile(depth=reply_depth) if reply_depth else None)
     request = predict_request(Predict)
-    times, unanswered, missed = [], 0, []
+    times, unanswered, missed, sequence = [], 0, [], 0
     for k in range(calls + 20):
         t0 = time.perf_counter()
         first = predict.call_async(request)
-        sequence = max(predict._pending_requests)  # this request's: a client numbers its requests upward
+        sequence += 1  # this request's: a client numbers its requests 1, 2, ... (the middleware's sequence)
         client.executor.spin_until_future_complete(first, timeout_sec=min(resend, timeout))
         answered = first
         if not first.done():
             again = predict.call_async(request)
+            sequence += 1
             answered = first_of(first, again)
             client.executor.spin_until_future_complete(answered, timeout_sec=timeout - (time.perf_counter() - t0))
             missed.append({"index": k, "sequence": sequence, "seconds_since_client_created": t0 - created,
