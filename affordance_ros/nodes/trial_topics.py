@@ -12,7 +12,7 @@ Created when the node activates and closed when it deactivates. Each part goes t
 whose parts stopped coming; what comes back goes to ``handle`` (``TrialEvents``: counted,
 logged, answered on ``~/stored``).
 
-The three subscriptions and the timer share an ``IngestGroup``: a mutually exclusive callback
+The subscriptions and the timer share an ``IngestGroup``: a mutually exclusive callback
 group that can be paused. While the case writer's queue is full (``paused()``: another program
 holds the database's lock, or the disk is slow) the executor takes no more parts, so the DDS
 readers' history fills and the robot's reliable writers wait, as they would for a slow node;
