@@ -7,7 +7,9 @@ SingleThreadedExecutor (as learner_node runs it) spinning in a thread.
 import os
 import signal
 import subprocess
+import sys
 import threading
+import traceback
 
 import rclpy
 from conftest import wait_for
@@ -59,7 +61,7 @@ class Ros:
             executor.remove_node(node)
         else:
             executor.shutdown(timeout_sec=10.0)
-            thread.join(timeout=10.0)
+            joined(thread)
         node.destroy_node()
 
     def learner(self, **params) -> LearnerNode:
@@ -130,7 +132,16 @@ class Ros:
         for node in reversed(list(self.nodes)):
             node.destroy_node()
         rclpy.try_shutdown(context=self.context)
-        self._thread.join(timeout=10.0)
+        joined(self._thread)
+
+
+def joined(thread: threading.Thread, timeout: float = 10.0) -> None:
+    """Join an executor's spin thread; one still running after ``timeout`` seconds fails the test with the stack
+    it is in (a teardown that hangs says where)."""
+    thread.join(timeout=timeout)
+    if thread.is_alive():
+        stack = "".join(traceback.format_stack(sys._current_frames()[thread.ident]))
+        raise AssertionError(f"an executor's spin thread still runs {timeout} s after its shutdown:\n{stack}")
 
 
 class Waiter:
