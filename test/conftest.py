@@ -8,7 +8,10 @@ in a domain of this run (./test.sh sets one; a bare `pytest` run gets one from i
 
 import json
 import os
+import shutil
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 101 + 1))
@@ -20,9 +23,13 @@ from affordance_ros.core import AffordanceNetwork  # noqa: E402
 from affordance_ros.core.ground_truth import benchmark_network, sample_values  # noqa: E402
 from affordance_ros.data.storage import CaseStore, CaseStoreError  # noqa: E402
 from affordance_ros.data.trial import Trial  # noqa: E402
-from affordance_ros.share import default_config_path  # noqa: E402
+from affordance_ros.share import default_config_path, share_directory  # noqa: E402
 
 MONTESANO_CONFIG = default_config_path()
+# The command line of the install under test: in the bin/ of its prefix (<prefix>/share/affordance_ros: colcon's
+# install/affordance_ros, .venv, a pip venv), else beside the interpreter, else on PATH.
+CLI = shutil.which("affordance-ros", path=os.pathsep.join(
+    [str(share_directory().parents[1] / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 
 def committed_events(intake, writer, timeout=20.0):

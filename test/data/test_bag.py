@@ -1,13 +1,11 @@
 """Bags -> cases as the node builds them (both storage formats), import/export, and bad bags. No ROS graph."""
 
-import os
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from conftest import CLI
 from conftest import sampled_records as stored_records
 from rosbags.rosbag2 import StoragePlugin, Writer
 
@@ -26,7 +24,6 @@ from affordance_ros.data.storage import CaseStore
 from affordance_ros.data.trial import Trial
 from affordance_ros.share import default_config_path
 
-EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
 CONFIG = AffordanceNetwork.load(default_config_path())
 T0 = 1_700_000_000.0
 OBJECT = {"color": 5.1, "shape": 0.2, "size": 9.7}
@@ -34,8 +31,8 @@ EFFECT = {"obj_vel": 10.3, "obj_hand_vel": 4.9, "hand_vel": 0.1, "contact": 5.2}
 
 
 def run(*args):
-    assert EXE, "affordance-ros is not installed next to this Python"
-    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=60)
+    assert CLI, "affordance-ros is not installed next to this Python"
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=60)
 
 
 def part(log_time, kind, trial_id, stamp, payload):

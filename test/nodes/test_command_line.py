@@ -5,11 +5,9 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import CLI, wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from test_docs import declared
@@ -19,7 +17,6 @@ from affordance_ros.nodes.simulated_robot import SimulatedRobot
 from affordance_ros.share import share_directory
 
 LIB = share_directory().parents[1] / "lib" / "affordance_ros"
-CLI = Path(sys.executable).parent / "affordance-ros"
 
 
 def run(*command, timeout=60):

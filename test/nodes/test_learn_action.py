@@ -1,21 +1,16 @@
 """~/learn as an action (feedback, result, cancel, a second goal rejected) beside the Learn service at the same name."""
 
 import json
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 from action_msgs.msg import GoalStatus
-from conftest import sampled_records, wait_for, write_config
+from conftest import CLI, sampled_records, wait_for, write_config
 from ros_harness import Waiter
 
 from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.storage import CaseStore
 
 ACTION = "/affordance_learner/learn"
-EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
 
 
 def seed_database(tmp_path, n=150):
@@ -100,7 +95,7 @@ def test_a_second_goal_is_rejected_with_its_reason_and_call_learn_prints_it(ros,
     assert learner.counts["learn_refused"] == 1
 
     # the goal response carries no reason: `affordance-ros call learn` reads it on the node's ~/learn_refused
-    called = subprocess.run([EXE, "call", "learn", "--structure", "k2"], capture_output=True, text=True, timeout=120)
+    called = subprocess.run([CLI, "call", "learn", "--structure", "k2"], capture_output=True, text=True, timeout=120)
     assert called.returncode == 2 and called.stdout == ""
     assert called.stderr.startswith(f"affordance-ros call learn: error: {ACTION} refused the goal: a learn is already "
                                     "running (for "), called.stderr

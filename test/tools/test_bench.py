@@ -8,15 +8,13 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import CLI
 
-EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -24,9 +22,9 @@ def bench(*args, out: Path, timeout: float = 600):
     """Run ``affordance-ros bench ARGS --quick`` into ``out``; what it printed. A bench still running after
     ``timeout`` seconds (a hang guard: these machines are shared) is killed with every process it started: a
     node left behind would answer the next tests' requests on the same domain."""
-    assert EXE, "affordance-ros is not installed next to this Python"
+    assert CLI, "affordance-ros is not installed next to this Python"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    with subprocess.Popen([EXE, "bench", *args, "--quick", "--out", str(out)], stdout=subprocess.PIPE,
+    with subprocess.Popen([CLI, "bench", *args, "--quick", "--out", str(out)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, env=env, cwd=out, start_new_session=True) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -308,7 +306,7 @@ def test_exploration_resume_runs_only_the_seeds_an_earlier_run_lacks(quick_explo
     other = json.loads((first / "exploration_results.json").read_text())
     other["checkpoints"] = [25, 50, 100, 150]
     (tmp_path / "other.json").write_text(json.dumps(other))
-    done = subprocess.run([EXE, "bench", "exploration", "--quick", "--resume", str(tmp_path / "other.json"),
+    done = subprocess.run([CLI, "bench", "exploration", "--quick", "--resume", str(tmp_path / "other.json"),
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=400)
     assert done.returncode != 0 and "made with other checkpoints" in done.stderr
 

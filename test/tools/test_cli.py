@@ -3,26 +3,22 @@
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CLI
 
 from affordance_ros.core import AffordanceNetwork, benchmark_network, benchmark_structure, sample_cases
 from affordance_ros.share import default_config_path
 
-EXE = shutil.which("affordance-ros", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-
 
 def run(*args):
-    assert EXE, "affordance-ros is not installed next to this Python"
-    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert CLI, "affordance-ros is not installed next to this Python"
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +139,7 @@ def montesano_csv(tmp_path_factory):
 ])
 def test_ctrl_c_is_one_line_and_exit_status_130(montesano_csv, tmp_path, command, ready):
     args = [a.format(csv=montesano_csv, tmp=tmp_path) for a in command]
-    status, _, stderr = interrupted([EXE, *args], ready)
+    status, _, stderr = interrupted([CLI, *args], ready)
     assert status == 130, stderr
     assert "Traceback" not in stderr and stderr.splitlines()[-1] == f"affordance-ros {command[0]}: interrupted"
     assert not (tmp_path / "model.json").exists()
@@ -167,13 +163,13 @@ def test_learn_progress_shows_the_steps_of_learning_a_line_a_second(montesano_cs
 
 
 def test_config_names_a_shipped_configuration_and_errors_say_where_they_are(montesano_csv, tmp_path):
-    out = subprocess.run([EXE, "learn", "--cases", montesano_csv, "--config", "montesano", "--out", "model.json"],
+    out = subprocess.run([CLI, "learn", "--cases", montesano_csv, "--config", "montesano", "--out", "model.json"],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0 and (tmp_path / "model.json").is_file(), out.stderr
     shipped = default_config_path().parent
     for command in (["learn", "--cases", montesano_csv, "--out", "x.json"],
                     ["evaluate", "--cases", montesano_csv]):
-        out = subprocess.run([EXE, *map(str, command), "--config", "config/tools.json"], capture_output=True,
+        out = subprocess.run([CLI, *map(str, command), "--config", "config/tools.json"], capture_output=True,
                              text=True, timeout=120, cwd=tmp_path)
         assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
         assert (f"cannot read configuration 'config/tools.json': no such file; the shipped configurations are hands, "
@@ -188,6 +184,6 @@ def test_config_names_a_shipped_configuration_and_errors_say_where_they_are(mont
 
 @pytest.mark.ros
 def test_ctrl_c_is_how_record_stops_it_closes_the_bag_and_exits_0(tmp_path):
-    status, stdout, stderr = interrupted([EXE, "record", tmp_path / "bag", "--storage", "mcap"], "record: recording")
+    status, stdout, stderr = interrupted([CLI, "record", tmp_path / "bag", "--storage", "mcap"], "record: recording")
     assert status == 0 and "Traceback" not in stderr, stderr
     assert "record: wrote 0 messages" in stdout and (tmp_path / "bag" / "metadata.yaml").is_file()

@@ -1,15 +1,13 @@
 """Bags and the live graph: a replayed bag gives the node the cases offline import gives;
 the simulated robot recorded into a bag gives the cases the node stored live."""
 
-import os
-import shutil
 import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import MONTESANO_CONFIG, wait_for
+from conftest import CLI, MONTESANO_CONFIG, wait_for
 
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data.bag import BagWriter, action_message, features_message, to_nanoseconds
@@ -17,7 +15,7 @@ from affordance_ros.data.offline import PairingOptions, read_bag
 
 BIN = Path(sys.executable).parent
 REPLAY = BIN.parent / "lib" / "affordance_ros" / "replay"
-CLI = shutil.which("affordance-ros", path=str(BIN) + os.pathsep + os.environ.get("PATH", ""))
+
 T0 = 1_700_000_000.0
 OBJECT = {"color": 5.1, "shape": 0.2, "size": 9.7}
 EFFECT = {"obj_vel": 10.3, "obj_hand_vel": 4.9, "hand_vel": 0.1, "contact": 5.2}
