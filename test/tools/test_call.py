@@ -7,8 +7,8 @@ import subprocess
 import time
 
 import pytest
-from conftest import sampled_records, wait_for, write_config
-from test_cli import EXE, interrupted
+from conftest import CLI, sampled_records, wait_for, write_config
+from test_cli import interrupted
 
 from affordance_ros.data.storage import CaseStore
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.ros
 
 
 def call(*args, timeout=120):
-    return subprocess.run([EXE, "call", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([CLI, "call", *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
 def call_here(*argv) -> int:
@@ -133,7 +133,7 @@ def test_ctrl_c_cancels_call_learn_in_one_line_with_exit_status_130(ros, tmp_pat
         for record in sampled_records(500):
             store.add(record)
     learner = ros.learner(config_path=str(write_config(tmp_path / "config.json", mcmc_samples=10_000_000)))
-    status, stdout, stderr = interrupted([EXE, "call", "learn", "--structure", "mcmc", "--progress"],
+    status, stdout, stderr = interrupted([CLI, "call", "learn", "--structure", "mcmc", "--progress"],
                                          "learn: structure")
     assert status == 130 and stdout == "", stderr
     assert stderr.splitlines()[-1] == ("affordance-ros call learn: interrupted: the learn was cancelled; the node "

@@ -4,7 +4,8 @@ import json
 import subprocess
 
 import pytest
-from test_cli import EXE, files, run  # noqa: F401  (the fixture)
+from conftest import CLI
+from test_cli import files, run  # noqa: F401  (the fixture)
 
 from affordance_ros.core import AffordanceNetwork, LearningOptions, predict
 from affordance_ros.share import default_config_path
@@ -70,7 +71,7 @@ def test_learn_options_take_help_choices_and_defaults_from_learning_options():
 
 def test_a_closed_pipe_is_not_an_error(files):  # noqa: F811
     tmp, _ = files
-    script = (f"set -o pipefail; '{EXE}' learn --cases '{tmp / 'cases.csv'}' --config '{tmp / 'config.json'}' "
+    script = (f"set -o pipefail; '{CLI}' learn --cases '{tmp / 'cases.csv'}' --config '{tmp / 'config.json'}' "
               f"--out '{tmp / 'piped.json'}' | head -c 10")
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == "", out.stderr

@@ -6,8 +6,8 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import learned_node
-from test_cli import EXE, run
+from conftest import CLI, learned_node
+from test_cli import run
 
 from affordance_ros.core import AffordanceNetwork, LearningOptions, benchmark_network, fit_em, sample_cases
 from affordance_ros.core.suggest import Candidate, suggest_trials
@@ -68,7 +68,7 @@ def test_suggest_mistakes_give_one_line_and_exit_2(model_file, args, message):
 
 def test_call_suggest_asks_the_node(ros, tmp_path):
     learner, model = learned_node(ros, tmp_path, 300)
-    out = subprocess.run([EXE, "call", "suggest", *candidate_args(), "--best", "3"], capture_output=True, text=True,
+    out = subprocess.run([CLI, "call", "suggest", *candidate_args(), "--best", "3"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
@@ -80,7 +80,7 @@ def test_call_suggest_asks_the_node(ros, tmp_path):
         # (the node's model and its file hold the same numbers: the answers are equal, float for float)
         assert got["score"] == want["score"] and got["expected"] == want["expected"]
         assert got["readings"] == want["readings"]
-    wrong = subprocess.run([EXE, "call", "suggest", "--candidate", "Shape=cube"], capture_output=True, text=True,
+    wrong = subprocess.run([CLI, "call", "suggest", "--candidate", "Shape=cube"], capture_output=True, text=True,
                            timeout=120)
     assert wrong.returncode == 2 and "unknown label 'cube'" in wrong.stderr
     assert learner.counts["suggest_ok"] == 1 and learner.counts["suggest_failed"] == 1

@@ -3,8 +3,7 @@
 import json
 import subprocess
 
-from conftest import MONTESANO_CONFIG, sampled_records
-from test_cli import EXE
+from conftest import CLI, MONTESANO_CONFIG, sampled_records
 
 from affordance_ros.core import AffordanceNetwork, rank_actions
 from affordance_ros.data.storage import CaseStore
@@ -48,12 +47,12 @@ def test_an_effect_the_action_does_not_cause_ties_every_action_and_says_why(ros,
         "tell the actions apart here (HandVel does not depend on Action in the model: no arcs lead from it; learn "
         "from more trials, or see the learning options' forbidden arcs)")
 
-    printed = subprocess.run([EXE, "call", "select-action", "--effect", "HandVel=fast"], capture_output=True,
+    printed = subprocess.run([CLI, "call", "select-action", "--effect", "HandVel=fast"], capture_output=True,
                              text=True, timeout=120)
     assert printed.returncode == 0, printed.stderr
     answer = json.loads(printed.stdout)
     assert answer["tied"] is True and answer["message"] == tied.message
-    printed = subprocess.run([EXE, "call", "select-action", "--effect", "ObjVel=fast"], capture_output=True,
+    printed = subprocess.run([CLI, "call", "select-action", "--effect", "ObjVel=fast"], capture_output=True,
                              text=True, timeout=120)
     answer = json.loads(printed.stdout)
     assert answer["tied"] is False and "message" not in answer
