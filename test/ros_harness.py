@@ -178,8 +178,9 @@ def joined(thread: threading.Thread, timeout: float = 10.0) -> None:
     """Join an executor's spin thread; one still running after ``timeout`` seconds fails the test with the stack
     it is in (a teardown that hangs says where)."""
     thread.join(timeout=timeout)
-    if thread.is_alive():
-        stack = "".join(traceback.format_stack(sys._current_frames()[thread.ident]))
+    frame = sys._current_frames().get(thread.ident) if thread.is_alive() else None
+    if frame is not None:
+        stack = "".join(traceback.format_stack(frame))
         raise AssertionError(f"an executor's spin thread still runs {timeout} s after its shutdown:\n{stack}")
 
 
