@@ -31,7 +31,7 @@ EFFECT = {"obj_vel": 10.3, "obj_hand_vel": 4.9, "hand_vel": 0.1, "contact": 5.2}
 
 
 def run(*args):
-    assert CLI, "affordance-ros is not installed next to this Python"
+    assert CLI, "affordance-ros is not installed (conftest.CLI: in the bin/ of the install under test, or on PATH)"
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=60)
 
 

@@ -22,7 +22,7 @@ def bench(*args, out: Path, timeout: float = 600):
     """Run ``affordance-ros bench ARGS --quick`` into ``out``; what it printed. A bench still running after
     ``timeout`` seconds (a hang guard: these machines are shared) is killed with every process it started: a
     node left behind would answer the next tests' requests on the same domain."""
-    assert CLI, "affordance-ros is not installed next to this Python"
+    assert CLI, "affordance-ros is not installed (conftest.CLI: in the bin/ of the install under test, or on PATH)"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     with subprocess.Popen([CLI, "bench", *args, "--quick", "--out", str(out)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, env=env, cwd=out, start_new_session=True) as process:

@@ -17,7 +17,7 @@ from affordance_ros.share import default_config_path
 
 
 def run(*args):
-    assert CLI, "affordance-ros is not installed next to this Python"
+    assert CLI, "affordance-ros is not installed (conftest.CLI: in the bin/ of the install under test, or on PATH)"
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
