@@ -24,6 +24,11 @@ from ..core.numbers import is_finite_number
 TOPICS = {"action": "action", "object": "object_features", "effect": "effects"}
 
 
+def trial_topics(robot_name: str = "") -> dict:
+    """kind -> the trial topic of a robot named ``robot_name`` (relative names; '': the shared topics)."""
+    return {kind: f"{robot_name}/{topic}" if robot_name else topic for kind, topic in TOPICS.items()}
+
+
 @dataclass(frozen=True)
 class Trial:
     """The three parts of one trial, paired (each part checked by ``PartValidator`` as it arrived).

@@ -40,6 +40,7 @@ from ..core import SENSOR_GROUPS, AffordanceNetwork
 from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
 from ..core.scenarios import FEATURES, SCENARIOS, simulate
 from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
+from ..data.trial import trial_topics
 from ..msg import Action, Features
 from . import shutdown
 from .command_line import check_command_line
@@ -52,7 +53,6 @@ from .trial_publisher import (
     STATUS_TOPIC,
     TrialPublisher,
     robot_name_problem,
-    trial_topics,
 )
 
 NODE_NAME = "simulated_robot"

@@ -43,7 +43,7 @@ from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_full_topic_name import validate_full_topic_name
 
 from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
-from ..data.trial import TOPICS
+from ..data.trial import trial_topics
 from ..msg import Action, Features, TrialStatus
 from .qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
 
@@ -53,11 +53,6 @@ DEFAULT_MAX_RESENDS = 10
 BACKOFF_LIMIT = 8       # a re-send waits at most this many times resend_timeout
 MAX_RESEND_BATCH = 200  # trials sent again per timer tick at most
 DRAIN_SECONDS = 0.002   # longest the status callback goes on taking the answers queued behind its own
-
-
-def trial_topics(robot_name: str = "") -> dict:
-    """kind -> the trial topic of a robot named ``robot_name`` (relative names; '': the shared topics)."""
-    return {kind: f"{robot_name}/{topic}" if robot_name else topic for kind, topic in TOPICS.items()}
 
 
 def robot_name_problem(name: str, node_name: str = "robot", namespace: str = "/") -> str:

@@ -36,9 +36,9 @@ from typing import Callable, Sequence
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ..data.intake import Event, TrialIntake
+from ..data.trial import trial_topics
 from ..msg import Action, Features
 from .qos import take_queued, trial_qos
-from .trial_publisher import trial_topics
 from .trial_wire import action_fields, features_fields
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
