@@ -52,7 +52,7 @@ from .current_model import CurrentModel
 from .diagnostics import DiagnosticsPublisher
 from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters, refuse_clock_changes
 from .learning import LearnEndpoints
-from .qos import LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD, dds_profiles, describe_qos
+from .qos import LEARNER_READER_SAMPLES, SERVICE_ANSWER_WAIT, TRIAL_HEARTBEAT_PERIOD, dds_profiles, describe_qos
 from .query_services import QueryServices
 from .suggest_service import SuggestService
 from .trial_events import TrialEvents
@@ -312,9 +312,10 @@ def parts_received(node: LearnerNode) -> int:
 
 
 def main(args=None) -> int:
-    # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts (qos.py). Entered
-    # first: Fast DDS reads its profiles once, at the process's first context (the command line check's too).
-    with dds_profiles(LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD) as readers:
+    # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts; answers wait for a new
+    # caller (qos.py). Entered first: Fast DDS reads its profiles once, at the process's first context (the
+    # command line check's too).
+    with dds_profiles(LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD, SERVICE_ANSWER_WAIT) as readers:
         check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
         # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
         # through its shutdown transition and is destroyed, and only then the context (shutdown.py).

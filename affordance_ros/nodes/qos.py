@@ -56,6 +56,13 @@ def reply_qos() -> QoSProfile:
 
 LEARNER_READER_SAMPLES = 100  # most samples a learner's reader holds (Fast DDS's default: 5000)
 TRIAL_HEARTBEAT_PERIOD = 0.1  # seconds between a trial writer's heartbeats while it has unacknowledged parts
+# Seconds a learner's service waits for a caller's reply reader to be matched before it gives up on the answer
+# (Fast DDS's default: its response writer's max_blocking_time, 100 ms). A caller that has just started can send
+# its request before the learner has discovered its reader; on a loaded machine that took longer than 100 ms and
+# the answer was dropped ("failed to send response (timeout): client will not receive response"). The wait ends
+# as soon as the reader is matched; only an answer to a caller whose reader never matches (its QoS incompatible)
+# holds the executor this long.
+SERVICE_ANSWER_WAIT = 1.0
 PROFILES_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
 _READER_PROFILE = """    <data_reader profile_name="affordance_ros_reader" is_default_profile="true">
       <topic>
@@ -68,28 +75,45 @@ _READER_PROFILE = """    <data_reader profile_name="affordance_ros_reader" is_de
       </topic>
     </data_reader>
 """
-_WRITER_PROFILE = """    <data_writer profile_name="affordance_ros_writer" is_default_profile="true">
-      <times>
-        <heartbeat_period><sec>{sec}</sec><nanosec>{nanosec}</nanosec></heartbeat_period>
+_WRITER_PROFILE = """    <data_writer profile_name="{name}"{default}>
+{qos}{times}    </data_writer>
+"""
+_HEARTBEAT = """      <times>
+        <heartbeat_period>{period}</heartbeat_period>
       </times>
-    </data_writer>
+"""
+_BLOCKING = """      <qos>
+        <reliability>
+          <max_blocking_time>{wait}</max_blocking_time>
+        </reliability>
+      </qos>
 """
 
 
-@contextlib.contextmanager
-def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | None = None) -> Iterator[str]:
-    """Within the block, the DDS readers this process creates hold at most ``reader_samples`` samples each,
-    and its writers send a heartbeat every ``heartbeat_period`` seconds while a reader has not acknowledged
-    all they sent (Fast DDS default profiles, read once, when the process's first context is made: enter
-    this before any, a command line check's too; later ones keep what the first read). Yields a line for
-    the log: what applies.
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    return f"<sec>{whole}</sec><nanosec>{int(round((seconds - whole) * 1e9))}</nanosec>"
 
-    Why both (docs/benchmarks.md §6, item 5): a reader whose history is full refuses a sample; the sample
-    stays in its writer's history and is sent again once the writer learns it is missing, which for a
+
+@contextlib.contextmanager
+def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | None = None,
+                 service_answer_wait: float | None = None) -> Iterator[str]:
+    """Within the block, the DDS readers this process creates hold at most ``reader_samples`` samples each,
+    its writers send a heartbeat every ``heartbeat_period`` seconds while a reader has not acknowledged
+    all they sent, and its services wait up to ``service_answer_wait`` seconds for a caller's reply reader
+    to be matched before they give up on an answer (Fast DDS default profiles, read once, when the
+    process's first context is made: enter this before any, a command line check's too; later ones keep
+    what the first read). Yields a line for the log: what applies.
+
+    Why the first two (docs/benchmarks.md §6, item 5): a reader whose history is full refuses a sample; the
+    sample stays in its writer's history and is sent again once the writer learns it is missing, which for a
     writer that sent one trial is at its next heartbeat (Fast DDS: every 3 s). A short reader queue bounds
     the parts a good trial waits behind under a flood; a short heartbeat bounds how long a part refused
     by a full queue waits for its re-send. A KEEP_LAST reader deeper than ``reader_samples`` also holds at
-    most that many: what a reliable writer sends beyond them is sent again, not lost.
+    most that many: what a reliable writer sends beyond them is sent again, not lost. Why the third:
+    ``SERVICE_ANSWER_WAIT``. rmw_fastrtps takes a service's response writer from the data_writer profile
+    named "service" (its max_blocking_time is that wait), and then not from the default one: the heartbeat
+    is repeated there.
 
     Left as it is when the user gave Fast DDS profiles of their own (``FASTDDS_DEFAULT_PROFILES_FILE``)
     or chose another middleware (``RMW_IMPLEMENTATION``).
@@ -104,10 +128,15 @@ def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | No
     if reader_samples is not None:
         profiles.append(_READER_PROFILE.format(samples=reader_samples, allocated=min(reader_samples, 100)))
         said.append(f"DDS readers hold at most {reader_samples} samples each")
+    times = "" if heartbeat_period is None else _HEARTBEAT.format(period=_duration(heartbeat_period))
     if heartbeat_period is not None:
-        sec = int(heartbeat_period)
-        profiles.append(_WRITER_PROFILE.format(sec=sec, nanosec=int(round((heartbeat_period - sec) * 1e9))))
+        profiles.append(_WRITER_PROFILE.format(name="affordance_ros_writer", default=' is_default_profile="true"',
+                                               qos="", times=times))
         said.append(f"DDS writers send a heartbeat every {heartbeat_period:g} s while unacknowledged")
+    if service_answer_wait is not None:
+        profiles.append(_WRITER_PROFILE.format(name="service", default="", times=times,
+                                               qos=_BLOCKING.format(wait=_duration(service_answer_wait))))
+        said.append(f"services wait up to {service_answer_wait:g} s for a new caller's reply reader")
     with tempfile.TemporaryDirectory(prefix="affordance_ros_dds_") as folder:
         profile = Path(folder) / "profiles.xml"
         profile.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<dds xmlns="http://www.eprosima.com">\n'

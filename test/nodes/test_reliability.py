@@ -427,6 +427,43 @@ def test_a_planner_gets_its_answer_though_others_were_answered_before_it_took_it
         assert stop(learner) == 0
 
 
+
+def test_the_learner_waits_for_a_callers_reply_reader_longer_than_fast_dds_does(ros, tmp_path, monkeypatch):
+    """An answer to a caller whose reply reader the learner has not matched yet is held up to SERVICE_ANSWER_WAIT
+    (1 s) for the match, not Fast DDS's 100 ms, and only then dropped ("failed to send response (timeout):
+    client will not receive response"): a planner that has just started is matched within that time on a
+    loaded machine. Shown with a caller whose reader can never match (it asks for transient-local replies, which
+    no service offers), three requests of it queued: once the first answer is dropped (the learner's warning), a
+    good planner's request waits for the next two waits (with Fast DDS's default: about 0.2 s), then is answered."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from affordance_ros.nodes.qos import SERVICE_ANSWER_WAIT
+    monkeypatch.setenv("PYTHONWARNINGS", "always::RuntimeWarning")  # every dropped answer is said, not the first
+    learner = start("learner_node", tmp_path, "learner", database_path=tmp_path / "cases.db",
+                    model_path=tmp_path / "model.json", status_period=0.0)
+    log, dropped = tmp_path / "learner.log", "client will not receive response"
+    try:
+        fields = dict(query=["action"], sensor_names=["obj_vel"], sensor_values=[9.0])
+        ros.predict(**fields)  # the learner is up; the good planner (the test's client) is matched both ways
+        before = log.read_text().count(dropped)
+        unmatched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        caller = ros.client_node.create_client(Predict, f"{LEARNER}/predict", qos_profile=unmatched)
+        time.sleep(1.0)  # its request writer matched (its service_is_ready() never is: its reader does not match)
+        for _ in range(3):
+            caller.call_async(Predict.Request(**fields))
+        wait_for(lambda: log.read_text().count(dropped) > before, timeout=30,
+                 what="the learner dropping the first answer to the caller it cannot match")
+        sent = time.monotonic()
+        answer = ros.client(Predict, f"{LEARNER}/predict").call_async(Predict.Request(**fields))
+        wait_for(answer.done, timeout=60, what="the good planner's answer")
+        assert time.monotonic() - sent > SERVICE_ANSWER_WAIT + 0.2
+        assert log.read_text().count(dropped) == before + 3
+        assert f"services wait up to {SERVICE_ANSWER_WAIT:g} s" in log.read_text()
+        ros.client_node.destroy_client(caller)
+    finally:
+        assert stop(learner) == 0
+
 # ---------------------------------------------------------------- 9. ids the middleware mangles
 
 

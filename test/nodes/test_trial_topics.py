@@ -199,15 +199,26 @@ def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_use
     from affordance_ros.nodes.qos import PROFILES_VARIABLES, dds_profiles
     for variable in (*PROFILES_VARIABLES, "RMW_IMPLEMENTATION"):
         monkeypatch.delenv(variable, raising=False)
-    with dds_profiles(reader_samples=100, heartbeat_period=0.1) as said:
+    with dds_profiles(reader_samples=100, heartbeat_period=0.1, service_answer_wait=1.5) as said:
         path = os.environ["FASTDDS_DEFAULT_PROFILES_FILE"]
         root = ET.parse(path).getroot()
     assert "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ and not os.path.exists(path)
     assert said == ("DDS readers hold at most 100 samples each; "
-                    "DDS writers send a heartbeat every 0.1 s while unacknowledged")
-    values = {element.tag.split("}")[-1]: element.text for element in root.iter()}
-    assert values["max_samples"] == values["max_samples_per_instance"] == "100"
-    assert (values["sec"], values["nanosec"]) == ("0", "100000000")
+                    "DDS writers send a heartbeat every 0.1 s while unacknowledged; "
+                    "services wait up to 1.5 s for a new caller's reply reader")
+
+    def named(tag):
+        return {p.get("profile_name"): {e.tag.split("}")[-1]: e for e in p.iter()}
+                for p in root.iter() if p.tag.endswith(tag)}
+
+    def duration(element):
+        return element.find("{*}sec").text, element.find("{*}nanosec").text
+    reader, writers = named("data_reader")["affordance_ros_reader"], named("data_writer")
+    assert reader["max_samples"].text == reader["max_samples_per_instance"].text == "100"
+    assert duration(writers["affordance_ros_writer"]["heartbeat_period"]) == ("0", "100000000")
+    # a service's response writer is made from the profile named "service" alone (rmw_fastrtps): heartbeat repeated
+    assert duration(writers["service"]["heartbeat_period"]) == ("0", "100000000")
+    assert duration(writers["service"]["max_blocking_time"]) == ("1", "500000000")
     defaults = [p for p in root.iter() if p.get("is_default_profile") == "true"]
     assert sorted(p.tag.split("}")[-1] for p in defaults) == ["data_reader", "data_writer"]
 
