@@ -111,9 +111,10 @@ def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | No
     the parts a good trial waits behind under a flood; a short heartbeat bounds how long a part refused
     by a full queue waits for its re-send. A KEEP_LAST reader deeper than ``reader_samples`` also holds at
     most that many: what a reliable writer sends beyond them is sent again, not lost. Why the third:
-    ``SERVICE_ANSWER_WAIT``. rmw_fastrtps takes a service's response writer from the data_writer profile
-    named "service" (its max_blocking_time is that wait), and then not from the default one: the heartbeat
-    is repeated there.
+    ``SERVICE_ANSWER_WAIT``. rmw_fastrtps makes a service's response writer from the data_writer profile
+    named "service" when there is one (its max_blocking_time is that wait; checked: 1.0 s between the answers
+    to a caller that cannot match, against 0.1 s without it); the heartbeat is repeated there so that it does
+    not depend on whether that profile starts from the default one.
 
     Left as it is when the user gave Fast DDS profiles of their own (``FASTDDS_DEFAULT_PROFILES_FILE``)
     or chose another middleware (``RMW_IMPLEMENTATION``).
