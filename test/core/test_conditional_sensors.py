@@ -168,6 +168,37 @@ def test_learned_model_has_a_value_per_condition_and_the_right_parents():
     assert set(effect.parents) == {"Action", "Hand", "Object"}
 
 
+def test_the_reading_to_expect_is_the_conditions_centre_not_pulled_by_the_background():
+    """A CPT row of the effect is on its own condition's core and wide values (about one centre) and, as the
+    background for outliers, on other conditions' wide values. The reading to expect is the condition's centre:
+    given the labels of a condition, exactly its core's mean, though the row's mixture mean is pulled towards
+    the other conditions; the standard deviation is the mixture's root mean square deviation about it
+    (brute force over the components). Given less (the action only), the core-weighted mean of the centres."""
+    config = AffordanceNetwork.from_dict(_effect_config())
+    model = AffordanceLearner().fit(config, scenario_cases(config, simulate("hands", 10, seed=0))).model_
+    effect = model["Effect"]
+    means, covs = effect.sensor.component_means(), effect.sensor.component_covariances()
+    g = effect.card // 2
+    assert effect.values[g:] == tuple(f"{c}.wide" for c in effect.values[:g])
+    pulled = 0.0
+    for key in [("push", "straight", "ball"), ("tap_right", "bent", "box"), ("pull", "fortyfive", "ball")]:
+        labels = dict(zip(("Action", "Hand", "Object"), key))
+        answer = predict(model, ["Effect"], values=labels)
+        w = np.array([answer.marginals["Effect"][value] for value in effect.values])
+        own = effect.values.index(".".join(key))
+        assert np.count_nonzero(w[:g] > 1e-12) == 1 and w[own] > 0.5   # one core: its own condition's
+        expected = np.array([answer.readings[n]["mean"] for n in ("dx", "dy")])
+        np.testing.assert_allclose(expected, means[own], rtol=1e-9, atol=1e-9)
+        pulled = max(pulled, float(np.abs(w @ means - means[own]).max()))
+        spread = w @ (np.diagonal(covs, axis1=1, axis2=2) + (means - expected) ** 2)
+        np.testing.assert_allclose([answer.readings[n]["stddev"] for n in ("dx", "dy")], np.sqrt(spread), rtol=1e-9)
+    assert pulled > 0.01                     # the background pulls the mixture mean by more than 0.1 mm
+    answer = predict(model, ["Effect"], values={"Action": "push"})
+    w = np.array([answer.marginals["Effect"][value] for value in effect.values])
+    np.testing.assert_allclose([answer.readings[n]["mean"] for n in ("dx", "dy")],
+                               w[:g] @ means[:g] / w[:g].sum(), rtol=1e-9)
+
+
 def test_learned_predictions_are_near_the_true_expected_displacement_and_beat_the_cell_means():
     """240 trials (10 per condition, heavy tails, 2 % outliers) per data set: the predicted displacement of
     each condition is near the simulator's true expectation, and on average over six data sets nearer than
