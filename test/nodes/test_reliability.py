@@ -427,7 +427,6 @@ def test_a_planner_gets_its_answer_though_others_were_answered_before_it_took_it
         assert stop(learner) == 0
 
 
-
 def test_the_learner_waits_for_a_callers_reply_reader_longer_than_fast_dds_does(ros, tmp_path, monkeypatch):
     """An answer to a caller whose reply reader the learner has not matched yet is held up to SERVICE_ANSWER_WAIT
     (1 s) for the match, not Fast DDS's 100 ms, and only then dropped ("failed to send response (timeout):
@@ -468,6 +467,7 @@ def test_the_learner_waits_for_a_callers_reply_reader_longer_than_fast_dds_does(
         ros.client_node.destroy_client(caller)
     finally:
         assert stop(learner) == 0
+
 
 # ---------------------------------------------------------------- 9. ids the middleware mangles
 

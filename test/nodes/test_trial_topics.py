@@ -216,7 +216,7 @@ def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_use
     reader, writers = named("data_reader")["affordance_ros_reader"], named("data_writer")
     assert reader["max_samples"].text == reader["max_samples_per_instance"].text == "100"
     assert duration(writers["affordance_ros_writer"]["heartbeat_period"]) == ("0", "100000000")
-    # a service's response writer is made from the profile named "service" alone (rmw_fastrtps): heartbeat repeated
+    # rmw_fastrtps makes a service's response writer from the profile named "service": the heartbeat is repeated there
     assert duration(writers["service"]["heartbeat_period"]) == ("0", "100000000")
     assert duration(writers["service"]["max_blocking_time"]) == ("1", "500000000")
     defaults = [p for p in root.iter() if p.get("is_default_profile") == "true"]
