@@ -643,7 +643,7 @@ def _variable_dict(v: Variable) -> dict:
 
 def _sensor_dict(sensor: SensorModel) -> dict:
     """A 1-D sensor: "name", "means", "stddevs"; a vector sensor: "names", "means", "covariances", and its
-    "covariance_type" while it is to be fitted.
+    "covariance_type" while it is to be fitted; "cluster_by" when it has one.
     """
     s = {"names": list(sensor.names)} if sensor.vector else {"name": sensor.name}
     if sensor.fitted and sensor.vector:
@@ -654,8 +654,8 @@ def _sensor_dict(sensor: SensorModel) -> dict:
         s["max_components"] = sensor.max_components
         if sensor.vector:
             s["covariance_type"] = sensor.covariance_type
-        if sensor.cluster_by:
-            s["cluster_by"] = list(sensor.cluster_by)
+    if sensor.cluster_by:  # fitted too: a model read back predicts and learns on as the one that was saved
+        s["cluster_by"] = list(sensor.cluster_by)
     if sensor.valid_range is not None:
         s["valid_range"] = list(sensor.valid_range)
     return s

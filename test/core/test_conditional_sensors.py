@@ -197,6 +197,11 @@ def test_the_reading_to_expect_is_the_conditions_centre_not_pulled_by_the_backgr
     w = np.array([answer.marginals["Effect"][value] for value in effect.values])
     np.testing.assert_allclose([answer.readings[n]["mean"] for n in ("dx", "dy")],
                                w[:g] @ means[:g] / w[:g].sum(), rtol=1e-9)
+    # the model file keeps cluster_by: a model read back (a node restarted, the command line) predicts the same
+    again = AffordanceNetwork.from_dict(json.loads(json.dumps(model.to_dict())))
+    assert again["Effect"].sensor.cluster_by == effect.sensor.cluster_by == ("Action", "Hand", "Object")
+    read_back = predict(again, ["Effect"], values={"Action": "push", "Hand": "bent"})
+    assert read_back.readings == predict(model, ["Effect"], values={"Action": "push", "Hand": "bent"}).readings
 
 
 def test_learned_predictions_are_near_the_true_expected_displacement_and_beat_the_cell_means():
