@@ -42,7 +42,7 @@ from ..share import default_config_path
 from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .json_answers import add_top_argument, shortened
-from .progress import LearnProgress, ProgressBar
+from .progress import LearnProgress, ProgressBar, report_line_by_line
 from .ros_args import candidate_objects, name_value_pairs, sensor_readings, split_ros_args
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
@@ -426,6 +426,7 @@ def main(argv=None) -> int:
         parser.error(f"--ros-args is for replay, record and call, not {args.command}")
     args.ros_args = ros_args
     command = args.command + (f" {args.service}" if args.command == "call" else "")
+    report_line_by_line()
     try:
         if ros_args:
             from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)

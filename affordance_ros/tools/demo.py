@@ -24,6 +24,7 @@ import numpy as np
 from ..core import STRUCTURES, AffordanceNetwork, format_arcs, predict, predict_batch
 from ..core.ground_truth import sample_values
 from ..share import default_config_path
+from .progress import report_line_by_line
 from .show import draw_model
 
 HELD_OUT_TRIALS = 500
@@ -253,6 +254,7 @@ def print_action_accuracy(model: AffordanceNetwork, truth: AffordanceNetwork, rn
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    report_line_by_line()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="affordance_ros-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:

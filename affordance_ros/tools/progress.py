@@ -1,11 +1,19 @@
 """Progress on stderr, only on a terminal unless asked for: a one-line bar for long reads, and the steps of a
-learn."""
+learn; reports on stdout line by line."""
 
 from __future__ import annotations
 
 import math
 import sys
 import time
+
+
+def report_line_by_line() -> None:
+    """Flush stdout at every line also when it is a pipe or a file (`affordance-ros bench paper | tee log`), where
+    Python would hold a long command's report back until it exits (unless PYTHONUNBUFFERED is set)."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)
 
 
 class ProgressBar:

@@ -9,6 +9,7 @@ import sys
 from typing import Callable, Sequence
 
 from .. import install_hint
+from .progress import report_line_by_line
 
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -49,6 +50,7 @@ def run_executable(prog: str, description: str, add_arguments: Callable, run: Ca
     ``run(options, ros_args)``; ``errors`` are printed as one line and give exit status 2."""
     own, ros = split_ros_args(sys.argv[1:] if argv is None else argv)
     options = add_arguments(argparse.ArgumentParser(prog=prog, description=description)).parse_args(own)
+    report_line_by_line()
     if ros:
         from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)
         problem = ros_arguments_problem(ros)

@@ -102,7 +102,9 @@ def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
 
 def interrupted(args, ready, cwd=None, env=None, timeout=120):
     """Run ``args`` until ``ready`` shows in its output, then Ctrl-C it as a terminal does (SIGINT to its process
-    group); its exit status, stdout and stderr."""
+    group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell runs it: what the
+    command prints through a pipe must show when it happens."""
+    env = {name: value for name, value in (os.environ if env is None else env).items() if name != "PYTHONUNBUFFERED"}
     process = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                cwd=cwd, env=env, start_new_session=True)
     seen = {"stdout": [], "stderr": []}
