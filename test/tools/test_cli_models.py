@@ -75,7 +75,7 @@ def test_a_closed_pipe_is_not_an_error(files):  # noqa: F811
               f"--out '{tmp / 'piped.json'}' | head -c 10")
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == "", out.stderr
-    assert out.stdout == "learned fr"
+    assert out.stdout == "learned fr" and (tmp / "piped.json").is_file()  # (the model is written before the report)
 
 
 def test_a_missing_configuration_is_called_a_configuration(files):  # noqa: F811
