@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -435,14 +434,10 @@ def main(argv=None) -> int:
                 raise UserError(problem)
         if getattr(args, "config", None):
             args.config = configuration_path(args.config)
-        status = args.run(args)
-        sys.stdout.flush()  # (here, so that a closed pipe is caught below)
-        return status
+        return args.run(args)
     except KeyboardInterrupt as exc:
         print(f"affordance-ros {command}: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
         return INTERRUPTED
-    except BrokenPipeError:
-        return _stdout_closed()
     except (AffordanceError, UserError, BagError, CaseStoreError, call.CallError) as exc:
         print(f"affordance-ros {command}: error: {exc}{_hint(command, exc)}", file=sys.stderr)
         return 2
@@ -454,14 +449,6 @@ def main(argv=None) -> int:
     except OSError as exc:
         print(f"affordance-ros {command}: error: {exc}", file=sys.stderr)
         return 2
-
-
-def _stdout_closed() -> int:
-    """The reader of stdout went away (`affordance-ros learn ... | head -1`): stop quietly, as `cat` would.
-    Python would complain once more when it flushes stdout at exit: point stdout at /dev/null first."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    return 0
 
 
 if __name__ == "__main__":

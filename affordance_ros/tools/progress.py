@@ -1,19 +1,52 @@
 """Progress on stderr, only on a terminal unless asked for: a one-line bar for long reads, and the steps of a
-learn; reports on stdout line by line."""
+learn; a command's report on stdout, line by line."""
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
 
 def report_line_by_line() -> None:
-    """Flush stdout at every line also when it is a pipe or a file (`affordance-ros bench paper | tee log`), where
-    Python would hold a long command's report back until it exits (unless PYTHONUNBUFFERED is set)."""
-    reconfigure = getattr(sys.stdout, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(line_buffering=True)
+    """stdout for a command's report: flushed at every line also when it is a pipe or a file (`affordance-ros
+    bench paper | tee log`), where Python would hold the report back until the command ends (unless
+    PYTHONUNBUFFERED is set); and when its reader goes away (`... | head -1`) the rest of the report goes to
+    /dev/null and the command carries on to its end (its files written, its exit status its own)."""
+    if isinstance(sys.stdout, _ReportStream) or not hasattr(sys.stdout, "reconfigure"):
+        return
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stdout = _ReportStream(sys.stdout)
+
+
+class _ReportStream:
+    """A text stream whose writes and flushes never fail for a closed pipe: then its file descriptor is pointed
+    at /dev/null (what is still buffered goes there too)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+    def _reader_gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
 
 
 class ProgressBar:

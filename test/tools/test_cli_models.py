@@ -1,6 +1,7 @@
 """`affordance-ros` export-model, import-model, show, help texts and pipes, as a user runs them."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -76,6 +77,26 @@ def test_a_closed_pipe_is_not_an_error(files):  # noqa: F811
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert out.stdout == "learned fr" and (tmp / "piped.json").is_file()  # (the model is written before the report)
+
+
+@pytest.mark.parametrize("command, written", [
+    (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/config.json", "--out", "{out}/model.json"],
+     "model.json"),
+    (["import", "{tmp}/cases.csv", "--config", "{tmp}/config.json", "--db", "{out}/cases.db"], "cases.db"),
+    (["simulate", "--scenario", "montesano", "--trials", "50", "--out", "{out}/simulated.csv"], "simulated.csv"),
+])
+def test_a_reader_gone_before_the_first_line_does_not_stop_the_work(files, tmp_path, command, written):  # noqa: F811
+    tmp, _ = files
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # (every write to stdout fails: EPIPE)
+    try:
+        out = subprocess.run([CLI, *(a.format(tmp=tmp, out=tmp_path) for a in command)], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=120,
+                             env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"})
+    finally:
+        os.close(write_end)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert (tmp_path / written).stat().st_size > 0
 
 
 def test_a_missing_configuration_is_called_a_configuration(files):  # noqa: F811
