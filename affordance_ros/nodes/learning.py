@@ -94,7 +94,9 @@ class LearnEndpoints:
         if not self.busy:
             return
         self._stopped = reason
-        self.worker().cancel()
+        worker = self.worker()
+        if worker is not None:  # (None once the node is cleaned up: the learn was cancelled then)
+            worker.cancel()
         if self._waiting is not None:
             self._waiting.join(timeout)
 

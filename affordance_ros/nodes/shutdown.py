@@ -12,6 +12,7 @@ shut down (``close``), so that every stop exits 0 and the last log lines still r
 from __future__ import annotations
 
 import gc
+import math
 import os
 import signal
 import time
@@ -25,6 +26,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 PROFILE_VARIABLE = "AFFORDANCE_ROS_PROFILE"
 GC_THRESHOLD = 10_000  # allocations between young collections once a node runs (Python's default: 700)
 SPIN_PERIOD = 0.1  # seconds a spin waits at most: how soon a stop request is seen
+SETTLE_LIMIT = 10.0  # seconds a node's last callbacks get after its shutdown transition (e.g. a cancelled learn's)
+ANSWER_GRACE = 0.5  # and then for the callbacks their answers start (an action's result) and for DDS to send them
 
 
 def init(args=None, context=None) -> None:
@@ -68,9 +71,11 @@ def settle_collector() -> None:
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
-def spin_until(executor, done: Callable[[], bool]) -> None:
-    """Spin in short waits until ``done()`` (a stop request, a future completed, the context shut down)."""
-    while not done() and executor.context.ok():
+def spin_until(executor, done: Callable[[], bool], limit: float = math.inf) -> None:
+    """Spin in short waits until ``done()`` (a stop request, a future completed, the context shut down), at most
+    ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while not done() and executor.context.ok() and time.monotonic() < deadline:
         executor.spin_once(timeout_sec=SPIN_PERIOD)
 
 
@@ -107,7 +112,8 @@ def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: 
     """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``)
     spins until SIGINT/SIGTERM or ``done(node)``; after a signal, ``taken(node)`` (messages handled so far)
     drains what is queued and ``stopped(node, signal_name)`` runs; then ``finish(node)`` (e.g. a lifecycle
-    node's shutdown transition) and ``close``. Returns the exit status. With the environment variable
+    node's shutdown transition), spinning on until ``done(node)`` (``SETTLE_LIMIT``, then ``ANSWER_GRACE``
+    seconds more when it was not at once), and ``close``. Returns the exit status. With the environment variable
     AFFORDANCE_ROS_PROFILE set to a path, the main thread runs under cProfile, its stats written to
     <path>.<name> at exit (a developer's profile of the executor thread: docs/benchmarks.md §6)."""
     arguments = (make_node, startup_errors, name, args, done, taken, stopped, finish)
@@ -146,5 +152,8 @@ def _run(make_node, startup_errors, name, args, done, taken, stopped, finish) ->
         finally:
             if finish is not None and executor.context.ok():
                 finish(node)
+                if done is not None and not done(node):  # what the transition ended answers (a cancelled learn)
+                    spin_until(executor, lambda: done(node), SETTLE_LIMIT)
+                    spin_until(executor, lambda: False, ANSWER_GRACE)
             close(executor, node)
     return 0

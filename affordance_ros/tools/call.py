@@ -24,7 +24,7 @@ import math
 import signal
 import sys
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..core.options import SUGGEST_CRITERIA
 from .json_answers import add_top_argument, shortened
@@ -34,10 +34,16 @@ from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_
 DEFAULT_NODE = "/affordance_learner"
 REASON_WAIT = 5.0  # seconds to wait for the node to say why it rejected a goal
 FIRST_RESEND = 2.0  # seconds without an answer before a request is sent again (then 4, 8, ...)
+PRESENCE_PERIOD = 0.5  # seconds between looks at whether the server is still in the ROS graph
+GONE_AFTER = 2.0  # seconds the server must be missing from the graph before the call gives up on it
 
 
 class CallError(Exception):
     """The call could not be made or was answered with success false: one line for the user."""
+
+
+class ServerGone(CallError):
+    """The node serving the call left the ROS graph before it answered."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -137,13 +143,14 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     return 0
 
 
-def _wait(executor, request, timeout: float | None, what: str):
+def _wait(executor, request, timeout: float | None, what: str, present: Callable[[], bool] | None = None):
     """The answer to ``request``, spinning meanwhile (feedback callbacks run); CallError after ``timeout`` seconds
-    (None: no limit). ``request`` is a future, or a function that sends a request and returns its future: that
-    one is sent again after 2, 4, 8, ... s without an answer, since Fast DDS's rmw drops a response when the
-    server has not yet matched the caller's reader ("failed to send response (timeout): client will not receive
-    response"), which happens under load to a caller that has just started. Only requests a server answers
-    alike however often they come are sent so."""
+    (None: no limit), ServerGone once ``present()`` (the server is in the graph) has been false for ``GONE_AFTER``
+    seconds. ``request`` is a future, or a function that sends a request and returns its future: that one is sent
+    again after 2, 4, 8, ... s without an answer, since Fast DDS's rmw drops a response when the server has not
+    yet matched the caller's reader ("failed to send response (timeout): client will not receive response"),
+    which happens under load to a caller that has just started. Only requests a server answers alike however
+    often they come are sent so."""
     from rclpy.task import Future
 
     if isinstance(request, Future):
@@ -156,18 +163,27 @@ def _wait(executor, request, timeout: float | None, what: str):
     def send() -> None:
         request().add_done_callback(lambda sent: answer.done() or answer.set_result(sent.result()))
 
-    started, resend = time.monotonic(), FIRST_RESEND
+    started = sent = seen = time.monotonic()
+    resend = FIRST_RESEND
     send()
     while True:
-        left = None if timeout is None else timeout - (time.monotonic() - started)
-        step = resend if left is None else max(0.0, min(resend, left))
-        executor.spin_until_future_complete(answer, timeout_sec=step)
+        now = time.monotonic()
+        left = math.inf if timeout is None else timeout - (now - started)
+        executor.spin_until_future_complete(answer, timeout_sec=max(0.0, min(PRESENCE_PERIOD, resend - (now - sent),
+                                                                              left)))
         if answer.done():
             return answer.result()
-        if left is not None and left <= step:
+        now = time.monotonic()
+        if now - started >= (math.inf if timeout is None else timeout):
             raise CallError(f"no answer from {what} within {timeout:g} s")
-        send()
-        resend *= 2
+        if present is None or present():
+            seen = now
+        elif now - seen >= GONE_AFTER:
+            raise ServerGone(f"{what} left the ROS graph before it answered: did the learner node stop? (its log "
+                             "says why)")
+        if now - sent >= resend:
+            send()
+            sent, resend = now, resend * 2
 
 
 def _service(node, wait, srv_type, name: str, request, timeout: float):
@@ -175,7 +191,7 @@ def _service(node, wait, srv_type, name: str, request, timeout: float):
     client = node.create_client(srv_type, name, qos_profile=reply_qos())
     if not client.wait_for_service(timeout_sec=timeout):
         raise CallError(f"no service {name} within {timeout:g} s: is the learner node running (and active)?")
-    answer = wait(lambda: client.call_async(request), None, name)
+    answer = wait(lambda: client.call_async(request), None, name, client.service_is_ready)
     if not answer.success:
         raise CallError(answer.message)
     return answer
@@ -263,17 +279,19 @@ def _learn(node, wait, args) -> dict:
         return client.send_goal_async(Learn.Goal(structure=args.structure), goal_uuid=goal_id,
                                       feedback_callback=feedback if args.progress else None)
 
-    handle = wait(send_goal, args.timeout, name)
+    handle = wait(send_goal, args.timeout, name, client.server_is_ready)
     if not handle.accepted and len(sends) == 1:
         raise CallError(f"{name} refused the goal: {_reason(wait, reason)}")
     if not handle.accepted:  # the answer to an earlier send may have been lost: its result says whether it runs
         handle = ClientGoalHandle(client, goal_id, Learn.Impl.SendGoalService.Response(accepted=True))
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        answer = wait(handle.get_result_async, args.learn_timeout or None, name)
+        answer = wait(handle.get_result_async, args.learn_timeout or None, name, client.server_is_ready)
     except (KeyboardInterrupt, CallError) as stop:
         progress.close()
-        answer = _cancel(handle, wait, name)
+        if isinstance(stop, ServerGone):
+            raise
+        answer = _cancel(handle, functools.partial(wait, present=client.server_is_ready), name)
         if not answer.result.success:  # (else it ended before the cancel came)
             if isinstance(stop, KeyboardInterrupt):
                 raise KeyboardInterrupt("the learn was cancelled; the node keeps its current model") from None

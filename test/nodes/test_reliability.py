@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -237,6 +238,37 @@ def test_the_learning_process_dies_with_its_node_and_never_writes_after_it(ros, 
         written = model.read_bytes()
         time.sleep(2.0)
         assert model.read_bytes() == written
+    finally:
+        stop(learner)
+
+
+@pytest.mark.parametrize("sig, by", [(signal.SIGINT, "service"), (signal.SIGTERM, "action")])
+def test_a_signal_during_a_learn_answers_its_caller_and_the_node_exits_0(ros, tmp_path, sig, by):
+    db = seeded(tmp_path, 300)
+    config = write_config(tmp_path / "slow.json", mcmc_samples=5_000_000, mcmc_burn_in=1000)
+    learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
+                    config_path=config, status_period=0.0)
+    try:
+        if by == "service":
+            answer = ros.call_async(Learn, f"{LEARNER}/learn", structure="mcmc")
+        else:
+            actions = ros.action_client(LearnAction, f"{LEARNER}/learn")
+            assert actions.wait_for_server(timeout_sec=30.0)
+            goal = Waiter(actions.send_goal_async(LearnAction.Goal(structure="mcmc"))).result(30.0)
+            assert goal.accepted
+            answer = Waiter(goal.get_result_async())
+        time.sleep(3.0)  # learning (a learn of this config takes minutes)
+        assert not answer.done()
+        children = descendants(learner.pid)
+        assert stop(learner, sig) == 0, (tmp_path / "learner.log").read_text()[-2000:]
+        result = answer.result(10.0)
+        if by == "action":
+            assert result.status == 6  # GoalStatus.STATUS_ABORTED, with its result
+            result = result.result
+        assert not result.success and result.message.startswith("cancelled: the node is shutting down"), result
+        assert "Traceback" not in (tmp_path / "learner.log").read_text()
+        assert not [pid for pid in children if running(pid)], "a process of the node outlived it"
+        assert not (tmp_path / "model.json").exists()
     finally:
         stop(learner)
 

@@ -140,3 +140,27 @@ def test_ctrl_c_cancels_call_learn_in_one_line_with_exit_status_130(ros, tmp_pat
                                        "keeps its current model")
     assert "Traceback" not in stderr
     wait_for(lambda: learner.counts["learn_cancelled"] == 1, what="the node to cancel the learn")
+
+
+def test_call_learn_ends_when_the_node_dies_during_the_learn(ros, tmp_path):
+    from ros_harness import start, stop
+
+    with CaseStore(tmp_path / "cases.db") as store:
+        for record in sampled_records(300):
+            store.add(record)
+    config = write_config(tmp_path / "config.json", mcmc_samples=10_000_000)
+    learner = start("learner_node", tmp_path, "learner", database_path=tmp_path / "cases.db", config_path=config,
+                    model_path=tmp_path / "model.json")
+    try:
+        caller = subprocess.Popen([CLI, "call", "learn", "--structure", "mcmc", "--progress"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "cases in" in (tmp_path / "learner.log").read_text(), timeout=60, what="the learner")
+        time.sleep(5.0)  # learning
+        assert caller.poll() is None
+        learner.kill()
+        _, stderr = caller.communicate(timeout=90)  # (Fast DDS sees the node gone after its lease: 20 s)
+        assert caller.returncode == 2, stderr
+        assert stderr.splitlines()[-1] == ("affordance-ros call learn: error: /affordance_learner/learn left the ROS "
+                                           "graph before it answered: did the learner node stop? (its log says why)")
+    finally:
+        stop(learner)
