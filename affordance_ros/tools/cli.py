@@ -64,10 +64,14 @@ def load_cases(config: AffordanceNetwork, source: str, options=None, progress: b
     path = Path(source)
     if not path.exists():
         raise UserError(f"cases file '{source}' does not exist")
-    if offline.source_kind(path) == "csv":  # every label column, not only the action's
+    kind = offline.source_kind(path)
+    if kind == "csv":  # every label column, not only the action's
         return CaseSet.from_csv(config, path, extra=ignore)
     cases = read_cases(path, config, options or offline.PairingOptions(), progress)
     _tell(cases, "learn")
+    if kind == "bag" and not cases.records:
+        raise UserError(f"'{source}' gave no cases: none of its trials was usable (the lines above say why); is "
+                        "--config the configuration the robot's trials were made with?")
     return case_set(config, cases.records)
 
 

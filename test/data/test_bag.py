@@ -140,6 +140,16 @@ def test_learn_from_bags_of_both_formats(tmp_path):
             == AffordanceNetwork.load(tmp_path / "mcap.json").to_dict()["variables"])
 
 
+def test_a_bag_made_with_another_configuration_says_so_not_record_some_trials(tmp_path):
+    write_bag(tmp_path / "bag", sampled_records(30), "sqlite3")
+    out = run("learn", "--cases", tmp_path / "bag", "--config", "hands", "--out", tmp_path / "model.json")
+    assert out.returncode == 2 and not (tmp_path / "model.json").exists()
+    assert out.stderr.splitlines()[-1] == (
+        f"affordance-ros learn: error: '{tmp_path / 'bag'}' gave no cases: none of its trials was usable (the lines "
+        "above say why); is --config the configuration the robot's trials were made with?"), out.stderr
+    assert "record some trials" not in out.stderr
+
+
 def test_import_appends_without_duplicates_and_export_round_trips(tmp_path):
     records = sampled_records(40)
     db = tmp_path / "cases.db"
