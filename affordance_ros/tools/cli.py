@@ -43,7 +43,7 @@ from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress, ProgressBar, report_line_by_line
-from .ros_args import candidate_objects, name_value_pairs, sensor_readings, split_ros_args
+from .ros_args import OneLineParser, candidate_objects, name_value_pairs, sensor_readings, split_ros_args
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
 LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
@@ -287,7 +287,7 @@ def _add_learning_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     config_help = _config_help()
-    parser = argparse.ArgumentParser(prog="affordance-ros", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="affordance-ros", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     learn = sub.add_parser(
@@ -422,12 +422,12 @@ def main(argv=None) -> int:
     parser = build_parser()
     argv, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if ros_args and args.command not in ("replay", "record", "call"):
-        parser.error(f"--ros-args is for replay, record and call, not {args.command}")
     args.ros_args = ros_args
     command = args.command + (f" {args.service}" if args.command == "call" else "")
     report_line_by_line()
     try:
+        if ros_args and args.command not in ("replay", "record", "call"):
+            raise UserError(f"--ros-args is for replay, record and call, not {args.command}")
         if ros_args:
             from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)
             problem = ros_arguments_problem(ros_args)
