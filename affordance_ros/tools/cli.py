@@ -52,6 +52,10 @@ LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", 
 PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
 # the exit status of a command stopped by Ctrl-C (SIGINT), as the shell reports a process killed by it
 INTERRUPTED = 130
+# what a file --out refuses to replace holds, told by its first bytes
+FILE_SIGNATURES = ((b"SQLite format 3\x00", "an SQLite database (a case database or a bag's storage)"),
+                   (b"\x89MCAP", "an MCAP bag file"))
+EXPORT_SUFFIXES = tuple(suffix for suffixes in FORMATS.values() for suffix in suffixes)
 
 
 class UserError(Exception):
@@ -126,9 +130,59 @@ def _hint(command: str, exc: Exception) -> str:
     return ""
 
 
+def check_model_out(out: str, command: str, source: str, source_is: str) -> None:
+    """--out of learn and import-model: a new file, or a model (or configuration) JSON to replace; UserError for
+    ``source`` (what the command reads), a directory or any other file, before anything is written."""
+    path = Path(out)
+    if path.exists() and Path(source).exists() and path.samefile(source):
+        raise UserError(f"--out '{out}' is {source_is}: write the model to another file (e.g. --out model.json)")
+    if path.is_dir():
+        raise UserError(f"--out '{out}' is a directory: name the model file to write "
+                        f"(e.g. --out {path / 'model.json'})")
+    if path.exists() and not is_model_json(path):
+        raise UserError(f"--out '{out}' is {file_kind(path)}, not a model: {command} replaces only a model or "
+                        f"configuration JSON; write the model to another file (e.g. --out model.json)")
+
+
+def is_model_json(path: Path) -> bool:
+    """Whether ``path`` holds a model or configuration: a JSON object with 'variables'."""
+    try:
+        with path.open("rb") as f:
+            if f.read(64).lstrip()[:1] != b"{":
+                return False
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "variables" in doc
+
+
+def file_kind(path: Path) -> str:
+    """What a file that is not a model holds, for a refusal: 'an SQLite database ...', 'a CSV file', ..."""
+    with path.open("rb") as f:
+        start = f.read(16)
+    for signature, kind in FILE_SIGNATURES:
+        if start.startswith(signature):
+            return kind
+    return "a CSV file" if path.suffix.lower() == ".csv" else "an existing file"
+
+
+def check_export_out(out: str, model: str) -> None:
+    """--out of export-model: a new file, or an earlier export (named as one) to replace; UserError for the model
+    itself, a directory or any other file."""
+    path = Path(out)
+    if path.is_dir():
+        raise UserError(f"--out '{out}' is a directory: name the file to write (e.g. --out {path / 'model.bif'})")
+    if path.exists() and Path(model).exists() and path.samefile(model):
+        raise UserError(f"--out '{out}' is the model itself: write the export to another file (e.g. --out model.bif)")
+    if path.exists() and not path.name.lower().endswith(EXPORT_SUFFIXES):
+        raise UserError(f"--out '{out}' is {file_kind(path)}: export-model replaces only a file named as an export "
+                        f"({', '.join(EXPORT_SUFFIXES)}); write the export to another file (e.g. --out model.bif)")
+
+
 def cmd_learn(args) -> int:
     from ..core import AffordanceLearner, format_arcs  # (scipy: only for learning)
 
+    check_model_out(args.out, "learn", args.cases, "the cases it learns from (--cases)")
     config = AffordanceNetwork.load(args.config, what="configuration")
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
     learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
@@ -202,6 +256,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_export_model(args) -> int:
+    check_export_out(args.out, args.model)
     model = AffordanceNetwork.load(args.model)
     fmt = format_of(args.out, args.format)
     export_model(model, fmt, args.out)
@@ -215,6 +270,7 @@ def cmd_export_model(args) -> int:
 
 
 def cmd_import_model(args) -> int:
+    check_model_out(args.out, "import-model", args.file, "the network it imports")
     config = AffordanceNetwork.load(args.config, what="configuration")
     model = import_model(args.file, config, args.format)
     model.save(args.out)
@@ -244,7 +300,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    return evaluate.run_simulate(args)
+    return evaluate.run_simulate(args, UserError)
 
 
 def cmd_replay(args) -> int:
