@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core import AffordanceNetwork, CaseSet, LearningOptions
 from ..core.ground_truth import benchmark_network, sample_values
+from ..core.network import written_atomically
 from ..core.scenarios import SCENARIOS, simulate
 from .progress import ProgressBar
 
@@ -98,8 +99,7 @@ def run_simulate(args, user_error) -> int:
         columns = simulate(args.scenario, args.repeats, args.seed)
     names = list(columns)
     n = len(columns["trial_id"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as f:
+    with written_atomically(out, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(names)
         for k in range(n):

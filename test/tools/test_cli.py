@@ -142,9 +142,9 @@ def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
 
 
 def interrupted(args, ready, cwd=None, env=None, timeout=120):
-    """Run ``args`` until ``ready`` shows in its output, then Ctrl-C it as a terminal does (SIGINT to its process
-    group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell runs it: what the
-    command prints through a pipe must show when it happens."""
+    """Run ``args`` until ``ready`` shows in its output (or ``ready()`` is true), then Ctrl-C it as a terminal does
+    (SIGINT to its process group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell
+    runs it: what the command prints through a pipe must show when it happens."""
     env = {name: value for name, value in (os.environ if env is None else env).items() if name != "PYTHONUNBUFFERED"}
     process = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                cwd=cwd, env=env, start_new_session=True)
@@ -154,7 +154,7 @@ def interrupted(args, ready, cwd=None, env=None, timeout=120):
     for reader in readers:
         reader.start()
     deadline = time.monotonic() + timeout
-    while ready not in "".join(seen["stdout"] + seen["stderr"]):
+    while not (ready() if callable(ready) else ready in "".join(seen["stdout"] + seen["stderr"])):
         assert process.poll() is None, f"ended before it showed {ready!r}: {''.join(seen['stderr'])}"
         assert time.monotonic() < deadline, f"no {ready!r} within {timeout} s"
         time.sleep(0.05)

@@ -1,9 +1,10 @@
-"""`--out` of the `affordance-ros` commands never replaces recorded data."""
+"""`--out` of the `affordance-ros` commands never replaces recorded data, and Ctrl-C leaves no part of a file."""
 
 import sqlite3
 
 import pytest
-from test_cli import montesano_csv, run  # noqa: F401  (the fixture)
+from conftest import CLI
+from test_cli import interrupted, montesano_csv, run  # noqa: F401  (the fixture)
 
 from affordance_ros.core import benchmark_network
 from affordance_ros.data.formats import export_model
@@ -79,3 +80,15 @@ def test_learn_import_model_and_export_model_replace_their_earlier_output(record
                  ["import-model", recorded / "model.bif", "--config", "montesano", "--out", recorded / "model.json"]):
         out = run(*args)
         assert out.returncode == 0, out.stderr
+
+
+def test_ctrl_c_leaves_no_part_of_a_simulated_file(recorded):
+    before = snapshot(recorded)
+
+    def writing():  # simulate's temporary file beside --out has its first rows
+        return any(p.name.startswith(".new.csv.") and p.stat().st_size > 0 for p in recorded.iterdir())
+
+    status, _, stderr = interrupted([CLI, "simulate", "--scenario", "montesano", "--trials", "300000",
+                                     "--out", recorded / "new.csv"], writing)
+    assert status == 130 and stderr.splitlines()[-1] == "affordance-ros simulate: interrupted", stderr
+    assert snapshot(recorded) == before  # no new.csv, no temporary file, the rest byte for byte
