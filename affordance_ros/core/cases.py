@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import DataError, EvidenceError, UnknownColumnError
 from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
-from .network import AffordanceNetwork, out_of_range
+from .network import AffordanceNetwork, out_of_range, written_atomically
 
 MISSING = -1
 STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's evidence is built per chunk
@@ -133,10 +133,9 @@ class CaseSet:
         return cases.with_extra(kept) if kept else cases
 
     def to_csv(self, path: str | Path) -> None:
-        """Write the cases as a CSV file (the format ``from_csv`` reads)."""
-        path = Path(path)
+        """Write the cases as a CSV file (the format ``from_csv`` reads), atomically: whole or not at all."""
         names = list(self.labels) + list(self.readings)
-        with path.open("w", newline="", encoding="utf-8") as f:
+        with written_atomically(path, newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["trial_id", *self.extra, *names])
             for k in range(self.n_cases):

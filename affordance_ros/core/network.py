@@ -10,6 +10,7 @@ all 1-D is still written as /1, so that earlier versions read it (unless it carr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -566,13 +567,23 @@ def current_umask() -> int:
 
 def write_json_atomic(path: str | os.PathLike, doc) -> None:
     """Write ``doc`` as JSON to ``path`` atomically, with the permissions of a new file (0666 & ~umask)."""
+    with written_atomically(path) as f:
+        json.dump(doc, f, indent=1)
+
+
+@contextlib.contextmanager
+def written_atomically(path: str | os.PathLike, newline: str | None = None):
+    """A text file to write that becomes ``path`` when the block ends: written beside it, synced, renamed over it
+    (readers see the old file or the new one, never half). On any exception, Ctrl-C included, ``path`` is left as
+    it was and the temporary file removed. The permissions are a new file's (0666 & ~umask).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

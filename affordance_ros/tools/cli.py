@@ -42,7 +42,7 @@ from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress, ProgressBar, report_line_by_line
-from .ros_args import candidate_objects, name_value_pairs, sensor_readings, split_ros_args
+from .ros_args import OneLineParser, candidate_objects, name_value_pairs, sensor_readings, split_ros_args
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
 LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
@@ -51,6 +51,10 @@ LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", 
 PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
 # the exit status of a command stopped by Ctrl-C (SIGINT), as the shell reports a process killed by it
 INTERRUPTED = 130
+# what a file --out refuses to replace holds, told by its first bytes
+FILE_SIGNATURES = ((b"SQLite format 3\x00", "an SQLite database (a case database or a bag's storage)"),
+                   (b"\x89MCAP", "an MCAP bag file"))
+EXPORT_SUFFIXES = tuple(suffix for suffixes in FORMATS.values() for suffix in suffixes)
 
 
 class UserError(Exception):
@@ -129,9 +133,59 @@ def _hint(command: str, exc: Exception) -> str:
     return ""
 
 
+def check_model_out(out: str, command: str, source: str, source_is: str) -> None:
+    """--out of learn and import-model: a new file, or a model (or configuration) JSON to replace; UserError for
+    ``source`` (what the command reads), a directory or any other file, before anything is written."""
+    path = Path(out)
+    if path.exists() and Path(source).exists() and path.samefile(source):
+        raise UserError(f"--out '{out}' is {source_is}: write the model to another file (e.g. --out model.json)")
+    if path.is_dir():
+        raise UserError(f"--out '{out}' is a directory: name the model file to write "
+                        f"(e.g. --out {path / 'model.json'})")
+    if path.exists() and not is_model_json(path):
+        raise UserError(f"--out '{out}' is {file_kind(path)}, not a model: {command} replaces only a model or "
+                        f"configuration JSON; write the model to another file (e.g. --out model.json)")
+
+
+def is_model_json(path: Path) -> bool:
+    """Whether ``path`` holds a model or configuration: a JSON object with 'variables'."""
+    try:
+        with path.open("rb") as f:
+            if f.read(64).lstrip()[:1] != b"{":
+                return False
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "variables" in doc
+
+
+def file_kind(path: Path) -> str:
+    """What a file that is not a model holds, for a refusal: 'an SQLite database ...', 'a CSV file', ..."""
+    with path.open("rb") as f:
+        start = f.read(16)
+    for signature, kind in FILE_SIGNATURES:
+        if start.startswith(signature):
+            return kind
+    return "a CSV file" if path.suffix.lower() == ".csv" else "an existing file"
+
+
+def check_export_out(out: str, model: str) -> None:
+    """--out of export-model: a new file, or an earlier export (named as one) to replace; UserError for the model
+    itself, a directory or any other file."""
+    path = Path(out)
+    if path.is_dir():
+        raise UserError(f"--out '{out}' is a directory: name the file to write (e.g. --out {path / 'model.bif'})")
+    if path.exists() and Path(model).exists() and path.samefile(model):
+        raise UserError(f"--out '{out}' is the model itself: write the export to another file (e.g. --out model.bif)")
+    if path.exists() and not path.name.lower().endswith(EXPORT_SUFFIXES):
+        raise UserError(f"--out '{out}' is {file_kind(path)}: export-model replaces only a file named as an export "
+                        f"({', '.join(EXPORT_SUFFIXES)}); write the export to another file (e.g. --out model.bif)")
+
+
 def cmd_learn(args) -> int:
     from ..core import AffordanceLearner, format_arcs  # (scipy: only for learning)
 
+    check_model_out(args.out, "learn", args.cases, "the cases it learns from (--cases)")
     config = AffordanceNetwork.load(args.config, what="configuration")
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
     learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
@@ -205,6 +259,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_export_model(args) -> int:
+    check_export_out(args.out, args.model)
     model = AffordanceNetwork.load(args.model)
     fmt = format_of(args.out, args.format)
     export_model(model, fmt, args.out)
@@ -218,6 +273,7 @@ def cmd_export_model(args) -> int:
 
 
 def cmd_import_model(args) -> int:
+    check_model_out(args.out, "import-model", args.file, "the network it imports")
     config = AffordanceNetwork.load(args.config, what="configuration")
     model = import_model(args.file, config, args.format)
     model.save(args.out)
@@ -247,7 +303,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    return evaluate.run_simulate(args)
+    return evaluate.run_simulate(args, UserError)
 
 
 def cmd_replay(args) -> int:
@@ -290,7 +346,7 @@ def _add_learning_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     config_help = _config_help()
-    parser = argparse.ArgumentParser(prog="affordance-ros", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="affordance-ros", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     learn = sub.add_parser(
@@ -425,12 +481,12 @@ def main(argv=None) -> int:
     parser = build_parser()
     argv, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if ros_args and args.command not in ("replay", "record", "call"):
-        parser.error(f"--ros-args is for replay, record and call, not {args.command}")
     args.ros_args = ros_args
     command = args.command + (f" {args.service}" if args.command == "call" else "")
     report_line_by_line()
     try:
+        if ros_args and args.command not in ("replay", "record", "call"):
+            raise UserError(f"--ros-args is for replay, record and call, not {args.command}")
         if ros_args:
             from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)
             problem = ros_arguments_problem(ros_args)

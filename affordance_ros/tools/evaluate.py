@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core import AffordanceNetwork, CaseSet, LearningOptions
 from ..core.ground_truth import benchmark_network, sample_values
+from ..core.network import written_atomically
 from ..core.scenarios import SCENARIOS, simulate
 from .progress import ProgressBar
 
@@ -88,16 +89,17 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     s.add_argument("--seed", type=int, default=0)
 
 
-def run_simulate(args) -> int:
+def run_simulate(args, user_error) -> int:
+    out = Path(args.out)
+    if out.exists():
+        raise user_error(f"'{out}' exists already; simulate writes a new file")
     if args.scenario == ROBOT_SCENARIO:
         columns = robot_trials(args.trials, args.seed)
     else:
         columns = simulate(args.scenario, args.repeats, args.seed)
     names = list(columns)
     n = len(columns["trial_id"])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as f:
+    with written_atomically(out, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(names)
         for k in range(n):

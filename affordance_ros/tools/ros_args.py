@@ -44,12 +44,27 @@ def count_or_all(zero: str) -> Callable[[str], int]:
 qos_depth = count_or_all("keep all")  # --qos-depth of replay and record
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose mistakes are one line on stderr naming the (sub)command, exit status 2:
+    `affordance-ros learn: error: MESSAGE (see affordance-ros learn --help)`. Its subcommands are OneLineParsers too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        # argparse leaves a subcommand's unknown options to the top-level parser, which names itself: refuse them here
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def run_executable(prog: str, description: str, add_arguments: Callable, run: Callable, argv=None,
                    errors: tuple[type[Exception], ...] = ()) -> int:
     """main() of a tool that is also a ROS executable: split off the ROS arguments, parse the rest,
     ``run(options, ros_args)``; ``errors`` are printed as one line and give exit status 2."""
     own, ros = split_ros_args(sys.argv[1:] if argv is None else argv)
-    options = add_arguments(argparse.ArgumentParser(prog=prog, description=description)).parse_args(own)
+    options = add_arguments(OneLineParser(prog=prog, description=description)).parse_args(own)
     report_line_by_line()
     if ros:
         from ..nodes.command_line import ros_arguments_problem  # (rclpy: only with ROS arguments)

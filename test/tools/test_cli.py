@@ -86,6 +86,47 @@ def test_user_mistakes_give_one_line_and_exit_2(files, args, message):
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("args, command, message", [
+    (["learn", "--cases", "c.csv", "--config", "montesano", "--out", "m.json", "--effects"], "learn",
+     "unrecognized arguments: --effects"),
+    (["learn", "--cases", "c.csv", "--config", "montesano"], "learn", "the following arguments are required: --out"),
+    (["learn", "--cases", "c.csv", "--config", "montesano", "--out", "m.json", "--structure", "K2"], "learn",
+     "argument --structure: invalid choice: 'K2'"),
+    (["simulate", "--scenario", "montesano", "--out", "c.csv", "--trials", "many"], "simulate",
+     "argument --trials: invalid int value: 'many'"),
+    (["call", "predict", "--query", "action", "--bogus"], "call predict", "unrecognized arguments: --bogus"),
+    (["bench", "paper", "--nope"], "bench paper", "unrecognized arguments: --nope"),
+    (["predict", "--model", "m.json", "--query", "action", "--ros-args"], "predict", "--ros-args is for replay"),
+    ([], "", "the following arguments are required: command"),
+])
+def test_option_mistakes_are_one_line_naming_the_subcommand(args, command, message):
+    out = run(*args)
+    prog = f"affordance-ros {command}".strip()
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(f"{prog}: error: {message}"), out.stderr
+    if "--ros-args" not in args:  # (a mistake argparse does not see)
+        assert out.stderr.endswith(f" (see {prog} --help)\n")
+
+
+@pytest.mark.parametrize("executable, args, message", [
+    ("replay", ["bag", "--rate", "fast"], "argument --rate: 'fast' is not a number"),
+    ("record", ["bag", "--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_the_ros_executables_say_option_mistakes_in_one_line(capsys, executable, args, message):
+    from affordance_ros.tools import record, replay
+    with pytest.raises(SystemExit) as stopped:
+        {"replay": replay, "record": record}[executable].main(args)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == f"{executable}: error: {message} (see {executable} --help)\n"
+
+
+def test_help_is_the_whole_usage_on_stdout():
+    out = run("learn", "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    assert out.stdout.startswith("usage: affordance-ros learn [-h] --cases CASES") and "--structure" in out.stdout
+
+
 def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
     import sqlite3
     tmp, _ = files
@@ -101,9 +142,9 @@ def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
 
 
 def interrupted(args, ready, cwd=None, env=None, timeout=120):
-    """Run ``args`` until ``ready`` shows in its output, then Ctrl-C it as a terminal does (SIGINT to its process
-    group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell runs it: what the
-    command prints through a pipe must show when it happens."""
+    """Run ``args`` until ``ready`` shows in its output (or ``ready()`` is true), then Ctrl-C it as a terminal does
+    (SIGINT to its process group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell
+    runs it: what the command prints through a pipe must show when it happens."""
     env = {name: value for name, value in (os.environ if env is None else env).items() if name != "PYTHONUNBUFFERED"}
     process = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                cwd=cwd, env=env, start_new_session=True)
@@ -113,7 +154,7 @@ def interrupted(args, ready, cwd=None, env=None, timeout=120):
     for reader in readers:
         reader.start()
     deadline = time.monotonic() + timeout
-    while ready not in "".join(seen["stdout"] + seen["stderr"]):
+    while not (ready() if callable(ready) else ready in "".join(seen["stdout"] + seen["stderr"])):
         assert process.poll() is None, f"ended before it showed {ready!r}: {''.join(seen['stderr'])}"
         assert time.monotonic() < deadline, f"no {ready!r} within {timeout} s"
         time.sleep(0.05)
