@@ -76,9 +76,7 @@ class CaseSet:
             elif name in network.names:
                 labels[name] = _parse_labels(network[name], column, trial_ids)
             else:
-                raise UnknownColumnError(
-                    f"column '{name}' is neither a variable {list(network.names)} "
-                    f"nor a sensor {sorted(network.sensor_variable)}", name)
+                raise _unknown_column(network, name)
         return cls(network, labels, readings, trial_ids)
 
     @classmethod
@@ -99,23 +97,10 @@ class CaseSet:
         ``CaseSet.extra``, not learned from; any other unknown column is an error.
         """
         path = Path(path)
-        try:
-            with path.open(newline="", encoding="utf-8") as f:
-                rows = list(csv.reader(f))
-        except OSError as exc:
-            raise DataError(f"cannot read cases file '{path}': {exc.strerror}") from None
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise DataError(f"'{path}' is not a readable CSV file: {exc}") from None
-        if not rows:
-            raise DataError(f"'{path}' is empty: expected a header row")
-        header, body = rows[0], [r for r in rows[1:] if r]
-        if "trial_id" not in header:
-            raise DataError(f"'{path}': the header needs a 'trial_id' column, has {header}")
-        for n, row in enumerate(body, start=2):
-            if len(row) != len(header):
-                raise DataError(f"'{path}' line {n}: {len(row)} fields, the header has {len(header)}")
+        header, body = _read_csv_rows(path)
         cols = {h: [row[j] for row in body] for j, h in enumerate(header)}
         ids = cols.pop("trial_id")
+        _check_unique_ids(path, ids)
         missing = [name for name in extra if name not in cols]
         if missing:
             raise DataError(f"'{path}': no column {missing[0]!r}; the header has {header}")
@@ -127,7 +112,7 @@ class CaseSet:
         try:
             cases = cls.from_columns(network, cols, ids)
         except UnknownColumnError as exc:
-            raise UnknownColumnError(f"'{path}': {exc}", exc.column) from None
+            raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near) from None
         except DataError as exc:
             raise DataError(f"'{path}': {exc}") from None
         return cases.with_extra(kept) if kept else cases
@@ -375,6 +360,61 @@ def _parse_readings(name: str, column: Sequence, trial_ids, bounds: tuple[float,
         k = int(outside[0])
         raise DataError(f"{_case_name(k, trial_ids)}: {out_of_range(name, values[k], bounds)}")
     return values
+
+
+def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """(header, non-empty rows) of a cases CSV, checked: a trial_id column, no column named twice, every row
+    as long as the header. utf-8-sig: a byte order mark (Excel writes one) is not part of the first name.
+    """
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+    except OSError as exc:
+        raise DataError(f"cannot read cases file '{path}': {exc.strerror}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"'{path}' is not a readable CSV file: {exc}") from None
+    if not rows:
+        raise DataError(f"'{path}' is empty: expected a header row")
+    header, body = rows[0], [r for r in rows[1:] if r]
+    if "trial_id" not in header:
+        raise DataError(f"'{path}': the header needs a 'trial_id' column, has {header}")
+    repeated = [name for j, name in enumerate(header) if name in header[:j]]
+    if repeated:
+        raise DataError(f"'{path}': the header names column '{repeated[0]}' twice; keep one of them")
+    for n, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise DataError(f"'{path}' line {n}: {len(row)} fields, the header has {len(header)}")
+    return header, body
+
+
+def _check_unique_ids(path: Path, trial_ids: Sequence[str]) -> None:
+    """DataError naming the first trial_id given to more than one case (a case database keeps one case per
+    trial_id, so a CSV must not count one trial twice) and how many ids repeat.
+    """
+    first_line, repeats = {}, []
+    for line, trial_id in enumerate(trial_ids, start=2):
+        if trial_id in first_line:
+            repeats.append((trial_id, first_line[trial_id], line))
+        else:
+            first_line[trial_id] = line
+    if repeats:
+        trial_id, first, again = repeats[0]
+        more = f" ({len(repeats)} rows repeat an earlier trial_id)" if len(repeats) > 1 else ""
+        raise DataError(f"'{path}' line {again}: trial_id '{trial_id}' is that of line {first} too{more}; "
+                        "every case needs its own trial_id")
+
+
+def _unknown_column(network: AffordanceNetwork, name: str) -> UnknownColumnError:
+    """The error for a column that is neither a variable nor a sensor; it names the one it differs from in case
+    only.
+    """
+    known = [*network.names, *network.sensor_variable]
+    near = [k for k in known if k.lower() == name.lower()]
+    if near:
+        return UnknownColumnError(f"column '{name}': did you mean '{near[0]}'? (names are case-sensitive)", name,
+                                  near=near[0])
+    return UnknownColumnError(f"column '{name}' is neither a variable {list(network.names)} "
+                              f"nor a sensor {sorted(network.sensor_variable)}", name)
 
 
 def _float(text: str, name: str, path: Path, line: int) -> float:

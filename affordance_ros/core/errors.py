@@ -18,11 +18,14 @@ class DataError(AffordanceError):
 
 
 class UnknownColumnError(DataError):
-    """A column of cases that is neither a variable nor a sensor of the network; ``column`` names it."""
+    """A column of cases that is neither a variable nor a sensor of the network; ``column`` names it, ``near`` the
+    variable or sensor whose name differs from it in case only (None: none).
+    """
 
-    def __init__(self, message: str, column: str):
+    def __init__(self, message: str, column: str, near: str | None = None):
         super().__init__(message)
         self.column = column
+        self.near = near
 
     def __reduce__(self):  # (pickled whole: errors cross from the learning process)
-        return type(self), (str(self), self.column)
+        return type(self), (str(self), self.column, self.near)

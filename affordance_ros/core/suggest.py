@@ -308,6 +308,8 @@ def check_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], acti
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
                 raise EvidenceError(f"candidate {c}: reading of sensor '{name}' must be a finite number, got {x!r}")
         for name, label in candidate.values.items():
+            if name not in model.names and name in model.sensor_variable:  # a label given to a sensor
+                raise EvidenceError(f"candidate {c}: reading {label!r} of sensor '{name}' is not a number")
             var = model[name]
             _check_object_evidence(action_var, var, c, f"variable '{name}'")
             if var.values is not None:
@@ -339,6 +341,8 @@ def _trial_evidence(model: AffordanceNetwork, action_var: Variable, actions: lis
             table = readings.setdefault(i, np.full((n_candidates, sensor.dim), np.nan))
             table[c, sensor.names.index(name)] = float(x)
         for name, label in candidate.values.items():
+            if name not in model.names and name in model.sensor_variable:  # a label given to a sensor
+                raise EvidenceError(f"candidate {c}: reading {label!r} of sensor '{name}' is not a number")
             var = model[name]
             i = model.index(var.name)
             hard = log_lik.setdefault(i, np.zeros((n_candidates, var.card)))

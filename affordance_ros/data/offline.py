@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork, CaseSet, DataError
 from ..core.cases import MISSING
@@ -155,13 +155,14 @@ def source_kind(path: str | Path) -> str:
 
 
 def read_cases(source: str | Path, config: AffordanceNetwork, options: PairingOptions = PairingOptions(),
-               progress: Callable[[int, int | None], None] | None = None) -> Cases:
-    """The records of a bag, a CSV file or a case database; ``progress(done, total)`` as a bag is read."""
+               progress: Callable[[int, int | None], None] | None = None, ignore: Sequence[str] = ()) -> Cases:
+    """The records of a bag, a CSV file or a case database; ``progress(done, total)`` as a bag is read;
+    ``ignore``: a CSV file's columns that are not variables (e.g. object_id), left out."""
     kind = source_kind(source)
     if kind == "bag":
         return read_bag(source, config, options, progress)
     if kind == "csv":
-        return read_csv(source, config)
+        return read_csv(source, config, ignore)
     return read_database(source)
 
 
@@ -187,21 +188,22 @@ def read_bag(path: str | Path, config: AffordanceNetwork, options: PairingOption
     return Cases(Path(path), records, [bag.summary(), *assembly.report()], warnings)
 
 
-def read_csv(path: str | Path, config: AffordanceNetwork) -> Cases:
+def read_csv(path: str | Path, config: AffordanceNetwork, ignore: Sequence[str] = ()) -> Cases:
     """Cases of a CSV file (trial_id, the action label, sensor readings) as records.
 
     A record holds only what the node stores: the action label and the readings, each with
     its source ('object' or 'effect', from the configuration). Cases without an action label
     are left out with a warning; other label columns are an error (they have no place in a record),
-    and so is a case that cannot be a record (DataError naming it, e.g. an empty trial_id).
+    and so is a case that cannot be a record (DataError naming it, e.g. an empty trial_id). Columns in
+    ``ignore`` are not variables (e.g. an object_id): left out.
     """
     validator = _validator(config)
-    cases = CaseSet.from_csv(config, path)
+    cases = CaseSet.from_csv(config, path, extra=ignore)
     others = [name for name in cases.labels if name != validator.action_variable]
     if others:
         raise DataError(f"'{path}': columns {others} are labels of variables other than the action "
                         f"'{validator.action_variable}'; a bag or a case database holds only the action label "
-                        "and sensor readings. Leave those columns out.")
+                        f"and sensor readings. Leave those columns out (--ignore-columns {' '.join(others)}).")
     source = {name: v.group for v in config.variables if v.sensor for name in v.sensor.names}
     codes = cases.labels.get(validator.action_variable)
     records, unlabelled = [], []
@@ -238,19 +240,37 @@ def _validator(config: AffordanceNetwork) -> PartValidator:
 
 
 # ------------------------------------------------------------------ writing
-def append_to_database(path: str | Path, records: Iterable[TrialRecord]) -> tuple[int, int]:
+class Appended(NamedTuple):
+    """What ``append_to_database`` did: cases added, cases whose trial_id was stored already, and of those the
+    ones whose action or readings differ from the stored case's."""
+
+    added: int
+    present: int
+    differing: int
+
+
+def append_to_database(path: str | Path, records: Iterable[TrialRecord]) -> Appended:
     """Add records to a case database (created if missing), each committed on its own.
-    Returns (added, already stored): a trial_id stored already keeps its stored case."""
+    A trial_id stored already keeps its stored case, even when the new one's data differ (counted)."""
     if looks_like_bag(path):
         raise DataError(f"'{path}' is a bag, not a case database; give the case database with --db")
-    added = present = 0
+    added = present = differing = 0
     with CaseStore(path) as store:
         for record in records:
             if store.add(record):
                 added += 1
-            else:
-                present += 1
-    return added, present
+                continue
+            present += 1
+            differing += not same_data(record, store.record_of(record.trial_id))
+    return Appended(added, present, differing)
+
+
+def same_data(record: TrialRecord, stored: TrialRecord | None) -> bool:
+    """Whether two records of one trial_id hold the same action and readings (stamps are not compared: a CSV
+    file has none)."""
+    return stored is not None and (record.action_variable, record.action, dict(record.object_features),
+                                   dict(record.effects)) == (stored.action_variable, stored.action,
+                                                             dict(stored.object_features), dict(stored.effects))
 
 
 def write_csv(path: str | Path, records: Sequence[TrialRecord], config: AffordanceNetwork) -> None:

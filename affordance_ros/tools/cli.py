@@ -79,10 +79,11 @@ def load_cases(config: AffordanceNetwork, source: str, options=None, progress: b
     return case_set(config, cases.records)
 
 
-def read_cases(source, config: AffordanceNetwork, options, progress: bool | None):
-    """``offline.read_cases`` with a progress bar while a bag is read (``progress`` None: on a terminal only)."""
+def read_cases(source, config: AffordanceNetwork, options, progress: bool | None, ignore=()):
+    """``offline.read_cases`` with a progress bar while a bag is read (``progress`` None: on a terminal only);
+    ``ignore``: a CSV file's columns that are not variables."""
     with ProgressBar(f"reading {Path(source).name}", enabled=progress) as bar:
-        return offline.read_cases(source, config, options, bar.update)
+        return offline.read_cases(source, config, options, bar.update, ignore)
 
 
 def _tell(cases, command: str) -> None:
@@ -127,7 +128,8 @@ def _pairs(items, what: str) -> dict:
 
 def _hint(command: str, exc: Exception) -> str:
     """What to do about a CSV column that is neither a variable nor a sensor (e.g. simulate's object_id)."""
-    if command in ("learn", "evaluate") and isinstance(exc, UnknownColumnError):
+    if command in ("learn", "evaluate", "import", "export") and isinstance(exc, UnknownColumnError) \
+            and exc.near is None:
         return (f"; if it is not a variable of the configuration (an object id, a note), leave it out with "
                 f"--ignore-columns {exc.column}" + (" or name it in --leave-out" if command == "evaluate" else ""))
     return ""
@@ -230,10 +232,13 @@ def cmd_import(args) -> int:
     config = _config(args)
     total_added = total_present = 0
     for source in args.sources:
-        cases = read_cases(source, config, _pairing_options(args), args.progress)
+        cases = read_cases(source, config, _pairing_options(args), args.progress, args.ignore_columns or ())
         _tell(cases, "import")
-        added, present = offline.append_to_database(args.db, cases.records)
+        added, present, differing = offline.append_to_database(args.db, cases.records)
         print(f"added {added} cases to {args.db}" + (f" ({present} were there already)" if present else ""))
+        if differing:
+            print(f"affordance-ros import: warning: {differing} cases of {source} have the trial_id of a stored case "
+                  f"whose action or readings differ; {args.db} keeps the stored ones", file=sys.stderr)
         total_added, total_present = total_added + added, total_present + present
     if len(args.sources) > 1:
         print(f"in all: added {total_added} cases to {args.db} ({total_present} were there already)")
@@ -247,7 +252,7 @@ def cmd_export(args) -> int:
     if out.exists():
         raise UserError(f"'{out}' exists already; export writes a new file or bag")
     config = _config(args)
-    cases = read_cases(args.source, config, _pairing_options(args), args.progress)
+    cases = read_cases(args.source, config, _pairing_options(args), args.progress, args.ignore_columns or ())
     _tell(cases, "export")
     if out.suffix.lower() == ".csv":
         offline.write_csv(out, cases.records, config)
@@ -328,6 +333,11 @@ def _add_pairing_options(parser: argparse.ArgumentParser,
     group.add_argument("--progress", action="store_true", default=None, help=progress_help)
 
 
+def _add_ignore_columns(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ignore-columns", nargs="+", metavar="COLUMN",
+                        help="CSV columns that are not variables, to skip (e.g. object_id)")
+
+
 def _config_help() -> str:
     return ("a configuration (the model schema without CPTs): a file, or the name of a shipped one ("
             + ", ".join(shipped_configurations()) + ")")
@@ -361,8 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--out", required=True, help="where to write the model JSON")
     _add_learning_options(learn)
     learn.add_argument("--prior-model", help="an earlier model whose knowledge is the prior of this one")
-    learn.add_argument("--ignore-columns", nargs="+", metavar="COLUMN",
-                       help="CSV columns that are not variables, to skip (e.g. object_id)")
+    _add_ignore_columns(learn)
     _add_pairing_options(learn, "show on stderr a progress bar while a bag is read and the steps of learning "
                                 "(phase, step, score; default: only on a terminal)")
     learn.set_defaults(run=cmd_learn)
@@ -402,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("sources", nargs="+", metavar="SOURCE", help="bag (directory, .db3, .mcap), .csv or .db")
     imp.add_argument("--db", required=True, help="the case database to add to (created if missing)")
     imp.add_argument("--config", help=default_config_help)
+    _add_ignore_columns(imp)
     _add_pairing_options(imp)
     imp.set_defaults(run=cmd_import)
 
@@ -412,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
                      help="storage format of a bag written (default sqlite3)")
     exp.add_argument("--config", help=default_config_help)
+    _add_ignore_columns(exp)
     _add_pairing_options(exp)
     exp.set_defaults(run=cmd_export)
 

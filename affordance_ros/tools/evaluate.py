@@ -86,7 +86,9 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     s.add_argument("--repeats", type=int, default=10,
                    help="every scenario but montesano: trials of every combination (default 10)")
     s.add_argument("--trials", type=int, default=1000, help="montesano: how many trials (default 1000)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the trials (default 0): the same scenario, seed and size give the same trials, "
+                        "with the same trial ids; another seed or size other trials with other ids")
 
 
 def run_simulate(args, user_error) -> int:
@@ -97,8 +99,9 @@ def run_simulate(args, user_error) -> int:
         columns = robot_trials(args.trials, args.seed)
     else:
         columns = simulate(args.scenario, args.repeats, args.seed)
-    names = list(columns)
     n = len(columns["trial_id"])
+    columns["trial_id"] = [f"{data_set_name(args)}-{k:06d}" for k in range(n)]
+    names = list(columns)
     with written_atomically(out, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(names)
@@ -106,6 +109,14 @@ def run_simulate(args, user_error) -> int:
             writer.writerow([_cell(columns[name][k]) for name in names])
     print(f"wrote {n} '{args.scenario}' trials to {out} (columns: {', '.join(names)})")
     return 0
+
+
+def data_set_name(args) -> str:
+    """What the trial ids of a simulated data set start with: its scenario, seed and size, which make its trials
+    (the same three: the same trials, so the same ids; any other: other ids, so that one case database can hold
+    both)."""
+    size = f"n{args.trials}" if args.scenario == ROBOT_SCENARIO else f"r{args.repeats}"
+    return f"{args.scenario}-seed{args.seed}-{size}"
 
 
 def robot_trials(n: int, seed: int) -> dict:

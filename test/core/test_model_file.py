@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from affordance_ros.core import AffordanceNetwork, CaseSet, DataError, ModelFormatError, benchmark_network
+from affordance_ros.core.errors import UnknownColumnError
+from affordance_ros.share import default_config_path
 
 
 @pytest.fixture
@@ -109,6 +111,41 @@ def test_bad_cases_csv(tmp_path, text, message):
     net = benchmark_network("montesano", sigma=3.0, seed=0)
     with pytest.raises(DataError, match=message):
         CaseSet.from_csv(net, write_csv(tmp_path / "c.csv", text))
+
+
+def test_a_column_named_twice_is_an_error_naming_it(tmp_path):
+    net = benchmark_network("montesano", sigma=3.0, seed=0)
+    path = write_csv(tmp_path / "c.csv", "trial_id,size,Action,size\nt1,2.5,tap,1.0\nt2,3.5,grasp,1.0\n")
+    with pytest.raises(DataError) as caught:
+        CaseSet.from_csv(net, path)
+    assert str(caught.value) == f"'{path}': the header names column 'size' twice; keep one of them"
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column_name(tmp_path):
+    net = benchmark_network("montesano", sigma=3.0, seed=0)
+    path = tmp_path / "excel.csv"
+    path.write_bytes("trial_id,Action,obj_vel\r\nt1,tap,1.5\r\n".encode("utf-8-sig"))
+    cases = CaseSet.from_csv(net, path)
+    assert cases.trial_ids.tolist() == ["t1"] and cases.readings["obj_vel"].tolist() == [1.5]
+
+
+@pytest.mark.parametrize("column, near", [("action", "Action"), ("OBJ_VEL", "obj_vel")])
+def test_a_column_named_as_a_variable_or_sensor_but_for_case_is_said(tmp_path, column, near):
+    net = AffordanceNetwork.load(default_config_path())  # (the action observed by label only)
+    path = write_csv(tmp_path / "c.csv", f"trial_id,{column}\nt1,tap\n")
+    with pytest.raises(UnknownColumnError) as caught:
+        CaseSet.from_csv(net, path)
+    assert str(caught.value) == f"'{path}': column '{column}': did you mean '{near}'? (names are case-sensitive)"
+    assert caught.value.near == near
+
+
+def test_a_repeated_trial_id_is_an_error_naming_it_and_its_lines(tmp_path):
+    net = benchmark_network("montesano", sigma=3.0, seed=0)
+    path = write_csv(tmp_path / "c.csv", "trial_id,Action\nt1,tap\nt2,tap\nt1,grasp\nt2,touch\nt3,tap\n")
+    with pytest.raises(DataError) as caught:
+        CaseSet.from_csv(net, path)
+    assert str(caught.value) == (f"'{path}' line 4: trial_id 't1' is that of line 2 too (2 rows repeat an earlier "
+                                 "trial_id); every case needs its own trial_id")
 
 
 @pytest.mark.parametrize("content, message", [

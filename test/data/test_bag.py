@@ -350,6 +350,23 @@ def test_truncated_bags_keep_the_cases_before_the_damage(tmp_path, database, sto
     assert stored(db) == before + cases.records
 
 
+def test_an_exported_mcap_bag_cut_off_keeps_most_of_its_cases(tmp_path, database):
+    db, before = database
+    records = sampled_records(400)
+    write_bag(tmp_path / "bag", records, "mcap")  # as `export --storage mcap` writes it: no flushes
+    data = (tmp_path / "bag" / "bag.mcap").read_bytes()
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(data[:len(data) * 3 // 4])
+
+    cases = read_bag(cut, CONFIG)
+    assert any("damaged or cut off" in w for w in cases.warnings)
+    assert 240 <= len(cases.records) < 400, len(cases.records)  # all but those of the last chunk before the cut
+    assert cases.records == records[:len(cases.records)]
+    out = run("import", cut, "--db", db)
+    assert out.returncode == 0 and f"added {len(cases.records)} cases" in out.stdout, out.stderr
+    assert "damaged or cut off" in out.stderr
+
+
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
 def test_a_recording_killed_while_writing_keeps_what_it_flushed(tmp_path, storage):
     records = sampled_records(60)

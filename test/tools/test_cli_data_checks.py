@@ -7,6 +7,8 @@ import json
 import pytest
 from test_cli import montesano_csv, run  # noqa: F401  (the fixture)
 
+FIFTH_TRIAL = "montesano-seed4-n3000-000004"  # (montesano_csv's trial ids: scenario, seed, size, number)
+
 
 def rewritten(source, target, change):
     """``source`` with ``change(header, row)`` applied to every data row (and ``change(header, None)`` returning
@@ -54,7 +56,7 @@ def test_a_configured_column_missing_or_empty_is_an_error_unless_allowed(montesa
 def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_range(montesano_csv,  # noqa: F811
                                                                                       tmp_path):
     def huge(header, row):
-        if row is None or row[0] != "sim-000004":
+        if row is None or row[0] != FIFTH_TRIAL:
             return row or header
         return ["1e300" if h == "size" else x for h, x in zip(header, row)]
     cases = rewritten(montesano_csv, tmp_path / "huge.csv", huge)
@@ -63,7 +65,7 @@ def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_
     for args in (["learn", "--out", tmp_path / "model.json"], ["import", "--db", tmp_path / "cases.db"]):
         out = run(*args[:1], *(["--cases"] if args[0] == "learn" else []), cases, *args[1:], "--config", "montesano")
         assert out.returncode == 2
-        assert out.stderr == f"affordance-ros {args[0]}: error: '{cases}': case 4 (trial 'sim-000004'): {expected}\n"
+        assert out.stderr == f"affordance-ros {args[0]}: error: '{cases}': case 4 (trial '{FIFTH_TRIAL}'): {expected}\n"
     learned = run("learn", "--cases", montesano_csv, "--config", "montesano", "--out", tmp_path / "model.json")
     assert learned.returncode == 0, learned.stderr
     for reading in ("1e300", "-2e9"):
@@ -72,3 +74,56 @@ def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_
         assert out.stderr == f"affordance-ros predict: error: {expected.replace('1e+300', f'{float(reading):g}')}\n"
     inside = run("predict", "--model", tmp_path / "model.json", "--query", "action", "--sensor", "size=1e9")
     assert inside.returncode == 0 and json.loads(inside.stdout)["most_probable"]
+
+
+def test_a_column_named_as_a_variable_but_for_case_is_said_not_to_be_left_out(montesano_csv, tmp_path):  # noqa: F811
+    cases = rewritten(montesano_csv, tmp_path / "lower.csv",
+                      lambda header, row: row or ["action" if h == "Action" else h for h in header])
+    out = run("learn", "--cases", cases, "--config", "montesano", "--out", tmp_path / "model.json")
+    assert out.returncode == 2
+    assert out.stderr == (f"affordance-ros learn: error: '{cases}': column 'action': did you mean 'Action'? "
+                          "(names are case-sensitive)\n")
+
+
+def test_import_and_export_skip_the_columns_named_with_ignore_columns(tmp_path):
+    simulated = tmp_path / "hands.csv"
+    assert run("simulate", "--scenario", "hands", "--repeats", "1", "--out", simulated).returncode == 0
+    out = run("import", simulated, "--db", tmp_path / "cases.db", "--config", "hands")
+    assert out.returncode == 2 and out.stderr.endswith("leave it out with --ignore-columns object_id\n")
+    out = run("import", simulated, "--db", tmp_path / "cases.db", "--config", "hands", "--ignore-columns", "object_id")
+    assert out.returncode == 2 and out.stderr.endswith("Leave those columns out (--ignore-columns Hand Object).\n")
+    ignored = ("--ignore-columns", "object_id", "Hand", "Object")
+    out = run("import", simulated, "--db", tmp_path / "cases.db", "--config", "hands", *ignored)
+    assert out.returncode == 0 and "added 24 cases" in out.stdout, out.stderr
+    out = run("export", simulated, "--out", tmp_path / "exported.csv", "--config", "hands", *ignored)
+    assert out.returncode == 0 and "wrote 24 cases" in out.stdout, out.stderr
+    assert next(csv.reader((tmp_path / "exported.csv").open())) == [
+        "trial_id", "Action", "dx", "dy", "finger_flexion", "object_circleness"]
+
+
+def test_simulated_data_sets_have_trial_ids_of_their_own(tmp_path):
+    for seed, name in ((1, "seed1"), (2, "seed2"), (1, "seed1_again")):
+        out = run("simulate", "--scenario", "montesano", "--trials", "30", "--seed", seed,
+                  "--out", tmp_path / f"{name}.csv")
+        assert out.returncode == 0, out.stderr
+    out = run("import", tmp_path / "seed1.csv", tmp_path / "seed2.csv", "--db", tmp_path / "two.db")
+    assert out.returncode == 0, out.stderr
+    assert "in all: added 60 cases to" in out.stdout and "(0 were there already)" in out.stdout
+    assert next(csv.DictReader((tmp_path / "seed2.csv").open()))["trial_id"] == "montesano-seed2-n30-000000"
+    # the same data set again: the same trials, the same ids
+    assert (tmp_path / "seed1_again.csv").read_text() == (tmp_path / "seed1.csv").read_text()
+
+
+def test_import_warns_of_stored_trials_whose_data_differ(tmp_path):
+    def moved(header, row):
+        if row is None or row[0] not in ("montesano-seed0-n30-000004", "montesano-seed0-n30-000007"):
+            return row or header
+        return [repr(float(x) + 1.0) if h == "size" else x for h, x in zip(header, row)]
+    simulated, db = tmp_path / "cases.csv", tmp_path / "cases.db"
+    assert run("simulate", "--scenario", "montesano", "--trials", "30", "--out", simulated).returncode == 0
+    assert run("import", simulated, "--db", db).returncode == 0
+    out = run("import", rewritten(simulated, tmp_path / "moved.csv", moved), "--db", db)
+    assert out.returncode == 0 and "added 0 cases" in out.stdout and "(30 were there already)" in out.stdout
+    assert out.stderr == (f"affordance-ros import: warning: 2 cases of {tmp_path / 'moved.csv'} have the trial_id of a "
+                          f"stored case whose action or readings differ; {db} keeps the stored ones\n")
+    assert run("import", simulated, "--db", db).stderr == ""

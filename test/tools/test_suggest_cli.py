@@ -56,6 +56,7 @@ def test_suggest_ranks_the_trials_of_a_model_file(model_file):
 @pytest.mark.parametrize("args, message", [
     (["--candidate", "size"], "--candidate 'size': entry 'size' must look like NAME=VALUE"),
     (["--candidate", "size=nan"], "the reading must be a finite number"),
+    (["--candidate", "size=abc"], "candidate 0: reading 'abc' of sensor 'size' is not a number"),
     (["--candidate", "Shape=cube"], "unknown label 'cube'"),
     (["--candidate", "obj_vel=3"], "an effect, which the trial is to show"),
     (["--candidate", "", "--action", "kick"], "unknown label 'kick'"),

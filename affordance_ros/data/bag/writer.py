@@ -13,6 +13,10 @@ from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 from ...core import GROUPS
 from .types import MSG_TYPES, STORAGES, BagError, topic_names, typestore
 
+# The bytes of messages after which an mcap chunk is closed. A cut-off .mcap keeps only its complete chunks, and
+# rosbags closes one at 1 MiB only: a bag of a few thousand trials would be one chunk, all lost with its end.
+MCAP_CHUNK_BYTES = 16 * 1024
+
 
 class BagWriter:
     """A new bag of the affordance topics (the path must not exist yet).
@@ -20,7 +24,8 @@ class BagWriter:
     ``write(kind, log_time_ns, msg)`` takes a rosbags message (``action_message``,
     ``features_message``); ``write_raw`` takes serialized CDR bytes as received.
     ``topics``: kind -> topic name (default: ``topic_names('/')``). ``flush()`` commits what was
-    written so far, so that a recording cut off later keeps it.
+    written so far, so that a recording cut off later keeps it; an mcap bag is written in chunks of
+    about ``MCAP_CHUNK_BYTES``, so that a cut-off copy keeps the chunks before the cut.
     Use as a context manager, or call ``close()`` (``abort()`` on failure).
     """
 
@@ -52,6 +57,9 @@ class BagWriter:
     def write_raw(self, kind: str, log_time: int, raw: bytes) -> None:
         self._writer.write(self._connections[kind], int(log_time), raw)
         self.counts[kind] += 1
+        storage = self._writer.storage
+        if isinstance(storage, McapWriter) and storage.chunk.bio.tell() >= MCAP_CHUNK_BYTES:
+            storage.close_chunk()
 
     def flush(self) -> None:
         """Put what was written so far into the storage file (rosbags itself does so only on close)."""
