@@ -2,7 +2,7 @@
 
     affordance-ros call learn [--structure k2] [--progress]
     affordance-ros call predict --query action --sensor obj_vel=9.7 --value Shape=box
-    affordance-ros call select-action --effect ObjVel=fast --sensor size=9.7
+    affordance-ros call select-action --effect ObjVel=fast --sensor size=0.2 --sensor shape=5.1
     affordance-ros call suggest --candidate size=9.7,shape=0.2 --candidate Shape=box --best 3
 
 The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout.
