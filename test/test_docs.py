@@ -167,6 +167,24 @@ def test_the_readme_is_short_and_every_page_has_a_table_of_contents():
             assert re.findall(r"\]\(#([^)]+)\)", contents) == sections, f"{page_id(page)}: Contents != sections"
 
 
+# What a run block writes: --out FILE, --db FILE, a node's database_path/model_path, `record BAG`, Python's .save()
+WRITES = re.compile(r"--out\s+([\w./-]+)|--db\s+([\w./-]+)|(?:database|model)_path:=([\w./-]+)"
+                    r"|affordance-ros record\s+([\w./-]+)|\.save\([\"']([^\"']+)[\"']\)")
+
+
+def test_no_two_pages_write_the_same_file():
+    """Every page says to run its examples from the repository root: followed one after another there, no page's
+    example may fail on (or overwrite) a file another page's wrote."""
+    writers = {}
+    for page in PAGES:
+        for block in blocks(page):
+            if block.language in RUN and "not run" not in block.directives:
+                for match in WRITES.finditer(block.text):
+                    writers.setdefault(next(name for name in match.groups() if name), set()).add(page_id(page))
+    shared = {name: sorted(pages) for name, pages in writers.items() if len(pages) > 1}
+    assert not shared, f"files written by more than one page (give each page's its own name): {shared}"
+
+
 def anchor(heading: str) -> str:
     """GitHub's anchor of a heading."""
     text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()

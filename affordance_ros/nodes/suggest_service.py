@@ -69,6 +69,11 @@ class SuggestService:
         return fill
 
 
+def ranked_by(criterion: str) -> str:
+    """The message of an answer ranked by the criterion asked for (``TrialSuggestions.note`` is empty)."""
+    return f"ranked by {criterion}"
+
+
 def candidates_of(request: SuggestTrial.Request, limits: SizeLimits) -> list[Candidate]:
     """The request's candidates, each with its readings and labels; ValueError naming what does not fit
     together (the names themselves are checked against the model by ``check_trials``)."""
@@ -106,7 +111,7 @@ def suggest_into(request: SuggestTrial.Request, limits: SizeLimits) -> Callable:
                                 request.criterion or "information_gain", request.max_suggestions or None)
         suggestions, effects = result.suggestions, model.group("effect")
         response.criterion, response.action_variable = result.criterion, result.action_variable
-        response.message = result.note or f"ranked by {result.criterion}"
+        response.message = result.note or ranked_by(result.criterion)
         response.actions = [s.action for s in suggestions]
         response.candidates = [s.candidate for s in suggestions]
         response.scores = [s.score for s in suggestions]

@@ -2,7 +2,7 @@
 
     affordance-ros call learn [--structure k2] [--progress]
     affordance-ros call predict --query action --sensor obj_vel=9.7 --value Shape=box
-    affordance-ros call select-action --effect ObjVel=fast --sensor size=9.7
+    affordance-ros call select-action --effect ObjVel=fast --sensor size=0.2 --sensor shape=5.1
     affordance-ros call suggest --candidate size=9.7,shape=0.2 --candidate Shape=box --best 3
 
 The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout.
@@ -221,25 +221,35 @@ def _select_action(node, wait, args, sensors, values, effects) -> dict:
 
 
 def _suggest(node, wait, args, candidates) -> dict:
+    """The answer as `suggest` prints it, without --effects (SuggestTrial carries no whole distributions)."""
     from ..nodes.exploration import suggest_request
+    from ..nodes.suggest_service import ranked_by
     from ..srv import SuggestTrial
 
     answer = _service(node, wait, SuggestTrial, f"{args.node}/suggest_trial", suggest_request(
         candidates, args.action or (), args.criterion, args.best), args.timeout)
+    return {"criterion": answer.criterion, "requested": args.criterion,
+            "note": "" if answer.message == ranked_by(answer.criterion) else answer.message,
+            "action_variable": answer.action_variable,
+            "suggestions": [_suggestion(answer, s) for s in range(len(answer.actions))]}
+
+
+def _suggestion(answer, s: int) -> dict:
+    """Suggestion ``s`` of a SuggestTrial answer, as `suggest` prints one."""
     effects, names = list(answer.effect_variables), list(answer.reading_names)
-    suggestions = []
-    for s, (action, candidate) in enumerate(zip(answer.actions, answer.candidates)):
-        expected = {name: {"label": answer.expected_labels[j], "probability": answer.expected_probabilities[j],
-                           "stddev": _number(answer.probability_stddevs[j])}
-                    for name, j in zip(effects, range(s * len(effects), (s + 1) * len(effects)))}
-        readings = {name: {"mean": answer.reading_means[j], "stddev": answer.reading_stddevs[j]}
-                    for name, j in zip(names, range(s * len(names), (s + 1) * len(names)))}
-        suggestions.append({"action": action, "candidate": candidate, "score": answer.scores[s],
-                            "information_gain": _number(answer.information_gains[s]),
-                            "predictive_entropy": _number(answer.predictive_entropies[s]),
-                            "expected": expected, "readings": readings})
-    return {"criterion": answer.criterion, "message": answer.message, "action_variable": answer.action_variable,
-            "suggestions": suggestions}
+    expected = {name: {"label": answer.expected_labels[j], "probability": answer.expected_probabilities[j],
+                       "stddev": _number(answer.probability_stddevs[j])}
+                for name, j in zip(effects, range(s * len(effects), (s + 1) * len(effects)))}
+    readings = {name: {"mean": answer.reading_means[j], "stddev": answer.reading_stddevs[j]}
+                for name, j in zip(names, range(s * len(names), (s + 1) * len(names)))}
+    score, criterion = answer.scores[s], answer.criterion
+    # SuggestTrial carries predictive_information and tried only as the score of their criterion: else None
+    return {"action": answer.actions[s], "candidate": answer.candidates[s], "score": score,
+            "information_gain": _number(answer.information_gains[s]),
+            "predictive_information": score if criterion == "predictive_information" else None,
+            "predictive_entropy": _number(answer.predictive_entropies[s]),
+            "tried": 0.0 - score if criterion == "least_tried" else None,  # (0.0 - score: never -0.0)
+            "expected": expected, "readings": readings}
 
 
 def _number(x: float) -> float | None:

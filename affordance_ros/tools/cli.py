@@ -479,7 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(run=cmd_show)
     ev = sub.add_parser("evaluate", help="cross-validate learning on cases against baselines (accuracy, log-loss, "
                                          "RMSE, log-density), on the same folds")
-    sim = sub.add_parser("simulate", help="write the trials of a realistic scenario (tools, hands) to a CSV file")
+    sim = sub.add_parser("simulate", help="write simulated trials to a CSV file: the simulated robot's or a "
+                                          "realistic scenario's (" + ", ".join((evaluate.ROBOT_SCENARIO,
+                                                                              *evaluate.SCENARIOS)) + ")")
     evaluate.add_arguments(ev, sim, config_help)
     ev.set_defaults(run=cmd_evaluate)
     sim.set_defaults(run=cmd_simulate)

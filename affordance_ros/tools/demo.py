@@ -11,6 +11,7 @@ any planner would. Database and model go to a temporary folder unless --workdir 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -25,21 +26,30 @@ from ..core import STRUCTURES, AffordanceNetwork, format_arcs, predict, predict_
 from ..core.ground_truth import sample_values
 from ..share import default_config_path
 from .progress import report_line_by_line
-from .show import draw_model
+from .show import PICTURE_SUFFIXES, draw_model
 
 HELD_OUT_TRIALS = 500
 INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (as the shell reports one killed by SIGINT)
+PROG = "./demo.sh"
+MAX_SEED = 2**31 - 1  # the simulated robot's 'seed' parameter's range
+SETTINGS_FILE = "demo.json"  # in --workdir: the settings its cases.db was made with
+
+
+class UsageError(Exception):
+    """A mistake on the command line found before the demo starts: one line, exit status 2."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="./demo.sh", description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = argparse.ArgumentParser(prog=PROG, description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--trials", type=int, default=300, help="trials the robot does (default 300)")
     parser.add_argument("--rate", type=float, default=100.0, help="trials per second (default 100)")
     parser.add_argument("--structure", choices=STRUCTURES, default="k2", help="structure learning (default k2)")
     parser.add_argument("--sigma", type=float, default=1.0, help="sensor noise of the simulated robot (default 1.0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the ground truth and the trials (default 0)")
     parser.add_argument("--pair-by-stamp", action="store_true", help="send trials without ids (paired by stamp)")
-    parser.add_argument("--workdir", type=Path, help="keep the database and model here (default: a temporary folder)")
+    parser.add_argument("--workdir", type=Path,
+                        help="keep the database and model here (default: a temporary folder); a later run with the "
+                             "same --sigma and --seed adds its trials to the cases there and learns from all")
     parser.add_argument("--picture", type=Path,
                         help="where to draw the learned network (default: model.png in --workdir, else "
                              f"{default_picture()})")
@@ -47,13 +57,90 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.trials < 1 or args.rate <= 0 or args.sigma <= 0:
         parser.error("--trials, --rate and --sigma must be positive")
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"--seed must be from 0 to {MAX_SEED}")
     return args
+
+
+def check_picture(picture: Path | None) -> None:
+    """UsageError unless ``picture`` (None: the default) can be drawn into: its folder is made if missing."""
+    if picture is None:
+        return
+    if picture.suffix.lower() not in PICTURE_SUFFIXES:
+        raise UsageError(f"--picture {picture}: write a .png, .svg or .pdf file")
+    make_folder(picture.parent, "--picture", f"{picture}: cannot make its folder {picture.parent}")
+
+
+def make_folder(folder: Path, option: str, cannot: str) -> None:
+    """Make ``folder`` if missing; UsageError (``option``, ``cannot``: what could not be done) when it is a file,
+    cannot be made or cannot be written in."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option}: {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {cannot}: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {folder}: cannot write in this folder")
+
+
+def data_settings(args) -> dict:
+    """What the cases depend on: the ground truth and its sensor noise."""
+    return {"sigma": args.sigma, "seed": args.seed}
+
+
+def described(settings: dict) -> str:
+    return f"--sigma {settings['sigma']:g} --seed {settings['seed']}"
+
+
+def earlier_cases(args, workdir: Path) -> int:
+    """How many cases --workdir's database holds from earlier runs. They are learned from too, so they must come
+    from the same world: UsageError when they were made with other settings (or unknown ones)."""
+    from ..data.storage import CaseStore, CaseStoreError  # (sqlite: only with --workdir)
+
+    database = workdir / "cases.db"
+    if not database.is_file():
+        return 0
+    try:
+        with CaseStore(database, read_only=True) as store:
+            held = store.count()
+    except CaseStoreError as exc:
+        raise UsageError(f"--workdir {workdir}: {exc}") from None
+    if held == 0:
+        return 0
+    earlier, settings = read_settings(workdir / SETTINGS_FILE), data_settings(args)
+    if earlier != settings:
+        made = f"made with {described(earlier)}" if earlier else "made with unknown settings"
+        raise UsageError(f"--workdir {workdir}: its cases.db holds {held} cases {made}, not {described(settings)}, "
+                         f"and learning from both would mix two worlds: rerun with their settings to add to them, "
+                         f"or give another --workdir (or remove {database})")
+    return held
+
+
+def read_settings(path: Path) -> dict | None:
+    """The settings a demo wrote to ``path``; None when there are none."""
+    try:
+        settings = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return settings if isinstance(settings, dict) and settings.keys() == {"sigma", "seed"} else None
+
+
+def prepare_workdir(args) -> int:
+    """Check --picture and --workdir before anything starts; the cases --workdir holds already."""
+    check_picture(args.picture)
+    if args.workdir is None:
+        return 0
+    make_folder(args.workdir, "--workdir", f"{args.workdir}: cannot make this folder")
+    held = earlier_cases(args, args.workdir)
+    (args.workdir / SETTINGS_FILE).write_text(json.dumps(data_settings(args)) + "\n")
+    return held
 
 
 class Demo:
     """The two nodes, a client node, and the calls a planner would make."""
 
-    def __init__(self, args, workdir: Path):
+    def __init__(self, args, workdir: Path, held: int):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.parameter import Parameter
@@ -77,7 +164,9 @@ class Demo:
         self.client = rclpy.create_node("affordance_demo")
         self.robot = SimulatedRobot(parameter_overrides=[
             Parameter("count", value=args.trials), Parameter("rate", value=args.rate),
-            Parameter("sigma", value=args.sigma), Parameter("seed", value=args.seed),
+            Parameter("sigma", value=args.sigma), Parameter("truth_seed", value=args.seed),
+            # trials of their own: a rerun into --workdir adds new trials to the earlier ones, not the same again
+            Parameter("seed", value=(args.seed + held) % (MAX_SEED + 1)),
             Parameter("use_trial_ids", value=not args.pair_by_stamp)])
         self.executors = []
         for nodes in ((self.learner, self.client), (self.robot,)):
@@ -169,15 +258,18 @@ def check(response, what: str):
     return response
 
 
-def run(args, workdir: Path) -> int:
+def run(args, workdir: Path, held: int) -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    demo = Demo(args, workdir)
+    demo = Demo(args, workdir, held)
     truth: AffordanceNetwork = demo.robot.truth
     try:
         print(f"Simulated robot: {args.trials} trials on the '{demo.robot.get_parameter('network').value}' "
               f"ground truth (sensor noise sigma {args.sigma:g}, seed {args.seed}), "
               f"{'paired by stamp' if args.pair_by_stamp else 'with trial ids'}.")
         print(f"Learner node: cases in {workdir / 'cases.db'}")
+        if held:
+            print(f"  it holds {held} cases of earlier runs with these settings already: they are learned from too, "
+                  f"{held + args.trials} cases in all")
         stored = collect(demo, args.trials, args.rate)
         if stored != args.trials:
             print(f"error: {stored} of {args.trials} trials arrived; see the learner's warnings", file=sys.stderr)
@@ -255,10 +347,14 @@ def print_action_accuracy(model: AffordanceNetwork, truth: AffordanceNetwork, rn
 def main(argv=None) -> int:
     args = parse_args(argv)
     report_line_by_line()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="affordance_ros-demo-"))
-    workdir.mkdir(parents=True, exist_ok=True)
     try:
-        return run(args, workdir)
+        held = prepare_workdir(args)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="affordance_ros-demo-"))
+    try:
+        return run(args, workdir, held)
     except RuntimeError as exc:
         print(f"demo stopped: {exc}", file=sys.stderr)
         return 1

@@ -78,6 +78,10 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     p.add_argument("--allow-missing", action="store_true", default=None,
                    help=f"{LearningOptions.describe('allow_missing').help} (default: the configuration's, else false)")
     s = simulate_parser
+    s.description = ("Write simulated trials to a CSV file, to learn from or to evaluate on: the simulated robot's "
+                     "(montesano: trial_id, the action label, every reading) or a realistic scenario's, with the "
+                     "labels, the readings and a column naming each trial's entity (object_id; manipulator_id and "
+                     "kind in transfer).")
     s.add_argument("--scenario", choices=(ROBOT_SCENARIO, *SCENARIOS), required=True,
                    help="montesano: the simulated robot's trials (the ground truth of Montesano et al., sensor "
                         f"noise {ROBOT_SIGMA:g}, the action as a label; learn them with --config montesano); "
@@ -87,8 +91,9 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
                    help="every scenario but montesano: trials of every combination (default 10)")
     s.add_argument("--trials", type=int, default=1000, help="montesano: how many trials (default 1000)")
     s.add_argument("--seed", type=int, default=0,
-                   help="seed of the trials (default 0): the same scenario, seed and size give the same trials, "
-                        "with the same trial ids; another seed or size other trials with other ids")
+                   help="seed of the random draws: the trials, their order and their noise (default 0; montesano's "
+                        "ground truth is the simulated robot's whatever the seed); the same scenario, seed and size "
+                        "give the same trials, with the same trial ids, another seed or size other trials and ids")
 
 
 def run_simulate(args, user_error) -> int:

@@ -50,6 +50,7 @@ ROW_HEIGHT, MIN_MAP_HEIGHT, MAX_MAP_HEIGHT = 0.13, 0.8, 6.0
 MAP_WIDTH, MAP_COLUMNS, MAP_TITLE, CELL_GAP = 2.0, 3, 0.35, 0.4  # a map, maps side by side, room for title, between
 MAX_LABEL_WIDTH = 2.2                                           # of the row labels left of a map
 TICK_FONT, TICK_SPACE = 5.5, 0.1                                # tick labels, and the least room one needs
+PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 @dataclass
@@ -458,7 +459,7 @@ def draw_model(model: AffordanceNetwork, out: str | Path, cpts: bool = False, ti
                min_probability: float = 0.3) -> Path:
     """Draw ``model`` into ``out`` (.png, .svg, .pdf); returns the path written."""
     out = Path(out)
-    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+    if out.suffix.lower() not in PICTURE_SUFFIXES:
         raise ValueError(f"'{out}': write a .png, .svg or .pdf file")
     if cpts and not model.parameterised:
         raise ValueError("the model has no CPTs to show (a configuration?): leave out --cpts")

@@ -49,7 +49,8 @@ def test_show_draws_png_and_svg_and_says_what_is_wrong(files):  # noqa: F811
 def test_help_describes_every_command_and_option():
     for command, words in (("learn", "Learn a model"), ("predict", "posterior of the query variables"),
                            ("show", "Draw the network"), ("export-model", "another tool's format"),
-                           ("import-model", "groups, sensors"), ("call", "running learner node")):
+                           ("import-model", "groups, sensors"), ("call", "running learner node"),
+                           ("simulate", "Write simulated trials to a CSV file")):
         out = run(command, "--help")
         assert out.returncode == 0 and words in " ".join(out.stdout.split()), out.stdout
     learn = " ".join(run("learn", "--help").stdout.split())
@@ -57,6 +58,11 @@ def test_help_describes_every_command_and_option():
                    "--max-parents MAX_PARENTS at most", "--mcmc-samples MCMC_SAMPLES structures"):
         assert option in learn, option
     assert "--model MODEL a model file" in " ".join(run("predict", "--help").stdout.split())
+    assert "--seed SEED seed of the random draws" in " ".join(run("simulate", "--help").stdout.split())
+    top = " ".join(run("--help").stdout.split())
+    assert ("simulate write simulated trials to a CSV file: the simulated robot's or a realistic scenario's "
+            "(montesano, tools, hands, hands_shared, tools_unseen, transfer)") in top, top
+    assert "issue" not in run("bench", "--help").stdout  # (what is meant, not the tracker's numbers)
 
 
 def test_learn_options_take_help_choices_and_defaults_from_learning_options():

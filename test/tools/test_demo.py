@@ -8,6 +8,16 @@ from pathlib import Path
 import pytest
 from test_cli import interrupted
 
+from affordance_ros.data.storage import CaseStore
+
+DEMO = [sys.executable, "-P", "-m", "affordance_ros.tools.demo"]
+
+
+def run_demo(*argv, tmp_path, timeout=120):
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"))
+    return subprocess.run([*DEMO, *map(str, argv)], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=tmp_path)
+
 
 @pytest.mark.ros
 def test_demo_runs_and_prints_predictions(tmp_path):
@@ -58,3 +68,40 @@ def test_ctrl_c_stops_the_demo_in_one_line_with_exit_status_130(tmp_path):
          "--workdir", tmp_path / "work"], "Learner node: cases in", env=env)
     assert status == 130 and stderr.strip() == "demo: interrupted", stderr
     assert (tmp_path / "work" / "cases.db").is_file()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--picture", "x.jpg"], "./demo.sh: error: --picture x.jpg: write a .png, .svg or .pdf file"),
+    (["--picture", "README.md/model.png"], "./demo.sh: error: --picture: README.md is a file, not a folder"),
+    (["--workdir", "/proc/nope"], "./demo.sh: error: --workdir /proc/nope: cannot make this folder"),
+    (["--workdir", "README.md"], "./demo.sh: error: --workdir: README.md is a file, not a folder"),
+], ids=["picture-suffix", "picture-folder", "workdir-unmakeable", "workdir-file"])
+def test_a_bad_picture_or_workdir_is_one_line_before_the_demo_starts(argv, says, tmp_path):
+    (tmp_path / "README.md").write_text("a file\n")
+    result = run_demo(*argv, tmp_path=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(says), result.stderr
+    assert result.stdout == ""  # nothing started
+
+
+@pytest.mark.ros
+def test_a_rerun_into_a_workdir_adds_new_trials_of_the_same_settings_and_refuses_others(tmp_path):
+    first = run_demo("--trials", "40", "--rate", "200", "--sigma", "1.5", "--workdir", "work", tmp_path=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "earlier runs" not in first.stdout
+
+    other = run_demo("--trials", "40", "--rate", "200", "--workdir", "work", tmp_path=tmp_path, timeout=60)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stdout + other.stderr
+    assert other.stderr.startswith("./demo.sh: error: --workdir work: its cases.db holds 40 cases made with "
+                                   "--sigma 1.5 --seed 0, not --sigma 1 --seed 0"), other.stderr
+    assert other.stdout == ""
+
+    again = run_demo("--trials", "40", "--rate", "200", "--sigma", "1.5", "--workdir", "work", tmp_path=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert ("it holds 40 cases of earlier runs with these settings already: they are learned from too, 80 cases "
+            "in all") in again.stdout
+    assert "  80 cases," in again.stdout  # what the learn used
+    with CaseStore(tmp_path / "work" / "cases.db", read_only=True) as store:
+        records = store.records()
+    readings = [tuple(sorted({**r.object_features, **r.effects}.items())) for r in records]
+    assert len(set(readings)) == 80  # new trials, not the first run's again

@@ -67,21 +67,40 @@ def test_suggest_mistakes_give_one_line_and_exit_2(model_file, args, message):
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
-def test_call_suggest_asks_the_node(ros, tmp_path):
+def call_suggest(*args):
+    return subprocess.run([CLI, "call", "suggest", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("criterion, carried", [("information_gain", ()), ("predictive_information",
+                                                 ("predictive_information",)), ("least_tried", ("tried",))])
+def test_call_suggest_asks_the_node_and_prints_what_suggest_prints(ros, tmp_path, criterion, carried):
     learner, model = learned_node(ros, tmp_path, 300)
-    out = subprocess.run([CLI, "call", "suggest", *candidate_args(), "--best", "3"], capture_output=True, text=True,
-                         timeout=120)
+    out = call_suggest(*candidate_args(), "--best", "3", "--criterion", criterion)
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
-    expected = suggest_trials(model, OBJECTS, top=3).to_dict(effects=False)
-    assert answer["criterion"] == "information_gain" and answer["message"] == "ranked by information_gain"
+    expected = json.loads(json.dumps(suggest_trials(model, OBJECTS, criterion=criterion, top=3).to_dict(effects=False)))
+    assert list(answer) == list(expected)  # criterion, requested, note, action_variable, suggestions
+    assert {k: answer[k] for k in answer if k != "suggestions"} == {k: expected[k] for k in expected
+                                                                   if k != "suggestions"}
+    assert answer["criterion"] == criterion and answer["note"] == ""
     assert len(answer["suggestions"]) == 3
+    # SuggestTrial carries predictive_information and tried only as the score of their criterion
+    not_carried = {"predictive_information", "tried"} - set(carried)
     for got, want in zip(answer["suggestions"], expected["suggestions"]):
-        assert (got["action"], got["candidate"]) == (want["action"], want["candidate"])
+        assert list(got) == list(want)
         # (the node's model and its file hold the same numbers: the answers are equal, float for float)
-        assert got["score"] == want["score"] and got["expected"] == want["expected"]
-        assert got["readings"] == want["readings"]
-    wrong = subprocess.run([CLI, "call", "suggest", "--candidate", "Shape=cube"], capture_output=True, text=True,
-                           timeout=120)
+        assert {k: v for k, v in got.items() if k not in not_carried} == {
+            k: v for k, v in want.items() if k not in not_carried}
+        assert all(got[k] is None for k in not_carried)
+    wrong = call_suggest("--candidate", "Shape=cube")
     assert wrong.returncode == 2 and "unknown label 'cube'" in wrong.stderr
     assert learner.counts["suggest_ok"] == 1 and learner.counts["suggest_failed"] == 1
+
+
+def test_call_suggest_before_a_model_notes_its_round_robin(ros):
+    ros.learner()
+    out = call_suggest("--candidate", "size=9.7", "--best", "2")
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["criterion"] == "round_robin" and answer["requested"] == "information_gain"
+    assert answer["note"].startswith("no model yet: a round robin") and len(answer["suggestions"]) == 2

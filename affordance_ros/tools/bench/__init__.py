@@ -6,7 +6,7 @@
     affordance-ros bench dds   [--quick] [--out DIR]   the node over DDS: store rate, predict round trip
     affordance-ros bench beyond [--quick] [--out DIR]  online EM vs batch; sensors learned inside EM
     affordance-ros bench faults [--quick] [--out DIR]  kill -9 + restart, stops, malformed flood (over DDS)
-    affordance-ros bench scenario [--quick] [--out DIR] tools/hands scenarios: ours vs baselines (issue 10)
+    affordance-ros bench scenario [--quick] [--out DIR] tools/hands scenarios: ours vs evaluate's baselines
     affordance-ros bench em    [--quick] [--out DIR]   SQUAREM vs plain EM; latent variable: start, n_init
     affordance-ros bench scale [--quick] [--out DIR]   ~/learn on 10k .. 1M stored cases: time, peak RSS
     affordance-ros bench structure [--quick] [--out DIR]  K2/MCMC vs pyAgrum's K2 and greedy (alarm, insurance)
