@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -389,6 +390,41 @@ def test_a_held_database_lock_delays_storing_but_not_predictions_and_loses_nothi
     finally:
         assert stop(learner) == 0
     assert {r.trial_id for r in records} <= stored_ids(db)
+
+
+def test_a_second_signal_ends_the_wait_for_a_locked_database_the_trials_stay_unconfirmed(ros, tmp_path):
+    db = seeded(tmp_path, 10)
+    learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
+                    status_period=0.0, diagnostics_period=0.2)
+    diagnostics = Listener(ros, DiagnosticArray, "/diagnostics")
+    robot = Robot(ros)
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another program holds the database: the trials wait to be stored
+    try:
+        records = sampled_records(5, prefix="w")
+        robot.send(records)
+
+        def waiting():
+            status = status_of(diagnostics)
+            return status is not None and values_of(status)["trials waiting to be stored"] == "5"
+        wait_for(waiting, what="five trials waiting for the lock")
+        assert "locked by another program" in status_of(diagnostics).message
+        learner.send_signal(signal.SIGINT)  # the first waits for the trials to be stored (30 s at most) ...
+        time.sleep(2.0)
+        assert learner.poll() is None
+        t0 = time.monotonic()
+        status = stop(learner, timeout=60)  # ... a second ends the wait
+        waited = time.monotonic() - t0
+    finally:
+        if learner.poll() is None:
+            stop(learner, signal.SIGKILL)
+        other.execute("ROLLBACK")
+        other.close()
+    assert status == 0 and waited < 5.0, (status, waited)
+    log = (tmp_path / "learner.log").read_text()
+    assert "5 trials could not be stored as the node stopped: not confirmed either" in log, log[-2000:]
+    assert "Traceback" not in log
+    assert not robot.confirmed() and not {r.trial_id for r in records} & stored_ids(db)  # the robot sends them again
 
 
 # ---------------------------------------------------------------- 8. every ~/predict answered
