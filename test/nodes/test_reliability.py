@@ -406,9 +406,9 @@ def test_a_second_signal_ends_the_wait_for_a_locked_database_the_trials_stay_unc
 
         def waiting():
             status = status_of(diagnostics)
-            return status is not None and values_of(status)["trials waiting to be stored"] == "5"
+            return (status is not None and values_of(status)["trials waiting to be stored"] == "5"
+                    and "locked by another program" in status.message)
         wait_for(waiting, what="five trials waiting for the lock")
-        assert "locked by another program" in status_of(diagnostics).message
         learner.send_signal(signal.SIGINT)  # the first waits for the trials to be stored (30 s at most) ...
         time.sleep(2.0)
         assert learner.poll() is None
