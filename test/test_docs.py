@@ -218,6 +218,34 @@ def test_interfaces_page_shows_every_interface_file_as_it_is():
         assert shown[name].rstrip() == (ROOT / name).read_text().rstrip(), f"docs/interfaces.md differs from {name}"
 
 
+def test_parameters_page_says_which_learner_parameters_can_be_set_at_run_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROS_HOME", str(tmp_path))
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = LearnerNode(context=context)
+        try:
+            settable = {n for n in declared_names(node) if not node.describe_parameter(n).read_only}
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+    text = (ROOT / "docs" / "parameters.md").read_text(encoding="utf-8")
+    body = text.split("## `affordance_learner` (executable `learner_node`)\n", 1)[1].split("\n## ", 1)[0]
+    said = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 5 and cells[0].startswith("`"):
+            said[cells[0].strip("`")] = cells[3].startswith("yes")
+    assert settable == {"structure", "prior_strength"}
+    assert {name for name, yes in said.items() if yes} == settable
+
+
+def declared_names(node) -> list:
+    """The names of the parameters ``node`` declares (ROS's own left out)."""
+    return [n for n in node.get_parameters_by_prefix("") if n not in ("use_sim_time", "start_type_description_service")]
+
+
 def declared(node_class) -> dict:
     """{name: (type, default, description)} of the parameters ``node_class`` declares (ROS's own left out), with
     its defaults."""
@@ -227,7 +255,7 @@ def declared(node_class) -> dict:
         node = node_class(context=context)
         try:
             params = node.get_parameters_by_prefix("")
-            names = [n for n in params if n not in ("use_sim_time", "start_type_description_service")]
+            names = declared_names(node)
             assert all(node.describe_parameter(n).description for n in names), "a parameter without a description"
             return {n: (params[n].type_.name.lower(), params[n].value, node.describe_parameter(n).description)
                     for n in names}

@@ -35,6 +35,7 @@ CAPACITY = 1000        # trials queued for storing at most (then the node stops 
 RETRY_PERIOD = 0.05    # seconds between tries while the database is locked or failing
 CHECK_PERIOD = 1.0     # seconds between looks at the database file while nothing is stored
 LOCK_WAIT = 0.1        # seconds one try waits for another program's lock
+CLOSE_POLL = 0.1       # seconds between looks at ``give_up`` while closing
 
 
 @dataclass(frozen=True)
@@ -123,13 +124,22 @@ class CaseWriter:
                                self.committed, self.groups, problem,
                                time.monotonic() - self._problem_since if problem else 0.0, not self._file_problem)
 
-    def close(self, timeout: float = 30.0) -> int:
-        """Store what is queued (waiting up to ``timeout`` seconds), then stop; how many records were left
-        unstored (or held: committed to a removed file)."""
+    def close(self, timeout: float = 30.0, give_up: Callable[[], bool] | None = None) -> int:
+        """Store what is queued (waiting up to ``timeout`` seconds, or until ``give_up()`` says so while storing
+        is held up: the database locked, failing or removed; storing that works is never cut short), then stop;
+        how many records were left unstored (or held: committed to a removed file)."""
         with self._cond:
             self._closing = True
             self._cond.notify()
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._thread.join(max(0.0, min(CLOSE_POLL, deadline - time.monotonic())))
+            if not self._thread.is_alive() or time.monotonic() >= deadline:
+                break
+            if give_up is not None and give_up():
+                with self._cond:
+                    if self._problem or self._file_problem:
+                        break
         with self._cond:
             self._abandoned = self._thread.is_alive()
             self._cond.notify()

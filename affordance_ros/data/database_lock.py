@@ -7,6 +7,11 @@ refused with one line saying who holds the database and how to stop it. The kern
 lock when its holder's process ends, however it ends, so a killed node leaves no stale lock
 behind (the file stays; its content is rewritten by the next holder). Other programs (the
 command line's ``import``) do not take it: SQLite serialises their writes with the node's.
+
+A lock on a file that was removed (``rm cases.db*``, the folder removed) holds nothing a second
+learner would see: ``problem`` says when the path no longer names the file locked, and ``retake``
+locks the file at the path again (made if missing), as the case store does when it writes the
+database back to its path (``storage.CaseStore.recover``).
 """
 
 from __future__ import annotations
@@ -40,10 +45,47 @@ class DatabaseLock:
         except OSError:
             os.close(self._fd)
             raise
-        me = {"node": owner, "pid": os.getpid(), "host": socket.gethostname(),
-              "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, (json.dumps(me) + "\n").encode(), 0)
+        self._me = {"node": owner, "pid": os.getpid(), "host": socket.gethostname(),
+                    "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self._identity = self._hold(self._fd)
+
+    def problem(self) -> str:
+        """'' while the path names the file this lock holds; else what happened to it (removed, replaced)."""
+        if self._fd is None:
+            return ""
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return f"the lock file {self.path} was removed"
+        if (status.st_dev, status.st_ino) != self._identity or os.fstat(self._fd).st_nlink == 0:
+            return f"{self.path} now names another file than the lock file this node holds"
+        return ""
+
+    def retake(self) -> str:
+        """Lock the file at the path again when it is not the one held (``problem``; made if missing): '' once
+        it is held, else why it cannot be (another process holds it; nothing is then changed)."""
+        if not self.problem():
+            return ""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            return f"{_who(holder, 'another learner node')} holds {self.path} now: it uses the case database too"
+        except OSError:
+            os.close(fd)
+            raise
+        os.close(self._fd)
+        self._fd, self._identity = fd, self._hold(fd)
+        return ""
+
+    def _hold(self, fd: int) -> tuple[int, int]:
+        """Write who holds the lock into its file ``fd``; the file's identity (device, inode)."""
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(self._me) + "\n").encode(), 0)
+        status = os.fstat(fd)
+        return status.st_dev, status.st_ino
 
     def release(self) -> None:
         """Give the database up (closing the file releases the lock)."""
@@ -60,14 +102,20 @@ def _holder(fd: int) -> dict:
     return holder if isinstance(holder, dict) else {}
 
 
-def _in_use(database_path: Path, holder: dict) -> str:
-    """The one line that refuses a second learner."""
-    node, pid, host = holder.get("node", "another learner node"), holder.get("pid"), holder.get("host")
+def _who(holder: dict, unknown: str) -> str:
+    """The holder of a lock as a log names it: node (pid, host, since)."""
+    node, pid, host = holder.get("node", unknown), holder.get("pid"), holder.get("host")
     details = ", ".join(x for x in (f"pid {pid}" if pid else "", f"host {host}" if host else "",
                                     f"since {holder['since']}" if holder.get("since") else "") if x)
+    return node + (f" ({details})" if details else "")
+
+
+def _in_use(database_path: Path, holder: dict) -> str:
+    """The one line that refuses a second learner."""
+    pid, host = holder.get("pid"), holder.get("host")
     how = "Ctrl-C where it runs" + (f", or `kill -INT {pid}`" + (f" on {host}" if host else "") if pid else "")
-    return (f"the case database {database_path} is in use by {node}" + (f" ({details})" if details else "")
-            + f": stop it first ({how}), or give this node another database_path")
+    return (f"the case database {database_path} is in use by {_who(holder, 'another learner node')}"
+            f": stop it first ({how}), or give this node another database_path")
 
 
 __all__ = ["DatabaseInUse", "DatabaseLock"]

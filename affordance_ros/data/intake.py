@@ -9,12 +9,13 @@ results come back through ``committed``, which gives the events of the stored tr
 End-to-end delivery: an event with a ``status`` is the learner's answer to the robot about one
 trial (published on ``~/stored``): ``stored`` once it is committed (never before), and again for
 every part of it sent again (the store is idempotent by trial_id: a re-sent trial is confirmed, not
-an error); ``duplicate`` when a part of a stored trial differs from what is stored (the stored case
-is kept); ``rejected`` when a part of it cannot be used (the reason says why); ``retry`` when a part
-cannot be taken now for a reason of the learner's (its clock is far behind the part's stamp): the
-robot keeps the trial and sends it again later. An incomplete trial that is dropped gets no answer:
-the robot sends it again. While ``confirming()`` is false (the database file is not the one the
-node opened) no stored trial is confirmed.
+an error); ``duplicate`` when a part of a stored trial, or of one being stored, differs from what is
+stored (the stored case is kept; the answer and the log name the part that differs), and for every
+part of that trial_id after it; ``rejected`` when a part of it cannot be used (the reason says why);
+``retry`` when a part cannot be taken now for a reason of the learner's (its clock is far behind the
+part's stamp): the robot keeps the trial and sends it again later. An incomplete trial that is
+dropped gets no answer: the robot sends it again. While ``confirming()`` is false (the database file
+is not the one the node opened) no stored trial is confirmed.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from .trial import TrialRecord
 
 # The statuses of msg/TrialStatus (its constants), as the learner reports them.
 STORED, DUPLICATE, REJECTED, RETRY = "stored", "duplicate", "rejected", "retry"
-# How many stored trial ids found re-sent with other content are remembered (their other parts count as
-# duplicates too, not as re-sent).
+# How many stored trial ids found re-sent with other content are remembered, with the parts that differed (their
+# other parts count as duplicates too, not as re-sent).
 _REMEMBERED_CONFLICTS = 1000
 # How many trials stored lately are remembered, to answer their parts sent again at once (an older one
 # sent again is paired again and answered once the writer finds it stored).
@@ -86,8 +87,8 @@ class TrialIntake:
         self.max_stamp_skew = max_stamp_skew
         self._last_expire = None
         self._recent: OrderedDict[str, TrialRecord] = OrderedDict()  # stored lately
-        self._storing: set[str] = set()  # submitted, not committed yet
-        self._conflicts: OrderedDict[str, None] = OrderedDict()
+        self._storing: dict[str, TrialRecord] = {}  # submitted, not committed yet
+        self._conflicts: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # trial_id -> the kinds of part differing
 
     def take(self, kind: str, trial_id: str, stamp: float, fields, now: float) -> list[Event]:
         """One part: ``fields`` is the action label for 'action', (names, values) for 'object' and
@@ -97,13 +98,14 @@ class TrialIntake:
             self.parts.limits.check_trial_id(trial_id)
         except OversizedError as exc:  # no answer: the robot could not match such an id anyway
             return events + [Event("rejected_parts", f"rejected a '{kind}' part: {exc}", also=("oversized_parts",))]
-        if trial_id in self._storing:  # sent again while it is being stored: the commit answers it
-            return events + [Event("resent_parts")]
+        storing = self._storing.get(trial_id)
+        if storing is not None:  # sent again while it is being stored: the commit answers a re-send
+            return events + [self._again(kind, trial_id, fields, storing, being_stored=True)]
         record = self._stored_record(trial_id)
         if record is not None:
             if not self._confirming():  # not in the file the node would read at its next start: no answer
                 return events + [Event("unconfirmed_parts")]
-            return events + [self._again(kind, trial_id, fields, record, _part(kind, trial_id))]
+            return events + [self._again(kind, trial_id, fields, record)]
         if self.max_stamp_skew > 0 and now > 0 and stamp - now > self.max_stamp_skew:
             reason = (f"its header stamp is {stamp - now:.0f} s ahead of the node's clock, more than "
                       f"max_stamp_skew {self.max_stamp_skew:g} s (is the learner's clock right? use_sim_time "
@@ -122,8 +124,9 @@ class TrialIntake:
         except PairingError as exc:
             return events + [self._rejected(_part(kind, trial_id), trial_id, exc)]
         if trial is not None:
-            self._storing.add(trial.trial_id)
-            self._submit(trial.to_record(self.parts.action_variable))
+            record = trial.to_record(self.parts.action_variable)
+            self._storing[trial.trial_id] = record
+            self._submit(record)
         return events
 
     def committed(self, results: Iterable[Committed]) -> list[Event]:
@@ -134,7 +137,7 @@ class TrialIntake:
         for result in results:
             record = result.record
             trial_id = record.trial_id
-            self._storing.discard(trial_id)
+            self._storing.pop(trial_id, None)
             if result.failed:
                 events.append(Event("store_errors", f"could not store trial '{quoted(trial_id)}': {result.failed}",
                                     "error"))
@@ -146,7 +149,8 @@ class TrialIntake:
                 events.append(Event("resent_trials", status=(trial_id, STORED, "already stored")))
             else:
                 self._remember(result.stored or record)
-                events.append(self._conflict(trial_id, f"trial '{quoted(trial_id)}'"))
+                events.append(self._conflict(trial_id, f"trial '{quoted(trial_id)}'",
+                                             _differing(record, result.stored) if result.stored else ()))
         return events
 
     def expire(self, now: float) -> list[Event]:
@@ -186,20 +190,31 @@ class TrialIntake:
         if len(self._recent) > REMEMBERED_RECORDS:
             self._recent.popitem(last=False)
 
-    def _again(self, kind: str, trial_id: str, fields, record: TrialRecord, what: str) -> Event:
-        """A part of a stored trial: sent again (the same as stored: confirmed), or a conflict."""
-        if trial_id not in self._conflicts and _same_part(kind, fields, record):
-            return Event("resent_parts", status=(trial_id, STORED, "already stored"))
-        return self._conflict(trial_id, f"the {what}")
+    def _again(self, kind: str, trial_id: str, fields, record: TrialRecord, being_stored: bool = False) -> Event:
+        """A part of a stored trial (``being_stored``: of one being stored, whose commit answers it): sent again
+        (the same as stored: confirmed), or a conflict naming the part that differs (this one, or one of that
+        trial_id before it: then this one is named as the same as stored)."""
+        same = _same_part(kind, fields, record)
+        if same and trial_id not in self._conflicts:
+            return Event("resent_parts", status=None if being_stored else (trial_id, STORED, "already stored"))
+        what = f"the {_part(kind, trial_id)}" + (", the same as stored" if same else "")
+        return self._conflict(trial_id, what, () if same else (kind,),
+                              "duplicate_parts" if being_stored else "duplicate_trials",
+                              "being stored" if being_stored else "already stored")
 
-    def _conflict(self, trial_id: str, what: str) -> Event:
-        self._conflicts[trial_id] = None
+    def _conflict(self, trial_id: str, what: str, differing: tuple[str, ...], counter: str = "duplicate_trials",
+                  state: str = "already stored") -> Event:
+        """``what`` of ``trial_id`` is not stored: the case stored (or being stored) with this trial_id holds
+        other content; ``differing``: the kinds of part found to differ now (added to those found before)."""
+        known = self._conflicts.pop(trial_id, ())
+        self._conflicts[trial_id] = known + tuple(k for k in differing if k not in known)
         if len(self._conflicts) > _REMEMBERED_CONFLICTS:
             self._conflicts.popitem(last=False)
-        return Event("duplicate_trials", f"ignored {what}: a case with this trial_id is already stored, "
-                                         "with other content; kept the stored one",
-                     status=(trial_id, DUPLICATE, "a trial with this trial_id is stored already, with other "
-                                                  "content; kept the stored one"))
+        other = _other_parts(self._conflicts[trial_id])
+        return Event(counter, f"ignored {what}: a case with this trial_id is {state}, with {other}; "
+                              "kept the stored one",
+                     status=(trial_id, DUPLICATE, f"a trial with this trial_id is stored already, with {other}; "
+                                                  "kept the stored one"))
 
     @staticmethod
     def _rejected(what: str, trial_id: str, exc: PairingError) -> Event:
@@ -227,8 +242,24 @@ def _part(kind: str, trial_id: str) -> str:
 
 def _same_trial(record: TrialRecord, stored: TrialRecord) -> bool:
     """Whether ``record`` holds what ``stored`` holds (its stamp and received time aside)."""
-    return (record.action == stored.action and dict(record.object_features) == dict(stored.object_features)
-            and dict(record.effects) == dict(stored.effects))
+    return not _differing(record, stored)
+
+
+def _differing(record: TrialRecord, stored: TrialRecord) -> tuple[str, ...]:
+    """The kinds of part in which ``record`` differs from ``stored``."""
+    return tuple(kind for kind, same in (("action", record.action == stored.action),
+                                         ("object", dict(record.object_features) == dict(stored.object_features)),
+                                         ("effect", dict(record.effects) == dict(stored.effects))) if not same)
+
+
+def _other_parts(kinds: tuple[str, ...]) -> str:
+    """How a conflict names the parts that differ: "another 'object' part", "other 'action' and 'effect' parts"."""
+    if not kinds:
+        return "other content"
+    names = [f"'{kind}'" for kind in kinds]
+    if len(names) == 1:
+        return f"another {names[0]} part"
+    return f"other {', '.join(names[:-1])} and {names[-1]} parts"
 
 
 def _same_part(kind: str, fields, record: TrialRecord) -> bool:

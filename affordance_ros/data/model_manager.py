@@ -74,7 +74,7 @@ class ModelManager:
         except (DatabaseInUse, OSError) as exc:
             raise StartupError(str(exc)) from None
         try:
-            self.store = CaseStore(self.database_path)
+            self.store = CaseStore(self.database_path, database_lock=self.lock)
         except CaseStoreError as exc:
             if self.lock is not None:
                 self.lock.release()

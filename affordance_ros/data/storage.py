@@ -30,6 +30,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..core import SENSOR_GROUPS
+from .database_lock import DatabaseLock
 from .trial import TrialRecord
 
 SCHEMA_VERSION = 1
@@ -77,13 +78,19 @@ class CaseStore:
     A writable store reads on a connection of its own (a read never waits for a commit, nor for another
     program's lock: WAL readers do not wait for writers) and keeps its file open (``OpenedFile``):
     ``file_problem`` says when the path no longer names it (removed, replaced), and ``recover`` writes what
-    the open database holds to a new file at the path and goes on in it.
+    the open database holds to a new file at the path and goes on in it. ``database_lock`` (the learner's
+    ``DatabaseLock``, held by its caller): its lock file is part of the file, removed with it by ``rm cases.db*``
+    or with its folder: ``file_problem`` says when the path no longer names the file locked, and ``recover``
+    locks the file at the path again before it writes the database back, so that a second learner started
+    on the path is refused as long as this store runs.
     """
 
-    def __init__(self, path: str | os.PathLike, read_only: bool = False, busy_timeout: float = 10.0):
+    def __init__(self, path: str | os.PathLike, read_only: bool = False, busy_timeout: float = 10.0,
+                 database_lock: DatabaseLock | None = None):
         self.path = Path(path)
         self.read_only = read_only
         self.busy_timeout = busy_timeout
+        self.database_lock = database_lock
         self._lock = threading.Lock()
         self._read_lock = threading.Lock() if not read_only else self._lock
         self._conn: sqlite3.Connection | None = None
@@ -152,18 +159,28 @@ class CaseStore:
     def file_problem(self) -> str:
         """'' while the path names the database file this store opened; else what happened to it."""
         with self._lock:
-            return "" if self._file is None else self._file.problem()
+            if self._file is None:
+                return ""
+            return self._file.problem() or (self.database_lock.problem() if self.database_lock is not None else "")
 
     def recover(self) -> str:
         """When the file was removed while open: write what the open database holds to a new file at the
-        path (a backup through the open connection) and go on in that file. '' once the path names this
-        store's database again, else why that cannot be done now (nothing is then changed)."""
+        path (a backup through the open connection) and go on in that file; when the lock file was removed or
+        replaced, lock the file at its path again first. '' once the path names this store's database (and its
+        lock file) again, else why that cannot be done now (nothing more is then changed)."""
         with self._lock, self._read_lock:
             problem = "" if self.read_only else self._file.problem()
-            if not problem:
+            lock_problem = self.database_lock.problem() if self.database_lock is not None else ""
+            if not problem and not lock_problem:
                 return ""
             if not self.path.parent.is_dir():
-                return f"{problem}; waiting for the folder to exist again"
+                return f"{problem or lock_problem}; waiting for the folder to exist again"
+            if lock_problem:
+                in_use = self.database_lock.retake()
+                if in_use:
+                    return f"{problem or lock_problem}; {in_use}"
+            if not problem:
+                return ""
             if os.path.lexists(self.path):
                 return f"{problem}; move that file away and the node writes its database there again"
             _recover(self._conn, self.path)

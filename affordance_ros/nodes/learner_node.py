@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import time
 import traceback
+from typing import Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -105,6 +106,7 @@ class LearnerNode(LifecycleNode):
         self._logged_counts = None  # the counts of the last status line logged
         self._problem = ""  # why configure failed
         self._autostarting = False  # while __init__ configures: a failure is main()'s to log (FATAL), once
+        self._give_up = lambda: False  # stop waiting for trials that cannot be stored now (a second signal)
         self.learn = LearnEndpoints(self, lambda: inactive(self.lifecycle_state), lambda: self.learn_worker,
                                     self._learn_job, lambda outcome: self.model.learned(outcome), CurrentModel.discard,
                                     self.count, self.log)
@@ -219,7 +221,7 @@ class LearnerNode(LifecycleNode):
         self.learn.stop(why)
         if self.model is not None and self.manager.online is not None:
             self.model.save(stopping=True)
-        unstored = self.writer.close(STORE_CLOSE_TIMEOUT) if self.writer is not None else 0
+        unstored = self.writer.close(STORE_CLOSE_TIMEOUT, self._give_up) if self.writer is not None else 0
         if unstored:
             self.log("error", f"{unstored} trials could not be stored as the node stopped: not confirmed either")
         if self.intake is not None:
@@ -266,8 +268,12 @@ class LearnerNode(LifecycleNode):
             model_metadata=None if model is None else model.metadata, last_learn=self.model.last_learn,
             online=self.settings.online_learning)
 
-    def finalize(self) -> None:
-        """The shutdown transition (saves, last log lines), unless it happened already."""
+    def finalize(self, give_up: Callable[[], bool] | None = None) -> None:
+        """The shutdown transition (saves, last log lines), unless it happened already. ``give_up()`` (a second
+        stop signal) ends its wait for the trials queued while they cannot be stored (the database locked,
+        failing or removed): they stay unconfirmed, and the robot sends them again."""
+        if give_up is not None:
+            self._give_up = give_up
         if self.lifecycle_state != "finalized":
             self.trigger_shutdown()
 

@@ -111,11 +111,12 @@ def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: 
         taken: Callable | None = None, stopped: Callable | None = None, finish: Callable | None = None) -> int:
     """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``)
     spins until SIGINT/SIGTERM or ``done(node)``; after a signal, ``taken(node)`` (messages handled so far)
-    drains what is queued and ``stopped(node, signal_name)`` runs; then ``finish(node)`` (e.g. a lifecycle
-    node's shutdown transition), spinning on until ``done(node)`` (``SETTLE_LIMIT``, then ``ANSWER_GRACE``
-    seconds more when it was not at once), and ``close``. Returns the exit status. With the environment variable
-    AFFORDANCE_ROS_PROFILE set to a path, the main thread runs under cProfile, its stats written to
-    <path>.<name> at exit (a developer's profile of the executor thread: docs/benchmarks.md §6)."""
+    drains what is queued and ``stopped(node, signal_name)`` runs; then ``finish(node, give_up)`` (e.g. a
+    lifecycle node's shutdown transition; ``give_up()``: a second signal came, stop waiting), spinning on until
+    ``done(node)`` (``SETTLE_LIMIT``, then ``ANSWER_GRACE`` seconds more when it was not at once), and ``close``.
+    Returns the exit status. With the environment variable AFFORDANCE_ROS_PROFILE set to a path, the main
+    thread runs under cProfile, its stats written to <path>.<name> at exit (a developer's profile of the
+    executor thread: docs/benchmarks.md §6)."""
     arguments = (make_node, startup_errors, name, args, done, taken, stopped, finish)
     profile = os.environ.get(PROFILE_VARIABLE)
     if not profile:
@@ -151,7 +152,7 @@ def _run(make_node, startup_errors, name, args, done, taken, stopped, finish) ->
             pass
         finally:
             if finish is not None and executor.context.ok():
-                finish(node)
+                finish(node, lambda: stop.count > 1)
                 if done is not None and not done(node):  # what the transition ended answers (a cancelled learn)
                     spin_until(executor, lambda: done(node), SETTLE_LIMIT)
                     spin_until(executor, lambda: False, ANSWER_GRACE)

@@ -142,3 +142,25 @@ def test_close_stores_what_is_queued_and_says_what_it_could_not(tmp_path):
     other.execute("ROLLBACK")
     other.close()
     store.close()
+
+
+def test_giving_up_ends_the_close_only_while_storing_is_held_up(tmp_path):
+    store = CaseStore(tmp_path / "cases.db")
+    writer = CaseWriter(store, lambda: None)
+    for record in sampled_records(300):
+        writer.submit(record)
+    assert writer.close(give_up=lambda: True) == 0 and store.count() == 300  # storing that works is not cut short
+    other = sqlite3.connect(tmp_path / "cases.db", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    locked = CaseWriter(store, lambda: None)
+    for record in sampled_records(5, prefix="l"):
+        locked.submit(record)
+    wait_for(lambda: "locked" in locked.state().problem, what="the writer to see the lock")
+    asked = threading.Event()
+    t0 = time.monotonic()
+    threading.Timer(0.5, asked.set).start()  # a second signal, half a second into the wait
+    assert locked.close(timeout=30.0, give_up=asked.is_set) == 5
+    assert time.monotonic() - t0 < 2.0
+    other.execute("ROLLBACK")
+    other.close()
+    store.close()

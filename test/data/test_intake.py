@@ -100,6 +100,44 @@ def test_a_resent_trial_is_confirmed_and_a_conflicting_one_is_a_duplicate(store,
     assert store.count() == 1 and store.record_of("a").effects["obj_vel"] == 10.0
 
 
+def test_a_conflict_names_the_part_that_differs_in_the_answers_and_the_log(store, intake_for):
+    intake = intake_for(store)
+    assert statuses(send(intake, "b")) == [("b", STORED, "")]
+    other = send(intake, "b", obj=(OBJECT[0], [1.0, 0.0, 10.0]))  # the action part comes first, as stored
+    conflict = "a trial with this trial_id is stored already, with another 'object' part; kept the stored one"
+    assert statuses(other) == [("b", STORED, "already stored"), ("b", DUPLICATE, conflict), ("b", DUPLICATE, conflict)]
+    warnings = [e.message for e in other if e.message]
+    assert [e.counter for e in other if e.message] == ["duplicate_trials"] * 2
+    assert warnings[0].startswith("ignored the 'object' part of trial 'b': ") and "another 'object' part" in warnings[0]
+    # the effect part is as stored: the log says so, and names the part that differs
+    assert warnings[1].startswith("ignored the 'effect' part of trial 'b', the same as stored: ")
+    assert "another 'object' part" in warnings[1]
+    both = send(intake, "b", label="grasp")  # what differs adds up
+    assert {s[2] for s in statuses(both)} == {"a trial with this trial_id is stored already, with other 'object' "
+                                              "and 'action' parts; kept the stored one"}
+
+
+def test_a_part_that_differs_from_the_trial_being_stored_is_a_duplicate_not_a_re_send(store, intake_for):
+    intake = intake_for(store)
+    raw = intake.intake  # without waiting for the commits: the trial stays being stored until they are taken
+    for kind, fields in (("action", "tap"), ("object", OBJECT), ("effect", EFFECT)):
+        raw.take(kind, "s", 1000.0, fields, 1000.0)
+    assert raw.storing == 1
+    same = raw.take("effect", "s", 1000.0, EFFECT, 1000.0)  # a re-send: the commit answers it
+    assert [e.counter for e in same] == ["received_effect", "resent_parts"] and statuses(same) == []
+    other = raw.take("action", "s", 1000.0, "grasp", 1000.0)
+    assert [e.counter for e in other] == ["received_action", "duplicate_parts"]
+    conflict = "a trial with this trial_id is stored already, with another 'action' part; kept the stored one"
+    assert statuses(other) == [("s", DUPLICATE, conflict)]
+    assert other[1].level == "warning" and other[1].message.startswith("ignored the 'action' part of trial 's': ")
+    assert "being stored, with another 'action' part" in other[1].message
+    then = raw.take("object", "s", 1000.0, OBJECT, 1000.0)  # once a conflict is seen, every part is a duplicate
+    assert statuses(then) == [("s", DUPLICATE, conflict)]
+    assert statuses(committed_events(raw, intake.writer)) == [("s", STORED, "")]  # the first content is stored
+    assert store.count() == 1 and store.record_of("s").action == "tap"
+    assert statuses(raw.take("action", "s", 1000.0, "tap", 1000.0)) == [("s", DUPLICATE, conflict)]
+
+
 class FailingOnce(CaseStore):
     """A case store whose first commit fails with ``error``."""
 
@@ -149,7 +187,7 @@ def test_trials_stored_by_another_program_are_answered_from_the_database(store, 
     intake.take("action", "other", 1000.0, "tap", 1000.0)
     store.insert(record("other", effects=(EFFECT[0], [1.0, 5.0, 0.0, 5.0])))
     intake.take("object", "other", 1000.0, OBJECT, 1000.0)
-    conflict = "a trial with this trial_id is stored already, with other content; kept the stored one"
+    conflict = "a trial with this trial_id is stored already, with another 'effect' part; kept the stored one"
     assert statuses(intake.take("effect", "other", 1000.0, EFFECT, 1000.0)) == [("other", DUPLICATE, conflict)]
     assert store.count() == 3 and store.record_of("other").effects["obj_vel"] == 1.0
 

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from affordance_ros.data.database_lock import DatabaseInUse, DatabaseLock
 from affordance_ros.data.storage import SCHEMA_VERSION, CaseStore, CaseStoreError
 from affordance_ros.data.trial import Trial, case_set
 
@@ -190,3 +191,40 @@ def test_a_keyboard_interrupt_right_after_the_commit_leaves_the_case_stored_and_
             store.add(trial(1))
         assert store.count() == 1 and store.record_of("t1").trial_id == "t1"
         assert store.record_of("t2") is None
+
+
+def test_the_lock_file_removed_with_the_database_is_locked_again_as_the_database_is_written_back(tmp_path):
+    db = tmp_path / "cases.db"
+    lock = DatabaseLock(db, "/first")
+    store = CaseStore(db, database_lock=lock)
+    store.add(trial(1))
+    for path in tmp_path.iterdir():  # rm -f cases.db*
+        path.unlink()
+    assert store.file_problem() == f"the case database {db} was removed"
+    assert store.recover() == "" and store.file_problem() == ""
+    assert store.records() == [trial(1)] and lock.path.exists()
+    with pytest.raises(DatabaseInUse, match="in use by /first"):  # (flock: also from another open file here)
+        DatabaseLock(db, "/second")
+    lock.path.unlink()  # the lock file alone: locked again at once
+    assert store.file_problem() == f"the lock file {lock.path} was removed"
+    assert store.recover() == "" and store.file_problem() == ""
+    with pytest.raises(DatabaseInUse):
+        DatabaseLock(db, "/second")
+    store.close()
+    lock.release()
+
+
+def test_a_lock_file_another_learner_took_stops_the_store_until_that_learner_ends(tmp_path):
+    db = tmp_path / "cases.db"
+    lock = DatabaseLock(db, "/first")
+    store = CaseStore(db, database_lock=lock)
+    lock.path.unlink()
+    second = DatabaseLock(db, "/second")  # started while the lock file was gone
+    problem = store.recover()
+    assert problem.startswith(f"{lock.path} now names another file than the lock file this node holds; /second (")
+    assert "it uses the case database too" in problem and store.file_problem()
+    second.release()  # it ended: the file it leaves is locked again
+    assert store.recover() == "" and store.file_problem() == ""
+    assert '"node": "/first"' in lock.path.read_text()
+    store.close()
+    lock.release()

@@ -3,6 +3,7 @@ with SIGKILL mid-stream and restarted, stopped by signals, fed malformed message
 
 import json
 import signal
+import sqlite3
 import time
 from dataclasses import replace
 
@@ -96,6 +97,31 @@ def test_statuses_on_stored_and_idempotent_resends(ros, statuses):
     rejected = next(s for s in statuses if s.status == TrialStatus.REJECTED)
     assert rejected.trial_id == "b" and "unknown action 'push'" in rejected.reason
     assert learner.manager.store.count() == 1 and learner.counts["store_errors"] == 0
+
+
+def test_a_part_that_differs_while_its_trial_is_being_stored_is_answered_duplicate(ros, statuses, tmp_path):
+    learner = ros.learner(trial_timeout=5.0)
+    action, obj, eff = (ros.publisher(Action, "action"), ros.publisher(Features, "object_features"),
+                        ros.publisher(Features, "effects"))
+    wait_for(lambda: ros.client_node.count_publishers("/affordance_learner/stored") == 1, what="~/stored")
+    other = sqlite3.connect(tmp_path / "cases.db", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another program holds the database: the trial stays being stored
+    try:
+        action.publish(Action(trial_id="c", action="tap"))
+        obj.publish(Features(trial_id="c", names=["color", "shape"], values=[5.0, 0.0]))
+        eff.publish(Features(trial_id="c", names=["obj_vel"], values=[10.0]))
+        wait_for(lambda: learner.intake.storing == 1, what="the trial being stored")
+        action.publish(Action(trial_id="c", action="grasp"))  # the same id, another action, at once
+        wait_for(lambda: statuses, what="the answer to the other action part")
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    wait_for(lambda: len(statuses) == 2, what="the trial's confirmation")
+    conflict = "a trial with this trial_id is stored already, with another 'action' part; kept the stored one"
+    assert [(s.trial_id, s.status, s.reason) for s in statuses] == [("c", TrialStatus.DUPLICATE, conflict),
+                                                                    ("c", TrialStatus.STORED, "")]
+    assert learner.counts["duplicate_parts"] == 1 and learner.counts["resent_parts"] == 0
+    assert learner.manager.store.record_of("c").action == "tap"
 
 
 def _rss_kb(pid):

@@ -423,6 +423,41 @@ def test_a_held_database_lock_delays_storing_but_not_predictions_and_loses_nothi
     assert {r.trial_id for r in records} <= stored_ids(db)
 
 
+def test_a_second_signal_ends_the_wait_for_a_locked_database_the_trials_stay_unconfirmed(ros, tmp_path):
+    db = seeded(tmp_path, 10)
+    learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
+                    status_period=0.0, diagnostics_period=0.2)
+    diagnostics = Listener(ros, DiagnosticArray, "/diagnostics")
+    robot = Robot(ros)
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another program holds the database: the trials wait to be stored
+    try:
+        records = sampled_records(5, prefix="w")
+        robot.send(records)
+
+        def waiting():
+            status = status_of(diagnostics)
+            return (status is not None and values_of(status)["trials waiting to be stored"] == "5"
+                    and "locked by another program" in status.message)
+        wait_for(waiting, what="five trials waiting for the lock")
+        learner.send_signal(signal.SIGINT)  # the first waits for the trials to be stored (30 s at most) ...
+        time.sleep(2.0)
+        assert learner.poll() is None
+        t0 = time.monotonic()
+        status = stop(learner, timeout=60)  # ... a second ends the wait
+        waited = time.monotonic() - t0
+    finally:
+        if learner.poll() is None:
+            stop(learner, signal.SIGKILL)
+        other.execute("ROLLBACK")
+        other.close()
+    assert status == 0 and waited < 5.0, (status, waited)
+    log = (tmp_path / "learner.log").read_text()
+    assert "5 trials could not be stored as the node stopped: not confirmed either" in log, log[-2000:]
+    assert "Traceback" not in log
+    assert not robot.confirmed() and not {r.trial_id for r in records} & stored_ids(db)  # the robot sends them again
+
+
 # ---------------------------------------------------------------- 8. every ~/predict answered
 
 
@@ -563,6 +598,46 @@ def test_a_second_learner_on_one_database_is_refused_with_who_holds_it(ros, tmp_
     assert len(refusal) == 1
     assert f"in use by /affordance_learner (pid {first.pid}, host {os.uname().nodename}" in refusal[0]
     assert f"kill -INT {first.pid}" in refusal[0] and "another database_path" in refusal[0]
+
+
+@pytest.mark.parametrize("removed", ["files", "folder"])
+def test_a_second_learner_is_refused_though_the_database_and_its_lock_file_were_removed(ros, tmp_path, removed):
+    """`rm -f cases.db*` (or the folder removed and made again) takes the lock file too: the node writes the
+    database back to its path and locks the file there again, so a second learner started then is refused."""
+    db = tmp_path / "db" / "cases.db"
+    first = start("learner_node", tmp_path, "first", database_path=db, model_path=tmp_path / "model.json",
+                  status_period=0.0)
+    second = None
+    records = sampled_records(60, prefix="g")
+    try:
+        robot = Robot(ros)
+        robot.send(records[:20])
+        wait_for(lambda: len(robot.confirmed()) == 20, timeout=60, what="the first trials confirmed")
+        if removed == "files":
+            for path in db.parent.iterdir():  # a clean-up's `rm -f cases.db*`
+                path.unlink()
+        else:
+            shutil.rmtree(db.parent)
+            db.parent.mkdir()
+        wait_for(db.exists, what="the database written back to its path")
+        second = start("learner_node", tmp_path, "second", database_path=db, model_path=tmp_path / "other.json")
+        assert second.wait(60) == 1
+        robot.send(records[20:])  # the first goes on storing and confirming, alone
+        wait_for(lambda: robot.trials.pending == 0, timeout=60, what="every trial confirmed")
+        time.sleep(0.5)
+        assert first.poll() is None
+    finally:
+        if second is not None and second.poll() is None:
+            stop(second)
+        assert stop(first) == 0
+    refusal = [line for line in (tmp_path / "second.log").read_text().splitlines() if "in use by" in line]
+    assert len(refusal) == 1 and refusal[0].startswith("[FATAL]")
+    assert f"in use by /affordance_learner (pid {first.pid}" in refusal[0]
+    answers = robot.answers.all()
+    assert {a.status for a in answers} == {TrialStatus.STORED}
+    # stored once: no second learner stored them too ('already stored' answers only to the robot's re-sends)
+    assert sorted(a.trial_id for a in answers if not a.reason) == sorted(r.trial_id for r in records)
+    assert stored_ids(db) == {r.trial_id for r in records}
 
 
 def test_online_learning_does_not_write_over_a_model_file_another_program_replaced(ros, tmp_path):
