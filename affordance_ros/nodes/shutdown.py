@@ -152,9 +152,10 @@ def _run(make_node, startup_errors, name, args, done, taken, stopped, finish) ->
             pass
         finally:
             if finish is not None and executor.context.ok():
-                finish(node, lambda: stop.count > 1)
+                give_up = lambda: stop.count > 1  # noqa: E731
+                finish(node, give_up)
                 if done is not None and not done(node):  # what the transition ended answers (a cancelled learn)
-                    spin_until(executor, lambda: done(node), SETTLE_LIMIT)
-                    spin_until(executor, lambda: False, ANSWER_GRACE)
+                    spin_until(executor, lambda: done(node) or give_up(), SETTLE_LIMIT)
+                    spin_until(executor, give_up, ANSWER_GRACE)
             close(executor, node)
     return 0
