@@ -8,6 +8,11 @@ An existing file is checked on a read-only connection before it is opened for wr
 file of another program is refused untouched (not even switched to WAL), and one with damaged
 pages (``PRAGMA quick_check``) is refused with what to do, rather than failing at every read later.
 
+The learner's ``DatabaseLock`` (``database_lock``) is part of the file: removed with it by ``rm cases.db*``
+or with its folder, ``CaseStore.file_problem`` says when the path no longer names the file locked, and
+``recover`` locks the file at the path again before it writes the database back, so that a second learner
+started on the path is refused as long as the store runs.
+
 A case is a ``TrialRecord`` (``data.trial``), checked where its data entered: the store keeps
 what it is given and gives back what it kept.
 
@@ -78,11 +83,8 @@ class CaseStore:
     A writable store reads on a connection of its own (a read never waits for a commit, nor for another
     program's lock: WAL readers do not wait for writers) and keeps its file open (``OpenedFile``):
     ``file_problem`` says when the path no longer names it (removed, replaced), and ``recover`` writes what
-    the open database holds to a new file at the path and goes on in it. ``database_lock`` (the learner's
-    ``DatabaseLock``, held by its caller): its lock file is part of the file, removed with it by ``rm cases.db*``
-    or with its folder: ``file_problem`` says when the path no longer names the file locked, and ``recover``
-    locks the file at the path again before it writes the database back, so that a second learner started
-    on the path is refused as long as this store runs.
+    the open database holds to a new file at the path and goes on in it; the same for the lock file of
+    ``database_lock`` (the learner's; see the module's docstring).
     """
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, busy_timeout: float = 10.0,
@@ -179,23 +181,7 @@ class CaseStore:
                 in_use = self.database_lock.retake()
                 if in_use:
                     return f"{problem or lock_problem}; {in_use}"
-            if not problem:
-                return ""
-            if os.path.lexists(self.path):
-                return f"{problem}; move that file away and the node writes its database there again"
-            _recover(self._conn, self.path)
-            self._reader.close()
-            self._conn.close()
-            self._file.close()
-            for leftover in (f"{self.path}-wal", f"{self.path}-shm"):  # the removed database's, if it left them
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(leftover)
-            try:
-                self._open(create=False)  # (never an empty database, if the file went again meanwhile)
-            except CaseStoreError as exc:
-                self._file = OpenedFile(self.path, gone=f"{exc}: restart the node")
-                raise
-        return ""
+            return _write_back(self, problem) if problem else ""
 
     # ------------------------------------------------------------------- read
     def count(self) -> int:
@@ -285,6 +271,26 @@ class CaseStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _write_back(store: CaseStore, problem: str) -> str:
+    """``CaseStore.recover`` of a database file removed while open (the store's locks held): what the open
+    database holds written to a new file at the path, the store going on in it; '' once done, else why not."""
+    if os.path.lexists(store.path):
+        return f"{problem}; move that file away and the node writes its database there again"
+    _recover(store._conn, store.path)
+    store._reader.close()
+    store._conn.close()
+    store._file.close()
+    for leftover in (f"{store.path}-wal", f"{store.path}-shm"):  # the removed database's, if it left them
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(leftover)
+    try:
+        store._open(create=False)  # (never an empty database, if the file went again meanwhile)
+    except CaseStoreError as exc:
+        store._file = OpenedFile(store.path, gone=f"{exc}: restart the node")
+        raise
+    return ""
 
 
 class OpenedFile:

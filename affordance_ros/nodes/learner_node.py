@@ -268,15 +268,6 @@ class LearnerNode(LifecycleNode):
             model_metadata=None if model is None else model.metadata, last_learn=self.model.last_learn,
             online=self.settings.online_learning)
 
-    def finalize(self, give_up: Callable[[], bool] | None = None) -> None:
-        """The shutdown transition (saves, last log lines), unless it happened already. ``give_up()`` (a second
-        stop signal) ends its wait for the trials queued while they cannot be stored (the database locked,
-        failing or removed): they stay unconfirmed, and the robot sends them again."""
-        if give_up is not None:
-            self._give_up = give_up
-        if self.lifecycle_state != "finalized":
-            self.trigger_shutdown()
-
     def destroy_node(self) -> None:
         self._deactivate("the node is being destroyed")
         self._cleanup("the node is being destroyed")
@@ -312,6 +303,15 @@ def log_printable(logger, level: str, message: str) -> None:
         logger.warning(message)
 
 
+def finalize(node: LearnerNode, give_up: Callable[[], bool]) -> None:
+    """The node's shutdown transition (saves, last log lines), unless it happened already. ``give_up()`` (a second
+    stop signal) ends its wait for the trials queued while they cannot be stored (the database locked, failing or
+    removed): they stay unconfirmed, and the robot sends them again."""
+    node._give_up = give_up
+    if node.lifecycle_state != "finalized":
+        node.trigger_shutdown()
+
+
 def parts_received(node: LearnerNode) -> int:
     """Trial parts the node took so far (how ``shutdown.drain`` sees that queued messages are still coming)."""
     return sum(node.counts[f"received_{kind}"] for kind in ("action", "object", "effect"))
@@ -332,7 +332,7 @@ def main(args=None) -> int:
             return node
         return shutdown.run(make_node, (StartupError,), NODE_NAME, args,
                             done=lambda node: node.lifecycle_state == "finalized" and not node.learn.busy,
-                            taken=parts_received, finish=LearnerNode.finalize)
+                            taken=parts_received, finish=finalize)
 
 
 if __name__ == "__main__":
