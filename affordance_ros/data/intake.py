@@ -144,13 +144,13 @@ class TrialIntake:
             elif result.case_id is not None:
                 self._remember(record)
                 events.append(Event("stored", case=(result.case_id, record), status=(trial_id, STORED, "")))
-            elif result.stored is not None and _same_trial(record, result.stored):
+            elif result.stored is not None and not record.differing_parts(result.stored):
                 self._remember(result.stored)
                 events.append(Event("resent_trials", status=(trial_id, STORED, "already stored")))
             else:
                 self._remember(result.stored or record)
                 events.append(self._conflict(trial_id, f"trial '{quoted(trial_id)}'",
-                                             _differing(record, result.stored) if result.stored else ()))
+                                             record.differing_parts(result.stored) if result.stored else ()))
         return events
 
     def expire(self, now: float) -> list[Event]:
@@ -238,18 +238,6 @@ class TrialIntake:
 def _part(kind: str, trial_id: str) -> str:
     """How a message names a part (made only for a message: a flood's parts mostly need none)."""
     return f"'{kind}' part of trial '{quoted(trial_id)}'" if trial_id else f"'{kind}' part without trial_id"
-
-
-def _same_trial(record: TrialRecord, stored: TrialRecord) -> bool:
-    """Whether ``record`` holds what ``stored`` holds (its stamp and received time aside)."""
-    return not _differing(record, stored)
-
-
-def _differing(record: TrialRecord, stored: TrialRecord) -> tuple[str, ...]:
-    """The kinds of part in which ``record`` differs from ``stored``."""
-    return tuple(kind for kind, same in (("action", record.action == stored.action),
-                                         ("object", dict(record.object_features) == dict(stored.object_features)),
-                                         ("effect", dict(record.effects) == dict(stored.effects))) if not same)
 
 
 def _other_parts(kinds: tuple[str, ...]) -> str:

@@ -261,16 +261,10 @@ def append_to_database(path: str | Path, records: Iterable[TrialRecord]) -> Appe
                 added += 1
                 continue
             present += 1
-            differing += not same_data(record, store.record_of(record.trial_id))
+            stored = store.record_of(record.trial_id)  # (stamps are not compared: a CSV file has none)
+            differing += (stored is None or stored.action_variable != record.action_variable
+                          or bool(record.differing_parts(stored)))
     return Appended(added, present, differing)
-
-
-def same_data(record: TrialRecord, stored: TrialRecord | None) -> bool:
-    """Whether two records of one trial_id hold the same action and readings (stamps are not compared: a CSV
-    file has none)."""
-    return stored is not None and (record.action_variable, record.action, dict(record.object_features),
-                                   dict(record.effects)) == (stored.action_variable, stored.action,
-                                                             dict(stored.object_features), dict(stored.effects))
 
 
 def write_csv(path: str | Path, records: Sequence[TrialRecord], config: AffordanceNetwork) -> None:

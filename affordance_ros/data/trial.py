@@ -82,6 +82,12 @@ class TrialRecord(Trial):
         """{action variable: action label}."""
         return {self.action_variable: self.action}
 
+    def differing_parts(self, other: Trial) -> tuple[str, ...]:
+        """The kinds of part ('action', 'object', 'effect') in which ``other`` holds other data (stamps aside)."""
+        return tuple(kind for kind, same in (("action", self.action == other.action),
+                                             ("object", dict(self.object_features) == dict(other.object_features)),
+                                             ("effect", dict(self.effects) == dict(other.effects))) if not same)
+
     @property
     def readings(self) -> dict[str, float]:
         """Every reading, object features first."""

@@ -164,17 +164,16 @@ def _wait(executor, request, timeout: float | None, what: str, present: Callable
         request().add_done_callback(lambda sent: answer.done() or answer.set_result(sent.result()))
 
     started = sent = seen = time.monotonic()
-    resend = FIRST_RESEND
+    limit, resend = math.inf if timeout is None else timeout, FIRST_RESEND
     send()
     while True:
         now = time.monotonic()
-        left = math.inf if timeout is None else timeout - (now - started)
-        executor.spin_until_future_complete(answer, timeout_sec=max(0.0, min(PRESENCE_PERIOD, resend - (now - sent),
-                                                                              left)))
+        step = min(PRESENCE_PERIOD, resend - (now - sent), limit - (now - started))
+        executor.spin_until_future_complete(answer, timeout_sec=max(0.0, step))
         if answer.done():
             return answer.result()
         now = time.monotonic()
-        if now - started >= (math.inf if timeout is None else timeout):
+        if now - started >= limit:
             raise CallError(f"no answer from {what} within {timeout:g} s")
         if present is None or present():
             seen = now
