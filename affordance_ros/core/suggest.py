@@ -341,8 +341,6 @@ def _trial_evidence(model: AffordanceNetwork, action_var: Variable, actions: lis
             table = readings.setdefault(i, np.full((n_candidates, sensor.dim), np.nan))
             table[c, sensor.names.index(name)] = float(x)
         for name, label in candidate.values.items():
-            if name not in model.names and name in model.sensor_variable:  # a label given to a sensor
-                raise EvidenceError(f"candidate {c}: reading {label!r} of sensor '{name}' is not a number")
             var = model[name]
             i = model.index(var.name)
             hard = log_lik.setdefault(i, np.zeros((n_candidates, var.card)))
