@@ -9,6 +9,8 @@ in a domain of this run (./test.sh sets one; a bare `pytest` run gets one from i
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,6 +69,33 @@ def wait_for(predicate, timeout=20.0, what="condition"):
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class NodeProcess(subprocess.Popen):
+    """An executable the tests started, with ``log``: the file its output goes to."""
+
+    def __init__(self, args, log: Path, **kwargs):
+        super().__init__(args, **kwargs)
+        self.log = log
+
+
+def exit_status(process: subprocess.Popen, timeout: float) -> int:
+    """The exit status of ``process`` within ``timeout`` seconds. One still running then gets SIGABRT first (a
+    Python started with PYTHONFAULTHANDLER=1, as the tests start the executables, writes every thread's stack
+    to its output), then SIGKILL, and the test fails with the end of its log."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            process.wait(10.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log = getattr(process, "log", None)  # a NodeProcess's
+        tail = log.read_text(errors="replace")[-6000:] if log is not None and log.exists() else ""
+        raise AssertionError(f"{Path(process.args[0]).name} still ran {timeout:g} s on; its stacks at SIGABRT "
+                             f"end its output:\n{tail}") from None
 
 
 def pytest_collection_modifyitems(items):

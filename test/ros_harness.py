@@ -13,7 +13,7 @@ import time
 import traceback
 
 import rclpy
-from conftest import wait_for
+from conftest import NodeProcess, exit_status, wait_for
 from lifecycle_msgs.srv import GetState
 from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
@@ -226,19 +226,15 @@ def start(executable, tmp_path, name, **params):
     args = [str(LIB / executable), "--ros-args"]
     for key, value in params.items():
         args += ["-p", f"{key}:={value}"]
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return NodeProcess(args, tmp_path / f"{name}.log", stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def stop(process, sig=signal.SIGINT, timeout=30.0):
-    """Stop a process as Ctrl-C does; its exit status (SIGKILL, and an error, if it does not end in time)."""
+    """Stop a process as Ctrl-C does; its exit status (SIGABRT, SIGKILL, and an error, if it does not end in
+    time: ``exit_status``)."""
     if process.poll() is None:
         process.send_signal(sig)
-    try:
-        return process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        raise
+    return exit_status(process, timeout)
 
 
 def lose_the_first_answer(monkeypatch, cls, method: str) -> list:

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import CLI, wait_for
+from conftest import CLI, NodeProcess, exit_status, wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from test_docs import declared
@@ -80,15 +80,15 @@ def test_the_tools_check_their_ros_arguments_too(tmp_path):
 
 def start(tmp_path, *ros_args):
     log = open(tmp_path / "learner.log", "w")
-    return subprocess.Popen([str(LIB / "learner_node"), "--ros-args", *ros_args], stdout=log,
-                            stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    return NodeProcess([str(LIB / "learner_node"), "--ros-args", *ros_args], tmp_path / "learner.log", stdout=log,
+                       stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1"))
 
 
 def test_a_learner_that_cannot_start_says_why_once_at_fatal(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "affordance_ros/model/1", "variables": []}')
     learner = start(tmp_path, "-p", f"config_path:={bad}", "-p", f"database_path:={tmp_path / 'c.db'}")
-    assert learner.wait(60) == 1
+    assert exit_status(learner, 60) == 1
     lines = [line for line in (tmp_path / "learner.log").read_text().splitlines() if "no variables" in line]
     assert len(lines) == 1 and lines[0].startswith("[FATAL]"), lines
 
@@ -104,7 +104,7 @@ def test_a_configure_that_fails_on_request_is_one_error(ros, tmp_path):
         wait_for(lambda: "no variables" in (tmp_path / "learner.log").read_text(), what="the error logged")
     finally:
         learner.send_signal(signal.SIGINT)
-        assert learner.wait(30) == 0
+        assert exit_status(learner, 30) == 0
     lines = [line for line in (tmp_path / "learner.log").read_text().splitlines() if "no variables" in line]
     assert len(lines) == 1 and lines[0].startswith("[ERROR]") and "configure failed" in lines[0], lines
 

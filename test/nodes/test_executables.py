@@ -6,7 +6,7 @@ import stat
 import subprocess
 
 import pytest
-from conftest import assert_distributions, sampled_records, wait_for
+from conftest import NodeProcess, assert_distributions, exit_status, sampled_records, wait_for
 
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.share import default_config_path, share_directory
@@ -19,8 +19,8 @@ PARAMS_FILE = share_directory() / "config" / "learner.params.yaml"
 def start(executable, *ros_args, tmp_path, name, umask=None):
     log = open(tmp_path / f"{name}.log", "w")
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-    return subprocess.Popen([str(LIB / executable), "--ros-args", *ros_args], stdout=log, stderr=subprocess.STDOUT,
-                            env=env, preexec_fn=None if umask is None else lambda: os.umask(umask))
+    return NodeProcess([str(LIB / executable), "--ros-args", *ros_args], tmp_path / f"{name}.log", stdout=log,
+                       stderr=subprocess.STDOUT, env=env, preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 
 def output(tmp_path, name):
@@ -30,7 +30,7 @@ def output(tmp_path, name):
 def stop(process, timeout=15.0):
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
-    return process.wait(timeout)
+    return exit_status(process, timeout)
 
 
 def test_learner_and_robot_processes(ros, tmp_path):
@@ -41,7 +41,7 @@ def test_learner_and_robot_processes(ros, tmp_path):
     try:
         robot = start("simulated_robot", "-p", "count:=40", "-p", "rate:=100.0", "-p", "seed:=5",
                       tmp_path=tmp_path, name="robot")
-        assert robot.wait(60) == 0, output(tmp_path, "robot")
+        assert exit_status(robot, 60) == 0, output(tmp_path, "robot")
         assert "published 40 trials" in output(tmp_path, "robot")
 
         def stored():
@@ -71,7 +71,7 @@ def test_learner_refuses_to_start_with_a_bad_configuration(tmp_path):
     bad.write_text('{"format": "affordance_ros/model/1", "variables": []}')
     learner = start("learner_node", "-p", f"config_path:={bad}", "-p", f"database_path:={tmp_path / 'c.db'}",
                     tmp_path=tmp_path, name="learner")
-    assert learner.wait(30) == 1
+    assert exit_status(learner, 30) == 1
     log = output(tmp_path, "learner")
     assert f"config_path '{bad}'" in log and "no variables" in log, log
 
@@ -87,7 +87,7 @@ def test_robots_named_in_robots_have_trial_topics_of_their_own_beside_the_shared
                                 "-p", f"trial_id_prefix:={name}", "-p", f"robot_name:={robot_name}",
                                 "-r", f"__node:={name}", tmp_path=tmp_path, name=name))
         for robot, name in zip(robots, ("robot", "arm1")):
-            assert robot.wait(60) == 0, output(tmp_path, name)
+            assert exit_status(robot, 60) == 0, output(tmp_path, name)
             assert "20 trials confirmed stored" in output(tmp_path, name), output(tmp_path, name)
         with CaseStore(db, read_only=True) as store:
             ids = {record.trial_id for record in store.records()}
@@ -103,10 +103,10 @@ def test_robots_named_in_robots_have_trial_topics_of_their_own_beside_the_shared
 def test_a_robot_name_that_makes_no_topic_name_stops_the_start(tmp_path):
     learner = start("learner_node", "-p", f"database_path:={tmp_path / 'c.db'}", "-p", "robots:=arm1,2arm",
                     tmp_path=tmp_path, name="learner")
-    assert learner.wait(30) == 1
+    assert exit_status(learner, 30) == 1
     assert "robots: robot name '2arm' does not make a topic name" in output(tmp_path, "learner")
     robot = start("simulated_robot", "-p", "robot_name:=arm 1", tmp_path=tmp_path, name="robot")
-    assert robot.wait(30) == 1
+    assert exit_status(robot, 30) == 1
     assert "robot name 'arm 1' does not make a topic name" in output(tmp_path, "robot")
 
 
@@ -121,7 +121,7 @@ def test_the_robot_at_full_speed_loses_no_trial_with_the_defaults(tmp_path):
     try:
         robot = start("simulated_robot", "-p", f"count:={n}", "-p", "rate:=10000.0", "-p", "seed:=6",
                       tmp_path=tmp_path, name="robot")
-        assert robot.wait(120) == 0, output(tmp_path, "robot")
+        assert exit_status(robot, 120) == 0, output(tmp_path, "robot")
         assert f"published {n} trials" in output(tmp_path, "robot")
 
         def stored():
@@ -156,7 +156,7 @@ def test_integer_doubles_umask_permissions_and_a_clean_stop(ros, tmp_path, signu
         assert learned.success, learned.message
     finally:
         learner.send_signal(signum)
-        status = learner.wait(30)
+        status = exit_status(learner, 30)
         print(output(tmp_path, "learner"))
     log = output(tmp_path, "learner")
     assert status == 0, log

@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from conftest import MONTESANO_CONFIG, sampled_records, stored_count, stored_ids, wait_for
+from conftest import MONTESANO_CONFIG, exit_status, sampled_records, stored_count, stored_ids, wait_for
 from ros_harness import start, stop
 
 from affordance_ros.data.storage import CaseStore
@@ -25,13 +25,13 @@ def test_every_trial_is_stored_after_a_sigkill_of_the_learner_mid_stream_and_a_r
     try:
         wait_for(lambda: stored_count(db) >= n // 4, timeout=60, what="a quarter of the trials stored")
         learner.kill()  # SIGKILL, mid-stream: trials in its reader queue are lost to it
-        learner.wait(10)
+        exit_status(learner, 10)
         at_kill = stored_count(db)
         assert at_kill < n, "the stream was over before the kill: nothing tested"
         assert robot.poll() is None, "the robot must not exit while trials are unconfirmed"
         time.sleep(0.5)
         learner = start("learner_node", tmp_path, "learner", **learner_params)
-        assert robot.wait(120) == 0
+        assert exit_status(robot, 120) == 0
     finally:
         if robot.poll() is None:
             robot.kill()
@@ -204,7 +204,7 @@ def test_a_foreign_database_is_refused_untouched_by_the_node(tmp_path):
     conn.close()
     before = foreign.read_bytes()
     learner = start("learner_node", tmp_path, "learner", database_path=foreign)
-    assert learner.wait(60) == 1
+    assert exit_status(learner, 60) == 1
     assert foreign.read_bytes() == before
     assert "something else" in (tmp_path / "learner.log").read_text()
 

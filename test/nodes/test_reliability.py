@@ -16,7 +16,7 @@ import time
 
 import pytest
 import rclpy
-from conftest import sampled_records, stored_count, stored_ids, wait_for, write_config
+from conftest import exit_status, sampled_records, stored_count, stored_ids, wait_for, write_config
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
@@ -569,7 +569,7 @@ def test_a_robot_recorded_without_a_learner_ends_as_the_recipe_says(tmp_path):
                                     env=dict(os.environ, ROS_HOME=str(tmp_path / "ros_home")))
     robot = start("simulated_robot", tmp_path, "robot", count=30, rate=100.0, wait_for="affordance_recorder")
     try:
-        assert robot.wait(60) == 0  # no learner: it does not wait for confirmations nobody sends
+        assert exit_status(robot, 60) == 0  # no learner: it does not wait for confirmations nobody sends
     finally:
         if robot.poll() is None:
             robot.kill()
@@ -589,7 +589,7 @@ def test_a_second_learner_on_one_database_is_refused_with_who_holds_it(ros, tmp_
     try:
         ros.client(Learn, f"{LEARNER}/learn")  # the first is up
         second = start("learner_node", tmp_path, "second", database_path=db, model_path=tmp_path / "other.json")
-        assert second.wait(60) == 1
+        assert exit_status(second, 60) == 1
     finally:
         if second is not None and second.poll() is None:
             stop(second)
@@ -621,7 +621,7 @@ def test_a_second_learner_is_refused_though_the_database_and_its_lock_file_were_
             db.parent.mkdir()
         wait_for(db.exists, what="the database written back to its path")
         second = start("learner_node", tmp_path, "second", database_path=db, model_path=tmp_path / "other.json")
-        assert second.wait(60) == 1
+        assert exit_status(second, 60) == 1
         robot.send(records[20:])  # the first goes on storing and confirming, alone
         wait_for(lambda: robot.trials.pending == 0, timeout=60, what="every trial confirmed")
         time.sleep(0.5)
