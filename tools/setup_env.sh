@@ -154,8 +154,23 @@ if [[ -f "$BUILD/CMakeCache.txt" ]] && ! grep -qxF "CMAKE_INSTALL_PREFIX:PATH=$V
   rm -rf "$BUILD"
 fi
 
-# Always configure + build + install: incremental and quick, and it picks up
-# edits to the Python sources and new files of setup.cfg's data files.
+# Nothing to do when no input of the build changed since the last install here (their names and contents
+# hashed) and every file it installed is still there: a rerun of the demo starts at once. Else configure +
+# build + install: incremental, and it picks up edits to the Python sources and new files of setup.cfg's
+# data files.
+INSTALLED="$BUILD/.affordance_ros-installed.sha256"
+INPUTS=(CMakeLists.txt package.xml setup.py setup.cfg pyproject.toml README.md requirements-ros.txt
+        tools/setup_env.sh affordance_ros action msg srv launch config resource)
+INPUT_HASH="$(find "${INPUTS[@]}" -type f -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z \
+  | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$INSTALLED" 2>/dev/null || true)" == "$INPUT_HASH" && -s "$BUILD/install_manifest.txt" ]] \
+    && grep -qxF "CMAKE_INSTALL_PREFIX:PATH=$VENV" "$BUILD/CMakeCache.txt" 2>/dev/null \
+    && xargs -d '\n' -a "$BUILD/install_manifest.txt" ls -d >/dev/null 2>&1; then
+  say "affordance_ros in .venv is up to date (no input of its build changed since it was installed)"
+  exit 0
+fi
+rm -f "$INSTALLED"
+
 # Without the C++ type support: the venv has no rclcpp to use it (half the build).
 run_step cmake-configure cmake -S "$ROOT" -B "$BUILD" \
   -DCMAKE_BUILD_TYPE=Release \
@@ -194,4 +209,5 @@ if [[ -s "$MANIFEST" ]]; then
       done
 fi
 
+echo "$INPUT_HASH" >"$INSTALLED"  # (hashed before the build read them: an edit made meanwhile is seen next time)
 say "affordance_ros installed into .venv in $((SECONDS - START)) s (. .venv/bin/activate, or run .venv/bin/python)"

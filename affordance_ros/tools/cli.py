@@ -407,7 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
     sug.set_defaults(run=cmd_suggest)
 
     default_config_help = config_help + "; default: the learner node's default (montesano)"
-    imp = sub.add_parser("import", help="add the cases of bags, CSV files or case databases to a case database")
+    imp = sub.add_parser(
+        "import", help="add the cases of bags, CSV files or case databases to a case database",
+        description="Add the cases of bags (their trial parts paired as the learner node pairs them from its "
+                    "topics), CSV files or other case databases to a case database, which the learner node opens "
+                    "(database_path) and `learn --cases` reads. Trials already stored are not added again.")
     imp.add_argument("sources", nargs="+", metavar="SOURCE", help="bag (directory, .db3, .mcap), .csv or .db")
     imp.add_argument("--db", required=True, help="the case database to add to (created if missing)")
     imp.add_argument("--config", help=default_config_help)
@@ -415,8 +419,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pairing_options(imp)
     imp.set_defaults(run=cmd_import)
 
-    exp = sub.add_parser("export",
-                         help="write the cases of a case database, bag or CSV file to a CSV file or a new bag")
+    exp = sub.add_parser(
+        "export", help="write the cases of a case database, bag or CSV file to a CSV file or a new bag",
+        description="Write the cases of a case database, a bag (its trial parts paired as the node pairs them) or a "
+                    "CSV file to a new CSV file (trial_id, labels, readings), or to a new bag of the action, "
+                    "object_features and effects topics, to replay or to learn from elsewhere.")
     exp.add_argument("source", help="case database (.db), bag or .csv")
     exp.add_argument("--out", required=True, help="a new .csv file, else a new bag directory")
     exp.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
@@ -427,10 +434,16 @@ def build_parser() -> argparse.ArgumentParser:
     exp.set_defaults(run=cmd_export)
 
     play = sub.add_parser("replay", help="publish a bag's affordance topics into the ROS graph (like ros2 bag play)",
+                          description="Publish a bag's action, object_features and effects messages at their "
+                                      "recorded pace (or --rate times faster), for a running learner node to "
+                                      "take in, as `ros2 bag play` would (needs ROS 2).",
                           epilog="ROS arguments go after --ros-args (e.g. --ros-args -r /action:=/robot2/action)")
     replay.add_arguments(play)
     play.set_defaults(run=cmd_replay)
     rec = sub.add_parser("record", help="record the affordance topics into a new bag (like ros2 bag record)",
+                         description="Record the action, object_features and effects topics into a new bag, every "
+                                     "message as it arrives, until Ctrl-C, --duration or --trials (needs ROS 2); "
+                                     "`import` or `learn --cases` read the bag later.",
                          epilog="ROS arguments go after --ros-args (e.g. --ros-args -r __ns:=/robot1)")
     record.add_arguments(rec)
     rec.set_defaults(run=cmd_record)
@@ -439,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
         "call", help="call the running learner node: learn, predict, select-action, suggest (needs ROS 2)",
         description="Call the running learner node's Learn action, ~/predict, ~/select_action or ~/suggest_trial "
                     "and print the answer as JSON (the `ros2 service call` these machines lack).",
-        epilog="ROS arguments go after --ros-args (e.g. --ros-args -r __ns:=/robot1)")
+        epilog="The node called is --node's (e.g. --node /robot1/affordance_learner), whatever the namespace "
+               "given after --ros-args, where ROS arguments go.")
     call.add_arguments(calls)
     calls.set_defaults(run=cmd_call)
 

@@ -127,6 +127,15 @@ def test_help_is_the_whole_usage_on_stdout():
     assert out.stdout.startswith("usage: affordance-ros learn [-h] --cases CASES") and "--structure" in out.stdout
 
 
+def test_every_command_says_what_it_does_above_its_options():
+    import argparse
+
+    from affordance_ros.tools.cli import build_parser
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    undescribed = [name for name, parser in commands.items() if not (parser.description or "").strip()]
+    assert len(commands) >= 14 and not undescribed
+
+
 def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
     import sqlite3
     tmp, _ = files
