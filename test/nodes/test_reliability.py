@@ -307,6 +307,10 @@ def test_a_part_ahead_of_a_wrong_clock_is_answered_retry_and_stored_once_the_clo
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
+        # a node that has no /clock yet takes every part (it cannot tell a stamp ahead of a time it does not
+        # have): first the learner's /clock subscription matched, then ticks that it has taken
+        wait_for(lambda: clock.get_subscription_count() >= 1, timeout=30, what="the learner's /clock subscription")
+        time.sleep(0.5)
         robot = Robot(ros)
         records = sampled_records(5)
         robot.send(records)
