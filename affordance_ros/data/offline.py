@@ -13,6 +13,9 @@ is stored already is left as it is.
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -294,7 +297,17 @@ def write_bag(path: str | Path, records: Sequence[TrialRecord], storage: str = "
         for kind in SENSOR_GROUPS:
             messages.append((log_time, k, kind, features_message(record.trial_id, stamp, record.part(kind))))
     messages.sort(key=lambda m: (m[0], m[1]))
-    with BagWriter(path, storage) as writer:
-        for log_time, _, kind, msg in messages:
-            writer.write(kind, log_time, msg)
+    # written in a folder of its own beside ``path``, then moved there whole: a bag stopped half-way (Ctrl-C, a
+    # full disk) leaves no bag that looks whole, and the bag keeps its name (its storage file is named after it)
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"{path} exists already")
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    try:
+        with BagWriter(staging / path.name, storage) as writer:
+            for log_time, _, kind, msg in messages:
+                writer.write(kind, log_time, msg)
+        os.rename(staging / path.name, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return len(messages)

@@ -419,6 +419,26 @@ def test_a_bag_is_not_taken_for_the_database(tmp_path):
     assert db3.read_bytes() == data
 
 
+def test_a_bag_whose_writing_stops_half_way_leaves_nothing_behind(tmp_path, monkeypatch):
+    from affordance_ros.data.bag import writer as bag_writer
+
+    written, original = [], bag_writer.BagWriter.write
+
+    def write_then_fail(self, *args):
+        if len(written) == 40:
+            raise KeyboardInterrupt  # as Ctrl-C would, half-way
+        written.append(original(self, *args))
+
+    monkeypatch.setattr(bag_writer.BagWriter, "write", write_then_fail)
+    with pytest.raises(KeyboardInterrupt):
+        write_bag(tmp_path / "bag", sampled_records(30), "mcap")
+    assert len(written) == 40 and list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    write_bag(tmp_path / "bag", sampled_records(30), "mcap")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bag"]
+    assert len(read_bag(tmp_path / "bag", CONFIG, PairingOptions()).records) == 30
+
+
 # ---------------------------------------------------------------- helpers
 def sampled_records(n, seed=0, prefix="r"):
     """n trials from the montesano ground truth as the node stores them, 50 ms apart."""
