@@ -23,6 +23,8 @@ import socket
 import time
 from pathlib import Path
 
+SHARED = "it uses the case database too"  # how a problem that another learner holds the lock file ends
+
 
 class DatabaseInUse(RuntimeError):
     """Another learner holds the database; the message says which and how to stop it."""
@@ -72,7 +74,7 @@ class DatabaseLock:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            return f"{_who(holder, 'another learner node')} holds {self.path} now: it uses the case database too"
+            return f"{_who(holder, 'another learner node')} holds {self.path} now: {SHARED}"
         except OSError:
             os.close(fd)
             raise

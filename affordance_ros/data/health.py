@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .case_writer import WriterState
+from .database_lock import SHARED
 
 OK, WARN, ERROR = "OK", "WARN", "ERROR"
 RISING_WINDOW = 10.0  # seconds: counters rising within this long make a WARN (ERROR for store errors)
@@ -169,8 +170,10 @@ class HealthMonitor:
     def _storing_problem(self, writer: WriterState | None, store_errors: int) -> tuple[str, str] | None:
         """(level, message) when storing is not as it should be."""
         if writer is not None and not writer.confirming:
+            until = ("that node stops" if writer.problem.endswith(SHARED)
+                     else "the database is written to its path again")
             return ERROR, (f"{writer.problem}: not confirming trials ({writer.held} stored since are held, "
-                           f"{writer.queued} wait) until the database is written to its path again")
+                           f"{writer.queued} wait) until {until}")
         if writer is not None and writer.problem:
             level = WARN if "locked" in writer.problem and writer.seconds < self.window else ERROR
             return level, (f"{writer.problem} for {writer.seconds:.0f} s: {writer.queued} trials wait to be "

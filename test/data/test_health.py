@@ -34,6 +34,27 @@ def test_storing_as_it_is(tmp_path):
     assert failing.level == ERROR and "disk is full" in failing.message
 
 
+def test_another_learner_on_the_lock_file_is_an_error_that_lasts_until_it_stops(tmp_path):
+    from affordance_ros.data.database_lock import DatabaseLock
+    from affordance_ros.data.storage import CaseStore
+    db = tmp_path / "cases.db"
+    lock = DatabaseLock(db, "/first")
+    store = CaseStore(db, database_lock=lock)
+    lock.path.unlink()
+    second = DatabaseLock(db, "/second")  # started in the moment the lock file was gone
+    try:
+        problem = store.recover()
+        shared = assess(tmp_path, writer(problem=problem, held=3, queued=1, confirming=False))
+        assert shared.level == ERROR and shared.message.startswith(problem)
+        assert shared.message.endswith("not confirming trials (3 stored since are held, 1 wait) until that node stops")
+        removed = assess(tmp_path, writer(problem="the case database x was removed", confirming=False))
+        assert removed.message.endswith("until the database is written to its path again")
+    finally:
+        second.release()
+        store.close()
+        lock.release()
+
+
 def test_a_database_read_only_on_disk_is_a_warning_that_says_storing_goes_on(tmp_path, monkeypatch):
     (tmp_path / "cases.db").touch()
     # (as root every file is writable; this is what a robot's own user sees after `chmod a-w` of the folder)
