@@ -97,10 +97,10 @@ class CaseSet:
         ``CaseSet.extra``, not learned from; any other unknown column is an error.
         """
         path = Path(path)
-        header, body = _read_csv_rows(path)
+        header, body, lines = _read_csv_rows(path)
         cols = {h: [row[j] for row in body] for j, h in enumerate(header)}
         ids = cols.pop("trial_id")
-        _check_unique_ids(path, ids)
+        _check_unique_ids(path, ids, lines)
         missing = [name for name in extra if name not in cols]
         if missing:
             raise DataError(f"'{path}': no column {missing[0]!r}; the header has {header}")
@@ -108,7 +108,7 @@ class CaseSet:
         for name in list(cols):
             if name in network.sensor_variable:
                 cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
-                              for n, x in enumerate(cols[name], start=2)]
+                              for n, x in zip(lines, cols[name])]
         try:
             cases = cls.from_columns(network, cols, ids)
         except UnknownColumnError as exc:
@@ -362,37 +362,44 @@ def _parse_readings(name: str, column: Sequence, trial_ids, bounds: tuple[float,
     return values
 
 
-def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
-    """(header, non-empty rows) of a cases CSV, checked: a trial_id column, no column named twice, every row
-    as long as the header. utf-8-sig: a byte order mark (Excel writes one) is not part of the first name.
+def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
+    """(header, non-empty rows, the file's line number of each row) of a cases CSV, checked: a trial_id column,
+    no column named twice, every row as long as the header. utf-8-sig: a byte order mark (Excel writes one) is
+    not part of the first name.
     """
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
+            reader = csv.reader(f)
+            rows, ends = [], []
+            for row in reader:
+                rows.append(row)
+                ends.append(reader.line_num)  # the line the row ends on (a quoted field may span lines)
     except OSError as exc:
         raise DataError(f"cannot read cases file '{path}': {exc.strerror}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"'{path}' is not a readable CSV file: {exc}") from None
     if not rows:
         raise DataError(f"'{path}' is empty: expected a header row")
-    header, body = rows[0], [r for r in rows[1:] if r]
+    header = rows[0]
+    body = [r for r in rows[1:] if r]
+    lines = [end for r, end in zip(rows[1:], ends[1:]) if r]
     if "trial_id" not in header:
         raise DataError(f"'{path}': the header needs a 'trial_id' column, has {header}")
     repeated = [name for j, name in enumerate(header) if name in header[:j]]
     if repeated:
         raise DataError(f"'{path}': the header names column '{repeated[0]}' twice; keep one of them")
-    for n, row in enumerate(body, start=2):
+    for n, row in zip(lines, body):
         if len(row) != len(header):
             raise DataError(f"'{path}' line {n}: {len(row)} fields, the header has {len(header)}")
-    return header, body
+    return header, body, lines
 
 
-def _check_unique_ids(path: Path, trial_ids: Sequence[str]) -> None:
+def _check_unique_ids(path: Path, trial_ids: Sequence[str], lines: Sequence[int]) -> None:
     """DataError naming the first trial_id given to more than one case (a case database keeps one case per
     trial_id, so a CSV must not count one trial twice) and how many ids repeat.
     """
     first_line, repeats = {}, []
-    for line, trial_id in enumerate(trial_ids, start=2):
+    for line, trial_id in zip(lines, trial_ids):
         if trial_id in first_line:
             repeats.append((trial_id, first_line[trial_id], line))
         else:

@@ -148,6 +148,20 @@ def test_a_repeated_trial_id_is_an_error_naming_it_and_its_lines(tmp_path):
                                  "trial_id); every case needs its own trial_id")
 
 
+@pytest.mark.parametrize("text, message", [
+    ("trial_id,Action,obj_vel\n\nt1,tap,1.5\n\nt2,tap,abc\n",
+     "line 5: reading 'abc' of sensor 'obj_vel' is not a number"),
+    ("trial_id,Action,obj_vel\n\n\nt1,tap,1.5\nt1,grasp,2\n", "line 5: trial_id 't1' is that of line 4 too"),
+    ('trial_id,Action,obj_vel\n"t\n1",tap,1.5\nt2,tap\n', "line 4: 2 fields, the header has 3"),
+])
+def test_a_csv_error_names_the_line_of_the_file_blank_lines_and_quoted_line_breaks_counted(tmp_path, text, message):
+    net = benchmark_network("montesano", sigma=3.0, seed=0)
+    path = write_csv(tmp_path / "c.csv", text)
+    with pytest.raises(DataError) as caught:
+        CaseSet.from_csv(net, path)
+    assert str(caught.value).startswith(f"'{path}' {message}")
+
+
 @pytest.mark.parametrize("content, message", [
     (b"\xff\xfe{}", "not UTF-8"),
     (b"[" * 200000 + b"]" * 200000, "nested too deeply"),
