@@ -72,13 +72,13 @@ pytest_on() {
   shift
   if (( have_path )); then defaults=(); fi
   echo "test.sh: $kind install ($prefix): pytest ${defaults[*]} $* ${USER_ARGS[*]}" >&2
-  # each run's temporary files in its own folder: pytest's shared /tmp/pytest-of-$USER keeps the last three
-  # sessions' only, so a second ./test.sh (another checkout) would remove a running one's files
-  # A hang that holds Python's interpreter lock (inside rclpy's C code) escapes pytest-timeout; the run then
-  # ends after RUN_LIMIT seconds with SIGABRT, on which Python's faulthandler prints every thread's stack.
+  # Each run's temporary files in its own folder: pytest's shared /tmp/pytest-of-$USER keeps the last three
+  # sessions' only, so a second ./test.sh (another checkout) would remove a running one's files. A hang that
+  # got past pytest.ini's timeouts ends the run after RUN_LIMIT seconds, with SIGABRT: Python's faulthandler
+  # then prints every thread's stack.
   AFFORDANCE_ROS_TEST_INSTALL=$kind AFFORDANCE_ROS_TEST_PREFIX=$prefix \
-    timeout --signal=ABRT --kill-after=30 "$RUN_LIMIT" "$python" -X faulthandler -m pytest --durations=10 --basetemp "$ROS_LOG_DIR/pytest-$kind-$((++pytest_runs))" "${defaults[@]}" "$@" \
-    "${USER_ARGS[@]}"
+    timeout --signal=ABRT --kill-after=30 "$RUN_LIMIT" "$python" -X faulthandler -m pytest --durations=10 \
+    --basetemp "$ROS_LOG_DIR/pytest-$kind-$((++pytest_runs))" "${defaults[@]}" "$@" "${USER_ARGS[@]}"
 }
 rc=0
 pytest_runs=0

@@ -160,7 +160,7 @@ fi
 # data files.
 INSTALLED="$BUILD/.affordance_ros-installed.sha256"
 INPUTS=(CMakeLists.txt package.xml setup.py setup.cfg pyproject.toml README.md requirements-ros.txt
-        tools/setup_env.sh affordance_ros action msg srv launch config resource)
+        tools/setup_env.sh tools/fix_wheel_cmake_paths.py affordance_ros action msg srv launch config resource)
 INPUT_HASH="$(find "${INPUTS[@]}" -type f -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z \
   | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
 if [[ "$(cat "$INSTALLED" 2>/dev/null || true)" == "$INPUT_HASH" && -s "$BUILD/install_manifest.txt" ]] \
