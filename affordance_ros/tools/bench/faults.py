@@ -193,7 +193,7 @@ def run(args) -> int:
     runs, stops, rounds = (1, 4, 3) if args.quick else (3, 30, 8)
     print(f"bench faults{' (quick)' if args.quick else ''}: kill -9 mid-stream ({runs} x {n} trials, with and "
           f"without confirmations), {stops} stops under load, {rounds} rounds of malformed messages, and the faults "
-          "at the edges (issue 18)")
+          "at the edges (a removed database, transitions during a learn, floods, ...)")
     print(f"machine: {machine_line()}")
     kills = []
     with tempfile.TemporaryDirectory(prefix="affordance-bench-faults-") as tmpdir:

@@ -265,7 +265,7 @@ def run(args) -> int:
     nodes_figure(node_rows, out / "perf_em_nodes.png")
     text = tables(cases_rows, node_rows, memory, latency)
     targets = target_lines(cases_rows, latency)
-    (out / "perf_table.md").write_text(text + "\nIssue 2's targets:\n\n" + "".join(f"- {t}\n" for t in targets))
+    (out / "perf_table.md").write_text(text + "\nThe targets:\n\n" + "".join(f"- {t}\n" for t in targets))
     write_json(out / "perf_results.json", {"machine": machine(), "quick": quick, "em_vs_cases": cases_rows,
                                            "em_vs_nodes": node_rows, "memory": memory, "predict": latency})
     print()
