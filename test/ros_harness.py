@@ -172,6 +172,7 @@ class Ros:
             node.destroy_node()
         rclpy.try_shutdown(context=self.context)
         joined(self._thread)
+        self.context.destroy()  # (its DDS participant goes once nothing holds it: conftest.py's collect_rclpy)
 
 
 def joined(thread: threading.Thread, timeout: float = 10.0) -> None:
