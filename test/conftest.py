@@ -73,10 +73,12 @@ def wait_for(predicate, timeout=20.0, what="condition"):
 
 
 class NodeProcess(subprocess.Popen):
-    """An executable the tests started, with ``log``: the file its output goes to."""
+    """An executable the tests started, its output (stdout and stderr) written to the file ``log`` (opened with
+    ``mode``)."""
 
-    def __init__(self, args, log: Path, **kwargs):
-        super().__init__(args, **kwargs)
+    def __init__(self, args, log: Path, mode: str = "w", **kwargs):
+        with open(log, mode) as out:
+            super().__init__(args, stdout=out, stderr=subprocess.STDOUT, **kwargs)
         self.log = log
 
 

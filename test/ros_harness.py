@@ -6,7 +6,6 @@ SingleThreadedExecutor (as learner_node runs it) spinning in a thread.
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -222,12 +221,11 @@ class Listener:
 
 def start(executable, tmp_path, name, **params):
     """An installed executable as a process of its own (its output in ``tmp_path / f"{name}.log"``)."""
-    log = open(tmp_path / f"{name}.log", "a")
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     args = [str(LIB / executable), "--ros-args"]
     for key, value in params.items():
         args += ["-p", f"{key}:={value}"]
-    return NodeProcess(args, tmp_path / f"{name}.log", stdout=log, stderr=subprocess.STDOUT, env=env)
+    return NodeProcess(args, tmp_path / f"{name}.log", "a", env=env)
 
 
 def stop(process, sig=signal.SIGINT, timeout=30.0):

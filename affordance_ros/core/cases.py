@@ -370,19 +370,17 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
-            rows, ends = [], []
+            header, body, lines = next(reader, None), [], []
             for row in reader:
-                rows.append(row)
-                ends.append(reader.line_num)  # the line the row ends on (a quoted field may span lines)
+                if row:
+                    body.append(row)
+                    lines.append(reader.line_num)  # the line the row ends on (a quoted field may span lines)
     except OSError as exc:
         raise DataError(f"cannot read cases file '{path}': {exc.strerror}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"'{path}' is not a readable CSV file: {exc}") from None
-    if not rows:
+    if header is None:
         raise DataError(f"'{path}' is empty: expected a header row")
-    header = rows[0]
-    body = [r for r in rows[1:] if r]
-    lines = [end for r, end in zip(rows[1:], ends[1:]) if r]
     if "trial_id" not in header:
         raise DataError(f"'{path}': the header needs a 'trial_id' column, has {header}")
     repeated = [name for j, name in enumerate(header) if name in header[:j]]

@@ -79,9 +79,8 @@ def test_the_tools_check_their_ros_arguments_too(tmp_path):
 
 
 def start(tmp_path, *ros_args):
-    log = open(tmp_path / "learner.log", "w")
-    return NodeProcess([str(LIB / "learner_node"), "--ros-args", *ros_args], tmp_path / "learner.log", stdout=log,
-                       stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1"))
+    return NodeProcess([str(LIB / "learner_node"), "--ros-args", *ros_args], tmp_path / "learner.log",
+                       env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1"))
 
 
 def test_a_learner_that_cannot_start_says_why_once_at_fatal(tmp_path):

@@ -3,7 +3,6 @@
 import os
 import signal
 import stat
-import subprocess
 
 import pytest
 from conftest import NodeProcess, assert_distributions, exit_status, sampled_records, wait_for
@@ -17,10 +16,9 @@ PARAMS_FILE = share_directory() / "config" / "learner.params.yaml"
 
 
 def start(executable, *ros_args, tmp_path, name, umask=None):
-    log = open(tmp_path / f"{name}.log", "w")
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-    return NodeProcess([str(LIB / executable), "--ros-args", *ros_args], tmp_path / f"{name}.log", stdout=log,
-                       stderr=subprocess.STDOUT, env=env, preexec_fn=None if umask is None else lambda: os.umask(umask))
+    return NodeProcess([str(LIB / executable), "--ros-args", *ros_args], tmp_path / f"{name}.log", env=env,
+                       preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 
 def output(tmp_path, name):
