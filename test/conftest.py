@@ -6,6 +6,7 @@ a pip install without ROS runs the others (``-m "not ros"``, see test.sh). Disco
 in a domain of this run (./test.sh sets one; a bare `pytest` run gets one from its process id).
 """
 
+import fcntl
 import gc
 import json
 import os
@@ -129,6 +130,15 @@ def ros(tmp_path):
         yield harness
     finally:
         harness.close()
+
+
+def learner_on_another_host(lock_path, node: str) -> int:
+    """What a learner on another host does to a database's lock file on a shared file system (where only the
+    file lock meets it: ``database_lock``): its file descriptor, holding the lock until closed."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.pwrite(fd, json.dumps({"node": node, "pid": 4242, "host": "robot2"}).encode(), 0)
+    return fd
 
 
 def sampled_records(n, seed=0, sigma=1.0, prefix="r", start=0.0, spacing=1.0, delay=0.0):

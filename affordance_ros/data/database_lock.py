@@ -11,15 +11,25 @@ command line's ``import``) do not take it: SQLite serialises their writes with t
 A lock on a file that was removed (``rm cases.db*``, the folder removed) holds nothing a second
 learner would see: ``problem`` says when the path no longer names the file locked, and ``retake``
 locks the file at the path again (made if missing), as the case store does when it writes the
-database back to its path (``storage.CaseStore.recover``).
+database back to its path (``storage.CaseStore.recover``). Until then (up to a second) the file
+lock holds nothing, so on Linux the holder also binds a socket in the abstract namespace named
+after the database's path (``_path_name``): it has no file to remove, the kernel frees it when
+the process ends, and a second learner on the same host is refused by it whatever was removed,
+with the holder's process id read from the socket (``SO_PEERCRED``). Its name includes the mount
+namespace, so two containers sharing the host's network but each with its own ``/data/cases.db``
+do not refuse each other; learners on other hosts (a database on a shared file system) meet only
+the file lock.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import hashlib
 import json
 import os
 import socket
+import struct
 import time
 from pathlib import Path
 
@@ -36,16 +46,17 @@ class DatabaseLock:
 
     def __init__(self, database_path: Path, owner: str):
         self.path = database_path.with_name(database_path.name + ".lock")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = None
+        self._socket = _bind_path_name(database_path)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder(self._fd)
-            os.close(self._fd)
-            raise DatabaseInUse(_in_use(database_path, holder)) from None
-        except OSError:
-            os.close(self._fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise DatabaseInUse(_in_use(database_path, _holder(self._fd))) from None
+        except BaseException:
+            self.release()
             raise
         self._me = {"node": owner, "pid": os.getpid(), "host": socket.gethostname(),
                     "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -55,6 +66,7 @@ class DatabaseLock:
         """'' while the path names the file this lock holds; else what happened to it (removed, replaced)."""
         if self._fd is None:
             return ""
+        self._answer_probes()
         try:
             status = os.stat(self.path)
         except FileNotFoundError:
@@ -82,6 +94,14 @@ class DatabaseLock:
         self._fd, self._identity = fd, self._hold(fd)
         return ""
 
+    def _answer_probes(self) -> None:
+        """Close the connections refused learners made to the socket to learn who holds it (its queue is short)."""
+        while self._socket is not None:
+            try:
+                self._socket.accept()[0].close()
+            except OSError:
+                return
+
     def _hold(self, fd: int) -> tuple[int, int]:
         """Write who holds the lock into its file ``fd``; the file's identity (device, inode)."""
         os.ftruncate(fd, 0)
@@ -94,6 +114,82 @@ class DatabaseLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
+def _path_name(database_path: Path) -> bytes:
+    """The abstract socket name of a database: its absolute path (symbolic links resolved) in this mount
+    namespace (a container's ``/data/cases.db`` is not the host's)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        namespace = ""
+    key = f"{namespace}\0{os.path.realpath(database_path)}".encode()
+    return b"\0affordance_ros.database." + hashlib.sha256(key).hexdigest().encode()
+
+
+def _bind_path_name(database_path: Path) -> socket.socket | None:
+    """Bind (and listen on) the database's abstract socket; DatabaseInUse when a process on this host has it.
+    None where there is no abstract namespace (not Linux): the file lock alone then."""
+    if not hasattr(socket, "AF_UNIX") or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    name = _path_name(database_path)
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        held.bind(name)
+        held.listen(8)
+        held.setblocking(False)
+        return held
+    except OSError as exc:
+        held.close()
+        if exc.errno != errno.EADDRINUSE:
+            return None
+    raise DatabaseInUse(_in_use(database_path, _socket_holder(name, database_path)))
+
+
+def _socket_holder(name: bytes, database_path: Path) -> dict:
+    """Who holds the database's abstract socket: its process id (``SO_PEERCRED`` of a connection to it) and
+    what that process wrote into its lock file, read through the file it holds open (the one at the path
+    may be gone, or another's); the lock file at the path when the socket tells nothing."""
+    pid = None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)
+        try:
+            probe.connect(name)
+            pid = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+        except OSError:  # its queue of connections is full, or it has just ended
+            pass
+    lock_path = str(database_path.with_name(database_path.name + ".lock"))
+    candidates = [lock_path]
+    if pid is not None:
+        candidates[:0] = [fd for fd in _open_files(pid) if _target(fd).removesuffix(" (deleted)") == lock_path]
+    for candidate in candidates:
+        try:
+            fd = os.open(candidate, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        holder = _holder(fd)
+        os.close(fd)
+        if pid is None or holder.get("pid") == pid:
+            return holder
+    return {} if pid is None else {"pid": pid, "host": socket.gethostname()}
+
+
+def _open_files(pid: int) -> list[str]:
+    """The /proc paths of a process's open files; none when it is not ours to look into, or has ended."""
+    try:
+        return [f"/proc/{pid}/fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return []
+
+
+def _target(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # closed meanwhile
+        return ""
 
 
 def _holder(fd: int) -> dict:

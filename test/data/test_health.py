@@ -4,6 +4,8 @@ import os
 import time
 from collections import Counter
 
+from conftest import learner_on_another_host
+
 from affordance_ros.data import health
 from affordance_ros.data.case_writer import WriterState
 from affordance_ros.data.health import ERROR, OK, WARN, HealthMonitor
@@ -41,7 +43,7 @@ def test_another_learner_on_the_lock_file_is_an_error_that_lasts_until_it_stops(
     lock = DatabaseLock(db, "/first")
     store = CaseStore(db, database_lock=lock)
     lock.path.unlink()
-    second = DatabaseLock(db, "/second")  # started in the moment the lock file was gone
+    second = learner_on_another_host(lock.path, "/second")  # started in the moment the lock file was gone
     try:
         problem = store.recover()
         shared = assess(tmp_path, writer(problem=problem, held=3, queued=1, confirming=False))
@@ -50,7 +52,7 @@ def test_another_learner_on_the_lock_file_is_an_error_that_lasts_until_it_stops(
         removed = assess(tmp_path, writer(problem="the case database x was removed", confirming=False))
         assert removed.message.endswith("until the database is written to its path again")
     finally:
-        second.release()
+        os.close(second)
         store.close()
         lock.release()
 

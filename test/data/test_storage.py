@@ -1,9 +1,14 @@
 """CaseStore: the SQLite case database."""
 
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import pytest
+from conftest import learner_on_another_host
 
 from affordance_ros.data.database_lock import DatabaseInUse, DatabaseLock
 from affordance_ros.data.storage import SCHEMA_VERSION, CaseStore, CaseStoreError
@@ -214,17 +219,62 @@ def test_the_lock_file_removed_with_the_database_is_locked_again_as_the_database
     lock.release()
 
 
+def test_a_second_learner_is_refused_while_the_files_are_gone_before_the_database_is_written_back(tmp_path):
+    db = tmp_path / "db" / "cases.db"
+    lock = DatabaseLock(db, "/first")
+    store = CaseStore(db, database_lock=lock)
+    store.add(trial(1))
+    for path in db.parent.iterdir():  # rm -f cases.db*: no file is locked until the store writes it back
+        path.unlink()
+    with pytest.raises(DatabaseInUse, match=rf"in use by /first \(pid {os.getpid()}, host "):
+        DatabaseLock(db, "/second")
+    assert list(db.parent.iterdir()) == []  # the refused one made nothing
+    shutil.rmtree(db.parent)  # the folder too
+    for _ in range(12):  # more refusals than the socket's queue holds: each still names the holder
+        with pytest.raises(DatabaseInUse, match=rf"in use by /first \(pid {os.getpid()}, "):
+            DatabaseLock(db, "/second")
+        lock.problem()
+    assert not db.parent.exists()
+    db.parent.mkdir()
+    assert store.recover() == "" and store.records() == [trial(1)]
+    with pytest.raises(DatabaseInUse, match="in use by /first"):
+        DatabaseLock(db, "/second")
+    store.close()
+    lock.release()
+    DatabaseLock(db, "/second").release()  # released: free for the next
+
+
+def test_the_same_path_in_another_mount_namespace_is_another_database(tmp_path):
+    """Two containers on the host's network, each with its own /data/cases.db, do not refuse each other."""
+    folder = tmp_path / "data"
+    lock = DatabaseLock(folder / "cases.db", "/first")
+    take = ("from pathlib import Path; from affordance_ros.data.database_lock import DatabaseLock; "
+            f"DatabaseLock(Path({str(folder / 'cases.db')!r}), '/second').release(); print('held')")
+    try:
+        here = subprocess.run([sys.executable, "-c", take], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert here.returncode == 1 and "in use by /first" in here.stderr
+        elsewhere = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                    f'mount -t tmpfs none "{folder}" && exec "$0" -c "$1"', sys.executable, take],
+                                   capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        if "affordance_ros" not in elsewhere.stderr and "held" not in elsewhere.stdout:
+            pytest.skip(f"no mount namespace of our own here: {elsewhere.stderr.strip()[-200:]}")
+        assert elsewhere.returncode == 0 and elsewhere.stdout.strip() == "held", elsewhere.stderr
+    finally:
+        lock.release()
+
+
 def test_a_lock_file_another_learner_took_stops_the_store_until_that_learner_ends(tmp_path):
     db = tmp_path / "cases.db"
     lock = DatabaseLock(db, "/first")
     store = CaseStore(db, database_lock=lock)
     lock.path.unlink()
-    second = DatabaseLock(db, "/second")  # started while the lock file was gone
+    second = learner_on_another_host(lock.path, "/second")  # (a shared file system: only the file lock meets it)
     problem = store.recover()
     assert problem.startswith(f"{lock.path} now names another file than the lock file this node holds; /second (")
     assert "it uses the case database too" in problem and store.file_problem()
-    second.release()  # it ended: the file it leaves is locked again
+    os.close(second)  # it ended: the file it leaves is locked again
     assert store.recover() == "" and store.file_problem() == ""
     assert '"node": "/first"' in lock.path.read_text()
     store.close()
     lock.release()
+

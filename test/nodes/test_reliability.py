@@ -604,10 +604,12 @@ def test_a_second_learner_on_one_database_is_refused_with_who_holds_it(ros, tmp_
     assert f"kill -INT {first.pid}" in refusal[0] and "another database_path" in refusal[0]
 
 
-@pytest.mark.parametrize("removed", ["files", "folder"])
+@pytest.mark.parametrize("removed", ["files", "folder", "folder, a learner started before it is made again"])
 def test_a_second_learner_is_refused_though_the_database_and_its_lock_file_were_removed(ros, tmp_path, removed):
     """`rm -f cases.db*` (or the folder removed and made again) takes the lock file too: the node writes the
-    database back to its path and locks the file there again, so a second learner started then is refused."""
+    database back to its path and locks the file there again, so a second learner started then is refused;
+    one started before that (the folder gone: the node waits for it) is refused too, by the node's socket
+    named after the path, and makes nothing."""
     db = tmp_path / "db" / "cases.db"
     first = start("learner_node", tmp_path, "first", database_path=db, model_path=tmp_path / "model.json",
                   status_period=0.0)
@@ -620,12 +622,19 @@ def test_a_second_learner_is_refused_though_the_database_and_its_lock_file_were_
         if removed == "files":
             for path in db.parent.iterdir():  # a clean-up's `rm -f cases.db*`
                 path.unlink()
-        else:
+        elif removed == "folder":
             shutil.rmtree(db.parent)
             db.parent.mkdir()
+        else:
+            shutil.rmtree(db.parent)
+            second = start("learner_node", tmp_path, "second", database_path=db, model_path=tmp_path / "other.json")
+            assert exit_status(second, 60) == 1
+            assert not db.parent.exists()
+            db.parent.mkdir()
         wait_for(db.exists, what="the database written back to its path")
-        second = start("learner_node", tmp_path, "second", database_path=db, model_path=tmp_path / "other.json")
-        assert exit_status(second, 60) == 1
+        if second is None:
+            second = start("learner_node", tmp_path, "second", database_path=db, model_path=tmp_path / "other.json")
+            assert exit_status(second, 60) == 1
         robot.send(records[20:])  # the first goes on storing and confirming, alone
         wait_for(lambda: robot.trials.pending == 0, timeout=60, what="every trial confirmed")
         time.sleep(0.5)
