@@ -64,6 +64,7 @@ TRIAL_HEARTBEAT_PERIOD = 0.1  # seconds between a trial writer's heartbeats whil
 # holds the executor this long.
 SERVICE_ANSWER_WAIT = 1.0
 PROFILES_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+PROFILES_PREFIX = "affordance_ros_dds_"  # the profiles files: <prefix><pid>_<random>.xml in the temporary folder
 _READER_PROFILE = """    <data_reader profile_name="affordance_ros_reader" is_default_profile="true">
       <topic>
         <resourceLimitsQos>
@@ -138,15 +139,43 @@ def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | No
         profiles.append(_WRITER_PROFILE.format(name="service", default="", times=times,
                                                qos=_BLOCKING.format(wait=_duration(service_answer_wait))))
         said.append(f"services wait up to {service_answer_wait:g} s for a new caller's reply reader")
-    with tempfile.TemporaryDirectory(prefix="affordance_ros_dds_") as folder:
-        profile = Path(folder) / "profiles.xml"
-        profile.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<dds xmlns="http://www.eprosima.com">\n'
-                           f'  <profiles>\n{"".join(profiles)}  </profiles>\n</dds>\n')
-        os.environ[PROFILES_VARIABLES[0]] = str(profile)
+    text = ('<?xml version="1.0" encoding="UTF-8"?>\n<dds xmlns="http://www.eprosima.com">\n'
+            f'  <profiles>\n{"".join(profiles)}  </profiles>\n</dds>\n')
+    with _profiles_file(text) as path:
+        os.environ[PROFILES_VARIABLES[0]] = path
         try:
             yield "; ".join(said)
         finally:
             os.environ.pop(PROFILES_VARIABLES[0], None)
+
+
+@contextlib.contextmanager
+def _profiles_file(text: str) -> Iterator[str]:
+    """The path of a temporary file holding ``text`` for the block, named after this process; first the files
+    of processes that ended without removing theirs (killed) are removed."""
+    remove_stale_profiles(Path(tempfile.gettempdir()))
+    with tempfile.NamedTemporaryFile("w", prefix=f"{PROFILES_PREFIX}{os.getpid()}_", suffix=".xml",
+                                     delete=False) as handle:
+        handle.write(text)
+    try:
+        yield handle.name
+    finally:
+        os.unlink(handle.name)
+
+
+def remove_stale_profiles(folder: Path, age: float = 60.0) -> None:
+    """Remove the profiles files in ``folder`` older than ``age`` seconds whose process has ended (Fast DDS
+    reads the file when the process makes its first context; one killed leaves it)."""
+    for path in folder.glob(f"{PROFILES_PREFIX}*_*.xml"):
+        try:
+            pid = int(path.name[len(PROFILES_PREFIX):].split("_")[0])
+            if time.time() - path.stat().st_mtime < age:
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except (ValueError, OSError):  # not one of ours, gone meanwhile, or its process runs (another user's)
+            continue
 
 
 def describe_qos(depth: int) -> str:

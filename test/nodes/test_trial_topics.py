@@ -5,6 +5,7 @@ answers queued behind its own. Real subscriptions over DDS, in the test's proces
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import rclpy
@@ -226,6 +227,25 @@ def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_use
     with dds_profiles(reader_samples=100) as said:
         assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == "/etc/my_profiles.xml"
     assert "/etc/my_profiles.xml" in said
+
+
+def test_the_profiles_file_of_a_killed_process_is_removed_by_the_next_one(tmp_path):
+    """A node killed (SIGKILL) cannot remove its profiles file: the next process removes the files of processes
+    that have ended, once a minute old (a process reads its file as it starts)."""
+    from affordance_ros.nodes.qos import PROFILES_PREFIX, remove_stale_profiles
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    old = time.time() - 120
+    files = {"ended": tmp_path / f"{PROFILES_PREFIX}{ended.pid}_x1y2.xml",
+             "running": tmp_path / f"{PROFILES_PREFIX}{os.getpid()}_x1y2.xml",
+             "ended, new": tmp_path / f"{PROFILES_PREFIX}{ended.pid}_z3.xml",
+             "another program's": tmp_path / f"{PROFILES_PREFIX}cache_x1.xml"}
+    for name, path in files.items():
+        path.write_text("<dds/>")
+        if name != "ended, new":
+            os.utime(path, (old, old))
+    remove_stale_profiles(tmp_path)
+    assert {name for name, path in files.items() if path.exists()} == {"running", "ended, new", "another program's"}
 
 
 PROBE = """
