@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import rclpy
+from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -74,6 +75,59 @@ def check_command_line(prog: str, node_name: str, declare: Callable, description
                 close = difflib.get_close_matches(name, names, n=1)
                 _fail(prog, f"-p {rule}: {node_name} has no parameter '{name}'"
                             + (f" (did you mean {close[0]}?)" if close else "") + f"; {prog} --help lists them")
+    if rules or "--params-file" in argv:
+        problem = parameter_type_problem(node_name, declare, argv)
+        if problem:
+            _fail(prog, f"{problem}; {prog} --help lists the parameters and their types")
+
+
+def parameter_type_problem(node_name: str, declare: Callable, argv: Sequence[str]) -> str:
+    """What is wrong with the type of a value the command line (``-p`` or ``--params-file``) gives a parameter
+    ``declare(node)`` declares, in one line ('' when nothing is): rclpy raises it from the node's constructor
+    (a traceback). Checked on a node of that name in a context of its own with these arguments."""
+    context = rclpy.Context()
+    rclpy.init(args=list(argv), context=context)
+    try:
+        node = Node(node_name, context=context, start_parameter_services=False, enable_rosout=False)
+        try:
+            declare(node)
+        except InvalidParameterTypeException as exc:
+            return _type_problem(str(exc.args[0]))
+        except ValueError:  # the node's own checks of the values: its start says them, as it does without this
+            pass
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+        context.destroy()
+    return ""
+
+
+def _type_problem(text: str) -> str:
+    """rclpy's "Trying to set parameter 'x' to 'v' of type 'STRING', expecting type 'BOOL'" as the check says it."""
+    found = re.match(r"Trying to set parameter '(.*)' to '(.*)' of type '(\w+)', expecting type '(\w+)'", text)
+    if not found:
+        return text
+    name, value, given, expected = found.groups()
+    hint = ""
+    if expected == "DOUBLE" and given == "INTEGER":
+        hint = f" (write it with a decimal point: {name}:={value}.0)"
+    elif expected == "STRING":
+        hint = f" (quote it to make it a string: -p {name}:=\"'{value}'\")"
+    return (f"parameter '{name}' is {_a(_type_name(expected))}, but it was given '{value}', "
+            f"{_a(_type_name(given))}{hint}")
+
+
+def _type_name(rcl_type: str) -> str:
+    """A parameter type as --help names it (rcl's 'BOOL', 'INTEGER', ...)."""
+    try:
+        return _TYPES.get(Parameter.Type[rcl_type], rcl_type.lower())
+    except KeyError:
+        return rcl_type.lower()
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
 
 
 def ros_arguments_problem(ros_args: Sequence[str]) -> str:
@@ -130,6 +184,7 @@ def declared_parameters(node_name: str, declare: Callable) -> list[DeclaredParam
             node.destroy_node()
     finally:
         rclpy.try_shutdown(context=context)
+        context.destroy()
 
 
 def help_text(prog: str, description: str, parameters: Sequence[DeclaredParameter]) -> str:

@@ -43,6 +43,26 @@ def test_a_mistake_on_the_command_line_is_one_line_and_exit_2(executable, args, 
     assert len(out.stderr.splitlines()) == 1 and out.stdout == ""
 
 
+@pytest.mark.parametrize("executable, args, message", [
+    ("learner_node", ["-p", "online_learning:=maybe"],
+     "error: parameter 'online_learning' is a bool, but it was given 'maybe', a string; "),
+    ("learner_node", ["-p", "database_path:=5"],
+     "error: parameter 'database_path' is a string, but it was given '5', an int "
+     "(quote it to make it a string: -p database_path:=\"'5'\"); "),
+    ("simulated_robot", ["-p", "count:=abc"], "error: parameter 'count' is an int, but it was given 'abc', a string; "),
+    ("learner_node", ["--params-file", "{params}"],
+     "error: parameter 'online_learning' is a bool, but it was given '1', an int"),
+])
+def test_a_value_of_the_wrong_type_is_one_line_and_exit_2(executable, args, message, tmp_path):
+    """rclpy raises these from the node's constructor: a traceback of 30 lines before the check."""
+    params = tmp_path / "params.yaml"
+    params.write_text("affordance_learner:\n  ros__parameters:\n    online_learning: 1\n")
+    out = run(LIB / executable, "--ros-args", *[a.format(params=params) for a in args])
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(f"{executable}: {message}") and f"{executable} --help lists" in out.stderr
+    assert len(out.stderr.splitlines()) == 1 and out.stdout == ""
+
+
 def test_a_parameter_named_like_an_option_is_suggested():
     out = run(LIB / "learner_node", "--config", "x.json")
     assert "e.g. learner_node --ros-args -p config_path:=x.json (learner_node --help lists the parameters)" in \
