@@ -33,6 +33,21 @@ def default_config_path() -> Path:
     return share_directory() / "config" / "montesano.json"
 
 
+def shipped_configurations() -> dict[str, Path]:
+    """The configurations installed with the package, by name: {"hands": .../hands.json, ...}."""
+    return {path.stem: path for path in sorted(default_config_path().parent.glob("*.json"))}
+
+
+def configuration_file(given: str | Path) -> Path:
+    """A configuration as the command line's ``--config`` and the node's ``config_path`` take it: the file at
+    ``given``, else the shipped configuration of that name (``tools``; a folder named so, as the checkout's
+    ``tools/``, is never a configuration). ``given`` itself when it is neither (reading it says why)."""
+    path = Path(given)
+    if path.is_file():
+        return path
+    return shipped_configurations().get(str(given), path)
+
+
 def ros_home() -> Path:
     """$ROS_HOME, else ~/.ros (where ROS 2 keeps logs and other per-user state)."""
     return Path(os.path.expanduser(os.environ.get("ROS_HOME") or "~/.ros"))

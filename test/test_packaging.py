@@ -333,7 +333,7 @@ def test_a_source_checkout_on_pythonpath_finds_its_configurations(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("AMENT_PREFIX_PATH", "COLCON_PREFIX_PATH")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     script = ("import affordance_ros.share as s, affordance_ros.tools.cli as c; print(s.__file__); "
-              "print(s.default_config_path()); print(sorted(c.shipped_configurations()))")
+              "print(s.default_config_path()); print(sorted(s.shipped_configurations()))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=120)
     assert done.returncode == 0, done.stderr

@@ -18,7 +18,7 @@ from ..data.pairing import (
     INTERFACE_MAX_LIST_LENGTH,
     SizeLimits,
 )
-from ..share import default_config_path, default_database_path, default_model_path
+from ..share import configuration_file, default_config_path, default_database_path, default_model_path
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL
 from .trial_publisher import robot_name_problem
@@ -46,7 +46,8 @@ DEFAULT_MAX_PENDING_TRIALS = 1000
 PARAMETERS = {
     "config_path": (default_config_path, (
         "Configuration in the model schema (JSON): variables, their groups and values, sensors, "
-        "optionally arcs and 'learning' options. Default: the montesano config the simulated robot matches."),
+        "optionally arcs and 'learning' options; or the name of a shipped one (montesano, tools, hands, "
+        "transfer). Default: the montesano config the simulated robot matches."),
         True, {}),
     "database_path": (default_database_path, (
         "SQLite case database; every completed trial is committed here at once. "
@@ -183,6 +184,7 @@ def declare_learner_parameters(node) -> LearnerSettings:
         raise ParameterError(str(exc)) from None
     for name in ("config_path", "database_path", "model_path"):
         value[name] = Path(value[name] or defaults[name])
+    value["config_path"] = configuration_file(value["config_path"])
     if value["structure"] not in STRUCTURES:
         raise ParameterError(f"structure '{value['structure']}' is not one of {list(STRUCTURES)}")
     names = robot_names(value["robots"])

@@ -37,7 +37,7 @@ from ..data.formats import FORMATS, export_model, format_of, import_model
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
 from ..data.storage import CaseStoreError
 from ..data.trial import case_set
-from ..share import default_config_path
+from ..share import configuration_file, default_config_path, shipped_configurations
 from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
 from .json_answers import add_top_argument, shortened
@@ -103,21 +103,15 @@ def _config(args) -> AffordanceNetwork:
     return AffordanceNetwork.load(args.config or default_config_path(), what="configuration")
 
 
-def shipped_configurations() -> dict[str, Path]:
-    """The configurations installed with the package, by name: {"hands": .../hands.json, ...}."""
-    return {path.stem: path for path in sorted(default_config_path().parent.glob("*.json"))}
-
-
 def configuration_path(given: str) -> Path:
     """``--config``: a configuration file, or the name of a shipped one (``--config tools``)."""
-    path = Path(given)
-    if path.exists():
+    path = configuration_file(given)
+    if path.is_file():
         return path
     shipped = shipped_configurations()
-    if given in shipped:
-        return shipped[given]
     names = ", ".join(shipped) or "none"
-    raise UserError(f"cannot read configuration '{given}': no such file; the shipped configurations are {names} "
+    what = "a folder, not a configuration file" if path.is_dir() else "no such file"
+    raise UserError(f"cannot read configuration '{given}': {what}; the shipped configurations are {names} "
                     f"(in {default_config_path().parent}): name one (--config {next(iter(shipped), 'tools')}) "
                     f"or give the path of a configuration file")
 

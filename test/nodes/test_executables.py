@@ -15,10 +15,10 @@ LIB = PREFIX / "lib" / "affordance_ros"
 PARAMS_FILE = share_directory() / "config" / "learner.params.yaml"
 
 
-def start(executable, *ros_args, tmp_path, name, umask=None):
+def start(executable, *ros_args, tmp_path, name, umask=None, cwd=None):
     env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     return NodeProcess([str(LIB / executable), "--ros-args", *ros_args], tmp_path / f"{name}.log", env=env,
-                       preexec_fn=None if umask is None else lambda: os.umask(umask))
+                       preexec_fn=None if umask is None else lambda: os.umask(umask), cwd=cwd)
 
 
 def output(tmp_path, name):
@@ -29,6 +29,19 @@ def stop(process, timeout=15.0):
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
     return exit_status(process, timeout)
+
+
+def test_config_path_names_a_shipped_configuration_even_beside_a_folder_of_that_name(tmp_path):
+    """`-p config_path:=tools` from the repository's root, where tools/ is a folder: the shipped tools.json."""
+    (tmp_path / "tools").mkdir()
+    learner = start("learner_node", "-p", "config_path:=tools", "-p", f"database_path:={tmp_path / 'cases.db'}",
+                    "-p", f"model_path:={tmp_path / 'model.json'}", tmp_path=tmp_path, name="learner", cwd=tmp_path)
+    try:
+        wait_for(lambda: "active: taking trials" in output(tmp_path, "learner") or learner.poll() is not None,
+                 timeout=60, what="the learner active")
+    finally:
+        assert stop(learner) == 0, output(tmp_path, "learner")
+    assert f"config {share_directory() / 'config' / 'tools.json'} (4 variables" in output(tmp_path, "learner")
 
 
 def test_learner_and_robot_processes(ros, tmp_path):

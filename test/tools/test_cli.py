@@ -215,6 +215,7 @@ def test_learn_progress_shows_the_steps_of_learning_a_line_a_second(montesano_cs
 
 
 def test_config_names_a_shipped_configuration_and_errors_say_where_they_are(montesano_csv, tmp_path):
+    (tmp_path / "montesano").mkdir()  # a folder named as a shipped configuration (the checkout's tools/) is not one
     out = subprocess.run([CLI, "learn", "--cases", montesano_csv, "--config", "montesano", "--out", "model.json"],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0 and (tmp_path / "model.json").is_file(), out.stderr
@@ -231,7 +232,8 @@ def test_config_names_a_shipped_configuration_and_errors_say_where_they_are(mont
     out = run("evaluate", "--cases", montesano_csv, "--config", tmp_path / "broken.json")
     assert out.returncode == 2 and "not valid JSON" in out.stderr
     out = run("evaluate", "--cases", montesano_csv, "--config", tmp_path)  # a folder
-    assert out.returncode == 2 and f"cannot read configuration '{tmp_path}'" in out.stderr, out.stderr
+    assert out.returncode == 2 and f"cannot read configuration '{tmp_path}': a folder, not a configuration file; " \
+        "the shipped configurations are" in out.stderr, out.stderr
 
 
 @pytest.mark.ros
