@@ -84,9 +84,10 @@ class LearningOptions:
     def __post_init__(self):
         for name, choices in CHOICES.items():
             _choice(name, getattr(self, name), choices)
-        for name in ("max_parents", "max_iter", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
+        for name in ("max_parents", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
             _integer(name, getattr(self, name))
-        _integer("n_init", self.n_init, minimum=1)
+        for name in ("max_iter", "n_init"):
+            _integer(name, getattr(self, name), minimum=1)
         for name in ("prior", "prior_strength"):
             _number(name, getattr(self, name), minimum=0.0)
         for name in ("tol", "ess"):

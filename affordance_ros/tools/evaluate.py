@@ -12,6 +12,7 @@ and writes the table, the JSON and the figures.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import sys
@@ -87,25 +88,42 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
                         f"noise {ROBOT_SIGMA:g}, the action as a label; learn them with --config montesano); "
                         + "; ".join(f"{name}: {what}" for name, what in SCENARIOS.items()))
     s.add_argument("--out", required=True, help="the CSV file to write")
-    s.add_argument("--repeats", type=int, default=10,
+    s.add_argument("--repeats", type=at_least_one, default=None,
                    help="every scenario but montesano: trials of every combination (default 10)")
-    s.add_argument("--trials", type=int, default=1000, help="montesano: how many trials (default 1000)")
+    s.add_argument("--trials", type=at_least_one, default=None, help="montesano: how many trials (default 1000)")
     s.add_argument("--seed", type=int, default=0,
                    help="seed of the random draws: the trials, their order and their noise (default 0; montesano's "
                         "ground truth is the simulated robot's whatever the seed); the same scenario, seed and size "
                         "give the same trials, with the same trial ids, another seed or size other trials and ids")
 
 
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
 def run_simulate(args, user_error) -> int:
     out = Path(args.out)
     if out.exists():
         raise user_error(f"'{out}' exists already; simulate writes a new file")
+    size, ignored = ("trials", "repeats") if args.scenario == ROBOT_SCENARIO else ("repeats", "trials")
+    if getattr(args, ignored) is not None:
+        raise user_error(f"--{ignored} is not for the '{args.scenario}' scenario: give --{size} "
+                         + ("(how many trials)" if size == "trials" else "(trials of every combination)"))
     if args.scenario == ROBOT_SCENARIO:
-        columns = robot_trials(args.trials, args.seed)
+        trials = 1000 if args.trials is None else args.trials
+        columns, size = robot_trials(trials, args.seed), f"n{trials}"
     else:
-        columns = simulate(args.scenario, args.repeats, args.seed)
+        repeats = 10 if args.repeats is None else args.repeats
+        columns, size = simulate(args.scenario, repeats, args.seed), f"r{repeats}"
     n = len(columns["trial_id"])
-    columns["trial_id"] = [f"{data_set_name(args)}-{k:06d}" for k in range(n)]
+    columns["trial_id"] = [f"{data_set_name(args.scenario, args.seed, size)}-{k:06d}" for k in range(n)]
     names = list(columns)
     with written_atomically(out, newline="") as f:
         writer = csv.writer(f)
@@ -116,12 +134,11 @@ def run_simulate(args, user_error) -> int:
     return 0
 
 
-def data_set_name(args) -> str:
-    """What the trial ids of a simulated data set start with: its scenario, seed and size, which make its trials
-    (the same three: the same trials, so the same ids; any other: other ids, so that one case database can hold
-    both)."""
-    size = f"n{args.trials}" if args.scenario == ROBOT_SCENARIO else f"r{args.repeats}"
-    return f"{args.scenario}-seed{args.seed}-{size}"
+def data_set_name(scenario: str, seed: int, size: str) -> str:
+    """What the trial ids of a simulated data set start with: its scenario, seed and size (``n1000`` trials,
+    ``r10`` repeats), which make its trials (the same three: the same trials, so the same ids; any other: other
+    ids, so that one case database can hold both)."""
+    return f"{scenario}-seed{seed}-{size}"
 
 
 def robot_trials(n: int, seed: int) -> dict:

@@ -85,12 +85,15 @@ def run_executable(prog: str, description: str, add_arguments: Callable, run: Ca
 
 
 def name_value_pairs(items, what: str, error: type[Exception]) -> dict:
-    """NAME=VALUE arguments (of the option ``what``) as a dict; ``error`` for a malformed one."""
+    """NAME=VALUE arguments (of the option ``what``) as a dict; ``error`` for a malformed one, or a name given
+    twice with two values (which one was meant?)."""
     out = {}
     for item in items or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise error(f"{what} '{item}' must look like NAME=VALUE")
+        if out.get(name, value) != value:
+            raise error(f"{what} {name} is given twice, {name}={out[name]} and {name}={value}: give it once")
         out[name] = value
     return out
 

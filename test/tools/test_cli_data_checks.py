@@ -101,6 +101,23 @@ def test_import_and_export_skip_the_columns_named_with_ignore_columns(tmp_path):
         "trial_id", "Action", "dx", "dy", "finger_flexion", "object_circleness"]
 
 
+def test_a_name_given_twice_with_two_values_is_refused_and_max_iter_is_at_least_one(tmp_path):
+    simulated = tmp_path / "cases.csv"
+    assert run("simulate", "--scenario", "montesano", "--trials", "200", "--out", simulated).returncode == 0
+    assert run("learn", "--cases", simulated, "--config", "montesano", "--out", tmp_path / "m.json").returncode == 0
+    # the last one was used, silently
+    for option, first, second in (("--sensor", "size=1", "size=2"), ("--value", "Shape=box", "Shape=sphere")):
+        out = run("predict", "--model", tmp_path / "m.json", "--query", "action", option, first, option, second)
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+        assert f"{option} {first.split('=')[0]} is given twice, {first} and {second}: give it once" in out.stderr
+    twice = ("--sensor", "size=1", "--sensor", "size=1")
+    out = run("predict", "--model", tmp_path / "m.json", "--query", "action", *twice)
+    assert out.returncode == 0, out.stderr  # the same twice: nothing to choose
+    out = run("learn", "--cases", simulated, "--config", "montesano", "--out", tmp_path / "m0.json", "--max-iter", "0")
+    assert out.returncode == 2 and "'max_iter' must be an integer >= 1, got 0" in out.stderr, out.stderr
+    assert not (tmp_path / "m0.json").exists()  # it learned '1 EM iterations, NOT converged'
+
+
 def test_simulated_data_sets_have_trial_ids_of_their_own(tmp_path):
     for seed, name in ((1, "seed1"), (2, "seed2"), (1, "seed1_again")):
         out = run("simulate", "--scenario", "montesano", "--trials", "30", "--seed", seed,

@@ -42,6 +42,20 @@ def test_simulate_writes_every_trial_with_an_object_id(tmp_path):
     assert "Shape->Effect" in out.stdout
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--scenario", "montesano", "--trials", "-3"], "argument --trials: must be at least 1, got -3"),
+    (["--scenario", "montesano", "--trials", "0"], "argument --trials: must be at least 1, got 0"),
+    (["--scenario", "hands", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
+    (["--scenario", "tools", "--trials", "10"],  # it wrote 1320 trials, --trials silently ignored
+     "--trials is not for the 'tools' scenario: give --repeats (trials of every combination)"),
+    (["--scenario", "montesano", "--repeats", "3"], "--repeats is not for the 'montesano' scenario: give --trials"),
+])
+def test_simulate_refuses_a_size_it_cannot_use_in_one_line(args, message, tmp_path):
+    out = run("simulate", *args, "--out", tmp_path / "s.csv")  # (--trials -3 was a traceback from numpy)
+    assert out.returncode == 2 and message in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+    assert not (tmp_path / "s.csv").exists()
+
+
 def test_evaluate_k_fold_prints_a_table_and_writes_json_and_figures(hands_csv, tmp_path):
     out = run("evaluate", "--cases", hands_csv, "--config", CONFIG / "hands.json", "--folds", "3",
               "--targets", "Action", "Effect", "--out", tmp_path / "eval", "--groups", "object_id")
