@@ -432,3 +432,69 @@ def test_a_second_set_up_of_the_venv_with_nothing_changed_does_nothing():
     assert again.returncode == 0, again.stderr
     assert again.stderr == "setup_env: affordance_ros in .venv is up to date (no input of its build changed since " \
                            "it was installed)\n"
+
+
+def build_inputs(root: Path) -> dict[str, str]:
+    """`tools/setup_env.sh --print-inputs` in the checkout ``root``: path -> sha256 of each input of the venv's
+    build, what decides whether its install is up to date."""
+    result = subprocess.run(["bash", str(root / "tools" / "setup_env.sh"), "--print-inputs"], cwd=root,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return {path: digest for digest, path in (line.split("  ", 1) for line in result.stdout.splitlines())}
+
+
+@pytest.mark.parametrize("git", [True, False], ids=["git checkout", "no git (a tarball)"])
+def test_the_venv_is_rebuilt_after_an_edit_to_any_file_the_build_reads_and_only_then(tmp_path, git):
+    # tools/setup_env.sh hashes every file of the checkout but those the build never reads: a folder that no list
+    # names counts too (its hand-kept list missed tools/setup_cfg_to_cmake.py, which CMakeLists.txt runs)
+    if git and shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "checkout"
+    (root / "tools").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "tools" / "setup_env.sh", root / "tools")
+    read = ["CMakeLists.txt", "README.md", "setup.cfg", "affordance_ros/__init__.py", "affordance_ros/nodes/x.py",
+            "msg/A.msg", "new_folder/data.yaml", "tools/setup_cfg_to_cmake.py"]
+    not_read = ["test/test_x.py", "docs/x.md", ".ci/run", "test.sh", "demo.sh", "requirements-bench.txt",
+                "tools/setup_bench.sh", "affordance_ros/__pycache__/x.cpython-311.pyc", ".venv/bin/python",
+                "build/CMakeCache.txt", "install/setup.bash", "log/setup_env/x.log"]
+    for name in read + not_read:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(name)
+    (root / ".gitignore").write_text(".venv/\nbuild/\ninstall/\nlog/\n__pycache__/\n")
+    if git:
+        def run_git(*args):
+            subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgsign=false",
+                            *args], cwd=root, check=True, capture_output=True, timeout=60)
+        run_git("init", "-q")
+        run_git("add", ".")
+        run_git("rm", "-q", "--cached", "new_folder/data.yaml")  # untracked: counts as well
+        run_git("commit", "-q", "-m", "a checkout")
+    inputs = build_inputs(root)
+    assert sorted(inputs) == sorted([*read, "tools/setup_env.sh"])
+    # touched, or an edit to what the build never reads: up to date
+    os.utime(root / "affordance_ros" / "__init__.py", (1e9, 1e9))
+    (root / "test" / "test_x.py").write_text("edited")
+    (root / "docs" / "new.md").write_text("new")
+    assert build_inputs(root) == inputs
+    # an edit in a folder no list names, a new module, a removed one: rebuilt
+    (root / "new_folder" / "data.yaml").write_text("edited")
+    edited = build_inputs(root)
+    assert edited.keys() == inputs.keys() and edited["new_folder/data.yaml"] != inputs["new_folder/data.yaml"]
+    (root / "affordance_ros" / "nodes" / "y.py").write_text("")
+    assert build_inputs(root).keys() == inputs.keys() | {"affordance_ros/nodes/y.py"}
+    (root / "affordance_ros" / "nodes" / "x.py").unlink()
+    assert build_inputs(root).keys() == inputs.keys() - {"affordance_ros/nodes/x.py"} | {"affordance_ros/nodes/y.py"}
+
+
+def test_every_file_the_build_reads_or_installs_is_an_input_of_the_venv_build():
+    inputs = build_inputs(REPO_ROOT)
+    data_files = [path.relative_to(REPO_ROOT).as_posix() for patterns in setup_cfg()["options.data_files"].values()
+                  for pattern in lines(patterns) for path in REPO_ROOT.glob(pattern)]
+    modules = [path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "affordance_ros").rglob("*.py")
+               if "__pycache__" not in path.parts]
+    read = ["CMakeLists.txt", "package.xml", "setup.py", "setup.cfg", "pyproject.toml", "README.md",
+            "requirements-ros.txt", "tools/setup_env.sh", "tools/fix_wheel_cmake_paths.py",
+            "tools/setup_cfg_to_cmake.py"]
+    assert len(data_files) > 15 and len(modules) > 50
+    assert set(read + data_files + modules) - inputs.keys() == set()
+    assert [path for path in inputs if path.startswith(("test/", "docs/", "."))] == []

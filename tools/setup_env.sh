@@ -4,6 +4,7 @@
 #
 #   tools/setup_env.sh          .venv (below), or colcon when ROS 2 is sourced
 #   tools/setup_env.sh colcon   colcon against .venv's ROS 2 wheels (no ROS install)
+#   tools/setup_env.sh --print-inputs   what decides whether the venv's install is up to date (below), and exit
 #
 # - ROS 2 sourced (ROS_DISTRO set and colcon on PATH): `colcon build` into
 #   install/ (then: source install/setup.bash).
@@ -25,8 +26,8 @@
 set -euo pipefail
 MODE="${1:-venv}"
 case "$MODE" in
-  venv|colcon) ;;
-  *) echo "usage: tools/setup_env.sh [colcon]" >&2; exit 2 ;;
+  venv|colcon|--print-inputs) ;;
+  *) echo "usage: tools/setup_env.sh [colcon | --print-inputs]" >&2; exit 2 ;;
 esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,6 +40,28 @@ START=$SECONDS
 
 say() { echo "setup_env: $*" >&2; }
 die() { echo "setup_env: ERROR: $*" >&2; exit 1; }
+
+# The inputs of the build: every file of the checkout (git's tracked and untracked-but-not-ignored files; without
+# git, every file but the build's own folders and __pycache__) except those below, which CMakeLists.txt, setup.py
+# and setup.cfg never read or install, and the top-level hidden ones (.ci/, .git*). So a new file or folder counts
+# without being listed here. (Kept: README.md, setup.cfg's long_description; pyproject.toml, read by setuptools.)
+NOT_BUILT=(test docs test.sh demo.sh requirements-bench.txt requirements-colcon.txt tools/setup_bench.sh)
+# input_digests: "sha256  path" of each input (relative to the root, C-sorted): their names and contents.
+input_digests() {
+  local x excluded=()
+  if command -v git >/dev/null 2>&1 \
+      && [[ "$(git rev-parse --show-toplevel 2>/dev/null)" == "$(pwd -P)" ]]; then
+    for x in "${NOT_BUILT[@]}" '.*'; do excluded+=(":(exclude)$x"); done
+    git ls-files -z -co --exclude-standard -- . "${excluded[@]}"
+  else  # not a git checkout (an unpacked tarball) or inside another one's folder
+    for x in "${NOT_BUILT[@]}" '.*' build install log; do excluded+=(-path "./$x" -o); done
+    find . \( "${excluded[@]}" -name __pycache__ -o -name '*.egg-info' \) -prune -o -type f -print0 \
+      | sed -z 's|^\./||'
+  fi | while IFS= read -r -d '' x; do  # (git lists tracked files deleted since)
+    [[ -f "$x" && "$x" != */__pycache__/* && "$x" != __pycache__/* ]] && printf '%s\0' "$x"
+  done | LC_ALL=C sort -z | xargs -0 -r sha256sum --
+}
+if [[ "$MODE" == --print-inputs ]]; then input_digests; exit 0; fi
 
 # run_step NAME CMD...: run quietly, output to log/setup_env/NAME.log;
 # on failure show the end of that log and stop.
@@ -155,14 +178,11 @@ if [[ -f "$BUILD/CMakeCache.txt" ]] && ! grep -qxF "CMAKE_INSTALL_PREFIX:PATH=$V
 fi
 
 # Nothing to do when no input of the build changed since the last install here (their names and contents
-# hashed) and every file it installed is still there: a rerun of the demo starts at once. Else configure +
-# build + install: incremental, and it picks up edits to the Python sources and new files of setup.cfg's
-# data files.
+# hashed: input_digests, above) and every file it installed is still there: a rerun of the demo starts at once.
+# Else configure + build + install: incremental, and it picks up edits to the Python sources and new files of
+# setup.cfg's data files.
 INSTALLED="$BUILD/.affordance_ros-installed.sha256"
-INPUTS=(CMakeLists.txt package.xml setup.py setup.cfg pyproject.toml README.md requirements-ros.txt
-        tools/setup_env.sh tools/fix_wheel_cmake_paths.py affordance_ros action msg srv launch config resource)
-INPUT_HASH="$(find "${INPUTS[@]}" -type f -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z \
-  | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+INPUT_HASH="$(input_digests | sha256sum | cut -d' ' -f1)"
 if [[ "$(cat "$INSTALLED" 2>/dev/null || true)" == "$INPUT_HASH" && -s "$BUILD/install_manifest.txt" ]] \
     && grep -qxF "CMAKE_INSTALL_PREFIX:PATH=$VENV" "$BUILD/CMakeCache.txt" 2>/dev/null \
     && xargs -d '\n' -a "$BUILD/install_manifest.txt" ls -d >/dev/null 2>&1; then

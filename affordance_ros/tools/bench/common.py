@@ -151,6 +151,32 @@ def ros_node_importable(bench: str) -> bool:
     return True
 
 
+def ros_context():
+    """A new rclpy context of its own, initialised (rclpy is imported only by the benchmarks over DDS);
+    ``close_ros`` ends it."""
+    import rclpy
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    return context
+
+
+def close_ros(context, nodes=(), executor=None, thread=None, timeout: float = 10.0) -> None:
+    """End ``context`` as test/ros_harness.py's ``Ros.close`` does: its executor stopped, its nodes destroyed
+    (None: never made), the context shut down, the executor's spin thread joined, and the context destroyed, so
+    that its DDS participant (about 11 threads) goes now: a context only shut down kept it until a garbage
+    collection, and a benchmark that makes a context per run carried one participant per run."""
+    import rclpy
+    if executor is not None:
+        executor.shutdown(timeout_sec=timeout)
+    for node in nodes:
+        if node is not None:
+            node.destroy_node()
+    rclpy.try_shutdown(context=context)
+    if thread is not None:
+        thread.join(timeout)
+    context.destroy()
+
+
 def extras_installed(bench: str) -> bool:
     """Whether pyAgrum and pgmpy (the peer and its networks: the benchmark-only extras) are installed;
     says how to install them if not."""

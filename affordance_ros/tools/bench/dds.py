@@ -27,10 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from .common import (
+    close_ros,
     fmt_seconds,
     machine_line,
     markdown_table,
     output_dir,
+    ros_context,
     ros_node_importable,
     write_results,
 )
@@ -107,9 +109,7 @@ class ServiceClient:
 
     def __init__(self):
         import rclpy
-        self.rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
+        self.context = ros_context()
         self.node = rclpy.create_node("affordance_bench_client", context=self.context)
         from rclpy.executors import SingleThreadedExecutor
         self.executor = SingleThreadedExecutor(context=self.context)
@@ -131,9 +131,7 @@ class ServiceClient:
         return future.result()
 
     def close(self):
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.context)
+        close_ros(self.context, [self.node], self.executor)
 
 
 # The timed ~/predict request: the Action given two object labels and the four effect readings.

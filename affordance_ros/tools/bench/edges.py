@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ...data.pairing import INTERFACE_MAX_LIST_LENGTH
+from .common import close_ros, ros_context
 from .dds import ServiceClient, predict_request, stop_process
 
 LEARNER = "/affordance_learner"
@@ -236,8 +237,7 @@ class Robot:
         from ...msg import TrialStatus
         from ...nodes.qos import trial_qos
         from ...nodes.trial_publisher import TrialPublisher
-        self.rclpy, self.context = rclpy, rclpy.Context()
-        rclpy.init(context=self.context)
+        self.context = ros_context()
         self.node = rclpy.create_node("affordance_bench_robot", context=self.context)
         self.trials = TrialPublisher(self.node, resend_timeout=resend_timeout, **kw)
         self.answers, self.lock = [], threading.Lock()
@@ -264,10 +264,7 @@ class Robot:
             return {trial_id for t, trial_id, s in self.answers if s == status and t >= since}
 
     def close(self) -> None:
-        self.executor.shutdown(timeout_sec=10.0)
-        self.thread.join(10.0)
-        self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.context)
+        close_ros(self.context, [self.node], self.executor, self.thread)
 
 
 def records(n: int, prefix: str):
@@ -629,9 +626,8 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
             f"good_trial_robot('good-{kind}-', robot_name={'good' if own_topics else ''!r})")
     robot = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env=env)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    pending, flooder, hog = [], None, None
+    context = ros_context()
+    pending, flooder, hog, spinning = [], None, None, None
     executor = SingleThreadedExecutor(context=context)
     try:
         flooder = rclpy.create_node("affordance_bench_flood", context=context)
@@ -640,7 +636,8 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
         publisher = flooder.create_publisher(Action, "action", trial_qos() if keep_all else
                                              QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         executor.add_node(flooder)
-        threading.Thread(target=executor.spin, daemon=True).start()
+        spinning = threading.Thread(target=executor.spin, daemon=True)
+        spinning.start()
         if overloaded:
             hog = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
         if robot.stdout.readline().strip() != "ready":
@@ -675,10 +672,7 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
         if hog is not None:
             hog.kill()
             hog.wait()
-        executor.shutdown(timeout_sec=10.0)
-        if flooder is not None:
-            flooder.destroy_node()
-        rclpy.try_shutdown(context=context)
+        close_ros(context, [flooder], executor, spinning)
         exit_status = stop_process(learner)
     log = (tmp / "learner_node.log").read_text()
     return {"kind": kind, "overloaded": overloaded, "keep_all": keep_all, "own_topics": own_topics,
@@ -722,8 +716,7 @@ def keep_all_flooder(seconds: float, topic: str = "action") -> None:
     from ...msg import Action
     from ...nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, trial_qos
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
-        context = rclpy.Context()
-        rclpy.init(context=context)
+        context = ros_context()
         node = rclpy.create_node("affordance_keep_all_flood", context=context)
         publisher = node.create_publisher(Action, topic, trial_qos())
     try:
@@ -742,8 +735,7 @@ def keep_all_flooder(seconds: float, topic: str = "action") -> None:
                     print("held back", flush=True)
         print(json.dumps({"parts": sent, "held_back": held_back}), flush=True)
     finally:
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
+        close_ros(context, [node])
 
 
 def held_lock(tmp: Path, env: dict, hold: float, n: int) -> dict:
@@ -839,8 +831,7 @@ def resends() -> dict:
     import rclpy
 
     from ...nodes.trial_publisher import TrialPublisher
-    context = rclpy.Context()
-    rclpy.init(context=context)
+    context = ros_context()
     node = rclpy.create_node("affordance_bench_resends", context=context)
     trials = TrialPublisher(node, resend_timeout=1.0)
     trials.publish("never-answered", "tap", {"color": 1.0}, {"obj_vel": 1.0})
@@ -855,8 +846,7 @@ def resends() -> dict:
             trials.publish(trial_id, "tap", {"color": 1.0}, {"obj_vel": 1.0})
         except ValueError:
             refused.append(trial_id)
-    node.destroy_node()
-    rclpy.try_shutdown(context=context)
+    close_ros(context, [node])
     return {"resends_in_8_s": sum(sent[:33]), "resends_in_all": sum(sent), "given_up": list(trials.given_up),
             "seconds_until_given_up": gave_up,
             "mangled_ids_refused": len(refused), "mangled_ids": 3}

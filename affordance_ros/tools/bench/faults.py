@@ -28,7 +28,16 @@ import time
 from pathlib import Path
 
 from . import edges
-from .common import fmt_seconds, machine_line, markdown_table, output_dir, ros_node_importable, write_results
+from .common import (
+    close_ros,
+    fmt_seconds,
+    machine_line,
+    markdown_table,
+    output_dir,
+    ros_context,
+    ros_node_importable,
+    write_results,
+)
 from .dds import bench_env, launch, stop_process
 
 ROBOT_RATE = 10000.0
@@ -138,8 +147,7 @@ def flood(tmp: Path, env: dict, rounds: int) -> dict:
     # What is measured here is what the bad parts do, so the good trials get as long as they are waited for.
     learner = launch("learner_node", {"database_path": db, "model_path": tmp / "model.json", "status_period": 0.0,
                                       "trial_timeout": GOOD_TRIAL_WAIT}, tmp, env)
-    context = rclpy.Context()
-    rclpy.init(context=context)
+    context = ros_context()
     node = rclpy.create_node("affordance_bench_flood", context=context)
     qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
     pubs = {"action": node.create_publisher(Action, "action", qos),
@@ -168,8 +176,7 @@ def flood(tmp: Path, env: dict, rounds: int) -> dict:
             _wait(lambda: good in _ids(db) if db.exists() else False, GOOD_TRIAL_WAIT)
             rss.append(_rss_mb(learner.pid))
     finally:
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
+        close_ros(context, [node])
         exit_status = stop_process(learner)
     stored = _ids(db)
     return {"rounds": rounds, "bytes_of_long_strings_per_round": 60_000_000 // 2, "rss_mb": rss,
