@@ -578,8 +578,13 @@ def written_atomically(path: str | os.PathLike, newline: str | None = None):
     it was and the temporary file removed. The permissions are a new file's (0666 & ~umask).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:  # named after the file asked for, not the temporary one beside it
+        why = (f"{path.parent} is a file, not a folder" if path.parent.is_file()
+               else f"no file can be made in {path.parent} ({exc.strerror})")
+        raise OSError(exc.errno, f"cannot write {path}: {why}") from None
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600
         with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:

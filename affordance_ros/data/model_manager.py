@@ -71,8 +71,11 @@ class ModelManager:
             raise StartupError(f"config_path '{self.config_path}': {exc}") from None
         try:
             self.lock = DatabaseLock(self.database_path, owner) if owner else None
-        except (DatabaseInUse, OSError) as exc:
+        except DatabaseInUse as exc:
             raise StartupError(str(exc)) from None
+        except OSError as exc:
+            raise StartupError(f"database_path '{self.database_path}': cannot make or lock its lock file "
+                               f"{exc.filename or ''} ({exc.strerror or exc}): is the folder writable?") from None
         try:
             self.store = CaseStore(self.database_path, database_lock=self.lock)
         except CaseStoreError as exc:

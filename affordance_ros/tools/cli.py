@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -55,6 +56,7 @@ INTERRUPTED = 130
 FILE_SIGNATURES = ((b"SQLite format 3\x00", "an SQLite database (a case database or a bag's storage)"),
                    (b"\x89MCAP", "an MCAP bag file"))
 EXPORT_SUFFIXES = tuple(suffix for suffixes in FORMATS.values() for suffix in suffixes)
+ERRNO = re.compile(r"^\[Errno \d+\] ")  # how an OSError's text starts
 
 
 class UserError(Exception):
@@ -528,7 +530,8 @@ def main(argv=None) -> int:
         print(f"affordance-ros {command}: error: {install_hint(exc.name)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"affordance-ros {command}: error: {exc}", file=sys.stderr)
+        text = ERRNO.sub("", str(exc))  # "[Errno 2] ..." says nothing to a user
+        print(f"affordance-ros {command}: error: {text}", file=sys.stderr)
         return 2
 
 

@@ -112,6 +112,15 @@ def test_a_learner_that_cannot_start_says_why_once_at_fatal(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("[FATAL]"), lines
 
 
+def test_a_database_path_where_no_file_can_be_made_is_one_fatal_line_naming_the_parameter(tmp_path):
+    learner = start(tmp_path, "-p", "database_path:=/proc/cases.db")  # it named only '/proc/cases.db.lock'
+    assert exit_status(learner, 60) == 1
+    lines = [line for line in (tmp_path / "learner.log").read_text().splitlines() if "cases.db" in line]
+    assert len(lines) == 1 and lines[0].startswith("[FATAL]"), lines
+    assert "database_path '/proc/cases.db': cannot make or lock its lock file /proc/cases.db.lock (No such file " \
+        "or directory): is the folder writable?" in lines[0]
+
+
 def test_a_configure_that_fails_on_request_is_one_error(ros, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "affordance_ros/model/1", "variables": []}')

@@ -63,6 +63,11 @@ NOT_A_MODEL = "not a model: learn replaces only a model or configuration JSON; w
     (["simulate", "--scenario", "montesano", "--trials", "10", "--out", "{d}/cases.db"],
      "'{d}/cases.db' exists already; simulate writes a new file"),
     (["simulate", "--scenario", "hands", "--out", "{d}/cases.csv"], "'{d}/cases.csv' exists already"),
+    # the file asked for, not the temporary one beside it ("No such file or directory: '/proc/.o.json.zggd77jo'")
+    (LEARN + ["{d}/cases.csv", "--out", "{d}/notes.txt/model.json"],
+     "cannot write {d}/notes.txt/model.json: {d}/notes.txt is a file, not a folder"),
+    (["simulate", "--scenario", "hands", "--out", "/proc/cases.csv"],
+     "cannot write /proc/cases.csv: no file can be made in /proc (No such file or directory)"),
 ])
 def test_out_refuses_recorded_data_in_one_line_and_changes_nothing(recorded, args, message):
     before = snapshot(recorded)
