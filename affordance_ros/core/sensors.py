@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.stats import t as student_t
+from scipy.special import stdtrit  # Student's t quantile (scipy.stats alone takes seconds to import)
 
 from .conditions import (
     START_STRENGTH,
@@ -317,7 +317,7 @@ def _significant_gain(gain: np.ndarray) -> bool:
     ``CARRY_OVER_SIGNIFICANCE``.
     """
     spread = np.sqrt(len(gain)) * gain.std(ddof=1)
-    return gain.sum() > student_t.ppf(1.0 - CARRY_OVER_SIGNIFICANCE, len(gain) - 1) * spread
+    return gain.sum() > stdtrit(len(gain) - 1, 1.0 - CARRY_OVER_SIGNIFICANCE) * spread
 
 
 def _effect_of(network: AffordanceNetwork, name: str, readings: dict):

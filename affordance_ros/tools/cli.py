@@ -181,11 +181,11 @@ def check_export_out(out: str, model: str) -> None:
 
 
 def cmd_learn(args) -> int:
-    from ..core import AffordanceLearner, format_arcs  # (scipy: only for learning)
-
     check_model_out(args.out, "learn", args.cases, "the cases it learns from (--cases)")
     config = AffordanceNetwork.load(args.config, what="configuration")
     cases = load_cases(config, args.cases, _pairing_options(args), args.progress, args.ignore_columns or ())
+    from ..core import AffordanceLearner, format_arcs  # (scipy: only for learning, once the inputs are read)
+
     learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
     prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
     with LearnProgress(enabled=args.progress) as progress:
