@@ -73,6 +73,20 @@ def test_importing_the_core_loads_no_ros_module():
     assert out.stdout.strip() == "[]"
 
 
+def test_learning_loads_no_scipy_stats(tmp_path):
+    """scipy.stats takes seconds to import (2.5-4 s on a busy 2-core machine): learning, the learner node's worker
+    included, does without it."""
+    code = ("import sys; from affordance_ros.tools.cli import main\n"
+            "for scenario, ignored in (('montesano', []), ('hands', ['--ignore-columns', 'object_id'])):\n"
+            "    assert main(['simulate', '--scenario', scenario, '--out', scenario + '.csv']) == 0\n"
+            "    assert main(['learn', '--cases', scenario + '.csv', '--config', scenario, '--out', scenario + '.json',"
+            " *ignored]) == 0\n"
+            "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_importing_the_data_layer_loads_no_rclpy():
     code = ("import sys, pkgutil, importlib, affordance_ros.data as d\n"
             "for m in pkgutil.walk_packages(d.__path__, 'affordance_ros.data.'): importlib.import_module(m.name)\n"
