@@ -158,10 +158,11 @@ def _socket_holder(name: bytes, database_path: Path) -> dict:
         probe.setblocking(False)
         try:
             probe.connect(name)
-            pid = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+            # (0: a process of another PID namespace, a container sharing the host's network)
+            pid = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0] or None
         except OSError:  # its queue of connections is full, or it has just ended
             pass
-    lock_path = str(database_path.with_name(database_path.name + ".lock"))
+    lock_path = os.path.realpath(database_path.with_name(database_path.name + ".lock"))  # as /proc names it
     candidates = [lock_path]
     if pid is not None:
         candidates[:0] = [fd for fd in _open_files(pid) if _target(fd).removesuffix(" (deleted)") == lock_path]

@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from conftest import learner_on_another_host
@@ -219,8 +220,10 @@ def test_the_lock_file_removed_with_the_database_is_locked_again_as_the_database
     lock.release()
 
 
-def test_a_second_learner_is_refused_while_the_files_are_gone_before_the_database_is_written_back(tmp_path):
-    db = tmp_path / "db" / "cases.db"
+def test_a_second_learner_is_refused_while_the_files_are_gone_before_the_database_is_written_back(tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    db = Path("db") / "cases.db"  # relative, as database_path:=cases.db
     lock = DatabaseLock(db, "/first")
     store = CaseStore(db, database_lock=lock)
     store.add(trial(1))
