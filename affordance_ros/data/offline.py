@@ -221,7 +221,7 @@ def read_csv(path: str | Path, config: AffordanceNetwork, ignore: Sequence[str] 
             records.append(TrialRecord.checked(trial_id, validator.action_variable, validator.actions[codes[k]],
                                                parts["object"], parts["effect"]))
         except ValueError as exc:
-            raise DataError(f"'{path}' case {k + 1}: {exc}") from None
+            raise DataError(f"'{path}' {cases.where(k)}: {exc}") from None
     warnings = []
     if unlabelled:
         warnings.append(f"{path}: left out {len(unlabelled)} cases without an action label "

@@ -153,6 +153,12 @@ def test_a_repeated_trial_id_is_an_error_naming_it_and_its_lines(tmp_path):
      "line 5: reading 'abc' of sensor 'obj_vel' is not a number"),
     ("trial_id,Action,obj_vel\n\n\nt1,tap,1.5\nt1,grasp,2\n", "line 5: trial_id 't1' is that of line 4 too"),
     ('trial_id,Action,obj_vel\n"t\n1",tap,1.5\nt2,tap\n', "line 4: 2 fields, the header has 3"),
+    ("trial_id,Action,obj_vel\n\nt1,tap,1.5\n\nt2,tap,nan\n",
+     "line 5: reading of sensor 'obj_vel' is nan, expected a finite number (leave it out when it is missing)"),
+    ("trial_id,Action,obj_vel\n\nt1,tap,1.5\n\nt2,jump,2\nt3,hop,2\n",
+     "line 5: unknown label 'jump' for variable 'Action'; expected one of ['grasp', 'tap', 'touch']"),
+    ('trial_id,Action,obj_vel\n"t\n1",tap,1.5\nt2,tap,1e300\n',
+     "line 4: reading of sensor 'obj_vel' is 1e+300, outside its valid_range"),
 ])
 def test_a_csv_error_names_the_line_of_the_file_blank_lines_and_quoted_line_breaks_counted(tmp_path, text, message):
     net = benchmark_network("montesano", sigma=3.0, seed=0)
