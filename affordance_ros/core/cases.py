@@ -32,14 +32,16 @@ class CaseSet:
     """K cases for one network; validated on construction, arrays in and out.
 
     Cases read from a CSV file keep the file's line of each case (``lines``): errors about a case name its line
-    there (``where``).
+    there (``where``); and, while they are all its rows, the file (``source``).
     """
 
     def __init__(self, network: AffordanceNetwork, labels: Mapping[str, np.ndarray],
                  readings: Mapping[str, np.ndarray], trial_ids: Sequence[str] | None = None,
-                 extra: Mapping[str, Sequence[str]] | None = None, lines: Sequence[int] | None = None):
+                 extra: Mapping[str, Sequence[str]] | None = None, lines: Sequence[int] | None = None,
+                 source: Path | None = None):
         self.network = network
         self.lines = None if lines is None else np.asarray(lines, dtype=np.int64)
+        self.source = source
         # columns that are not variables, carried along (e.g. an object_id that groups cases)
         self.extra = {name: np.asarray(column, dtype=object) for name, column in (extra or {}).items()}
         self.labels = {name: np.asarray(codes, dtype=np.int64) for name, codes in labels.items()}
@@ -113,7 +115,7 @@ class CaseSet:
             labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
         except UnknownColumnError as exc:
             raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near) from None
-        return cls(network, labels, readings, ids, kept, lines)
+        return cls(network, labels, readings, ids, kept, lines, path)
 
     def to_csv(self, path: str | Path) -> None:
         """Write the cases as a CSV file (the format ``from_csv`` reads), atomically: whole or not at all."""
@@ -139,11 +141,12 @@ class CaseSet:
 
     def with_network(self, network: AffordanceNetwork) -> "CaseSet":
         """The same cases for a network with the same variable values (e.g. after learning)."""
-        return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra, self.lines)
+        return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra, self.lines, self.source)
 
     def with_extra(self, extra: Mapping[str, Sequence[str]]) -> "CaseSet":
         """The same cases with these columns that are not variables added to ``extra``."""
-        return CaseSet(self.network, self.labels, self.readings, self.trial_ids, {**self.extra, **extra}, self.lines)
+        return CaseSet(self.network, self.labels, self.readings, self.trial_ids, {**self.extra, **extra}, self.lines,
+                       self.source)
 
     # ---------------------------------------------------------------- evidence
     def evidence(self, network: AffordanceNetwork | None = None) -> Evidence:

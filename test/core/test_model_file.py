@@ -93,6 +93,9 @@ def test_cases_csv(tmp_path):
     assert cases.n_cases == 2
     assert cases.labels["Action"].tolist() == [1, -1]
     assert np.isnan(cases.readings["contact"][0]) and cases.readings["contact"][1] == 7.0
+    assert cases.lines.tolist() == [2, 3] and cases.take([1]).where(0) == "line 3"
+    # the file all of whose rows these are: a part of them is not (an empty part says nothing of the file)
+    assert cases.source == path and cases.with_network(net).source == path and cases.take([1]).source is None
     cases.to_csv(tmp_path / "out.csv")
     again = CaseSet.from_csv(net, tmp_path / "out.csv")
     np.testing.assert_array_equal(again.readings["obj_vel"], cases.readings["obj_vel"])
