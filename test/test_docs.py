@@ -12,7 +12,12 @@ How blocks are run (docs/README.md, "How the docs are tested", says the same for
 - An HTML comment on the line before a block (blank lines between are allowed) changes how it is run:
   ``<!-- not run: REASON -->`` skips it (a REASON is required: why it cannot run here);
   ``<!-- timeout: SECONDS -->`` allows it longer than the default (60 s);
-  ``<!-- file: NAME -->`` writes it to NAME in the folder instead of running it (a later block runs it).
+  ``<!-- file: NAME -->`` writes it to NAME in the folder instead of running it (a later block runs it);
+  ``<!-- output: checked -->`` before a ``text`` block: it shows what the run block before it prints, and is
+  compared with that (``shown_in``): each of its lines is a line of the output, in order (lines of the output may
+  be left out); whitespace is compared as a space, ``...`` stands for any text, a decimal number matches one
+  within 3 in its last digit (a few ulps of the printed precision: another machine's arithmetic), and a number of
+  seconds ("4.8 s") any number. Whole numbers and all other text must be as shown.
 - A block that is still running at its timeout fails the page; so does a non-zero exit status. Whatever a block
   left running in the background (a node started with ``&``) is stopped when it ends.
 
@@ -42,7 +47,11 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 DEFAULT_TIMEOUT = 60.0
 RUN = {"bash": "bash", "sh": "bash", "python": "python"}
 FENCE = re.compile(r"^(\s*)```(.*)$")
-DIRECTIVE = re.compile(r"^<!--\s*(not run|timeout|file):\s*(.*?)\s*-->$")
+DIRECTIVE = re.compile(r"^<!--\s*(not run|timeout|file|output):\s*(.*?)\s*-->$")
+NUMBER = r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+# in a shown line: a decimal number (group 1), seconds (group 2: any number), '...' or whitespace
+SHOWN_PART = re.compile(r"(-?\d+\.\d+(?:e[+-]?\d+)?)(?!\d|\s*s\b)|(-?\d+(?:\.\d+)?)(?=\s*s\b)|(\.\.\.)|(\s+)")
+ULPS = 3  # a shown decimal number matches one this many units of its last digit away
 
 
 @dataclass
@@ -111,7 +120,7 @@ def stop_what_is_left(process: subprocess.Popen) -> None:
             pass
 
 
-def run_block(block: Block, folder: Path, env: dict) -> None:
+def run_block(block: Block, folder: Path, env: dict) -> str:
     timeout = float(block.directives.get("timeout", DEFAULT_TIMEOUT))
     script = folder / f".block-{block.line}{'.py' if block.language == 'python' else '.sh'}"
     script.write_text(block.text, encoding="utf-8")
@@ -127,9 +136,55 @@ def run_block(block: Block, folder: Path, env: dict) -> None:
             status = None
         finally:
             stop_what_is_left(process)
-    shown = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+    output = log.read_text(errors="replace")
+    shown = "\n".join(output.splitlines()[-40:])
     assert status is not None, f"{block.where()}: still running after {timeout:g} s (timeout); its output:\n{shown}"
     assert status == 0, f"{block.where()}: exit status {status}; its output:\n{shown}"
+    return output
+
+
+def shown_pattern(line: str) -> tuple[re.Pattern, list]:
+    """The regular expression of a shown output line (``<!-- output: checked -->``) and, for each of its groups,
+    the shown decimal number it stands for (None: any number, e.g. of seconds)."""
+    pattern, numbers, end = "", [], 0
+    for part in SHOWN_PART.finditer(line):
+        pattern += re.escape(line[end:part.start()])
+        decimal, seconds, dots, _ = part.groups()
+        if decimal or seconds:
+            pattern += f"({NUMBER})"
+            numbers.append(decimal)
+        else:
+            pattern += ".*?" if dots else r"\s+"
+        end = part.end()
+    return re.compile(pattern + re.escape(line[end:])), numbers
+
+
+def near(shown: str | None, printed: str) -> bool:
+    """A printed number as a shown one: within ``ULPS`` units of its last digit (any, for None)."""
+    if shown is None:
+        return True
+    mantissa, _, exponent = shown.lower().partition("e")
+    unit = 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
+    return abs(float(printed) - float(shown)) <= ULPS * unit * (1 + 1e-9)
+
+
+def shown_in(shown: str, output: str) -> str:
+    """'' if every line of ``shown`` is a line of ``output``, in order (``shown_pattern``, ``near``); else which
+    line is not, and the printed line it differs from in numbers only, if there is one."""
+    printed = [" ".join(line.split()) for line in output.splitlines()]
+    k = 0
+    for line in shown.splitlines():
+        line = " ".join(line.split())
+        if not line:
+            continue
+        pattern, numbers = shown_pattern(line)
+        matches = [(j, m) for j in range(k, len(printed)) if (m := pattern.fullmatch(printed[j]))]
+        good = next((j for j, m in matches if all(map(near, numbers, m.groups()))), None)
+        if good is None:
+            differing = f"; it prints {printed[matches[0][0]]!r}" if matches else ""
+            return f"the line {line!r} is not in what it prints (or not in that order){differing}"
+        k = good + 1
+    return ""
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
@@ -140,20 +195,31 @@ def test_every_shell_and_python_block_runs(page, tmp_path):
         (folder / name).symlink_to(ROOT / name)
     (folder / ".venv").symlink_to(sys.prefix)
     env = environment(folder)
+    output = None  # of the block run last
     for block in blocks(page):
         assert block.language, (f"{block.where()}: name the block's language (bash or python to run it, text for "
                                  "output, json, ...)")
+        if "output" in block.directives:
+            assert block.directives["output"] == "checked" and block.language not in RUN, (
+                f"{block.where()}: <!-- output: checked --> is said of a text block that shows what the block "
+                "before it prints")
+            if output is not None:  # (None: that block was not run)
+                wrong = shown_in(block.text, output)
+                assert not wrong, f"{block.where()}: shows what the block before it prints, but {wrong}"
+            output = None
+            continue
         if "file" in block.directives:
             (folder / block.directives["file"]).write_text(block.text, encoding="utf-8")
             continue
         if block.language not in RUN:
             continue
+        output = None
         if "not run" in block.directives:
             assert block.directives["not run"], f"{block.where()}: say why it is not run (<!-- not run: why -->)"
             continue
         if ".venv" in block.text and not in_a_venv():
             continue  # (a colcon install has no .venv: the blocks for it are the ROS 2 ones)
-        run_block(block, folder, env)
+        output = run_block(block, folder, env)
 
 
 def test_the_readme_is_short_and_every_page_has_a_table_of_contents():
@@ -301,3 +367,16 @@ def test_parameters_page_has_every_declared_parameter_with_its_type_and_default(
     assert sorted(rows) == sorted(params), f"docs/parameters.md, {section}: not the declared parameters"
     for name, (kind, default, _) in params.items():
         assert rows[name] == (TYPES[kind], shown_default(default)), f"docs/parameters.md, {section}: {name}"
+
+
+def test_shown_output_is_compared_with_what_is_printed_numbers_within_a_few_in_their_last_digit():
+    printed = ("leave one object_id out (2 folds), 240 cases, 4.8 s; learning options: {\"structure\":\"k2\",\"x\":1}\n"
+               "Action     log-loss           0.429*    1.386 \n"
+               "Effect     RMSE dx            4.530*    5.802 \n")
+    assert shown_in("leave one object_id out (2 folds), 240 cases, 22.1 s; learning options: {\"structure\":...}\n"
+                    "Effect RMSE dx 4.532* 5.800\n", printed) == ""
+    assert "it prints 'Action log-loss 0.429* 1.386'" in shown_in("Action log-loss 0.444* 1.386", printed)
+    assert "is not in what it prints" in shown_in("leave one object_id out (3 folds), 240 cases, 4.8 s", printed)
+    assert "not in that order" in shown_in("Effect RMSE dx 4.530* 5.802\nAction log-loss 0.429* 1.386", printed)
+    assert shown_in("Effect RMSE dx 4.526* 5.802", printed) != ""  # (4 in the last digit)
+    assert shown_in("x: 1.5e-03", "x: 0.0015\n") == "" and shown_in("x: 1.5e-03", "x: 0.0019\n") != ""

@@ -15,7 +15,7 @@ import csv
 import math
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -29,19 +29,25 @@ EVIDENCE_CHUNK = 65536     # cases per evidence chunk then
 
 
 class CaseSet:
-    """K cases for one network; validated on construction, arrays in and out."""
+    """K cases for one network; validated on construction, arrays in and out.
+
+    Cases read from a CSV file keep the file's line of each case (``lines``): errors about a case name its line
+    there (``where``); and, while they are all its rows, the file (``source``).
+    """
 
     def __init__(self, network: AffordanceNetwork, labels: Mapping[str, np.ndarray],
                  readings: Mapping[str, np.ndarray], trial_ids: Sequence[str] | None = None,
-                 extra: Mapping[str, Sequence[str]] | None = None):
+                 extra: Mapping[str, Sequence[str]] | None = None, lines: Sequence[int] | None = None,
+                 source: Path | None = None):
         self.network = network
+        self.lines = None if lines is None else np.asarray(lines, dtype=np.int64)
+        self.source = source
         # columns that are not variables, carried along (e.g. an object_id that groups cases)
         self.extra = {name: np.asarray(column, dtype=object) for name, column in (extra or {}).items()}
         self.labels = {name: np.asarray(codes, dtype=np.int64) for name, codes in labels.items()}
         self.readings = {name: np.asarray(x, dtype=float) for name, x in readings.items()}
         sizes = {a.shape[0] for a in [*self.labels.values(), *self.readings.values(), *self.extra.values()]}
-        if trial_ids is not None:
-            sizes.add(len(trial_ids))
+        sizes |= {len(ids) for ids in (trial_ids, self.lines) if ids is not None}
         if len(sizes) > 1:
             raise DataError(f"columns of different lengths {sorted(sizes)}")
         self.n_cases = sizes.pop() if sizes else 0
@@ -61,6 +67,10 @@ class CaseSet:
     def __len__(self) -> int:
         return self.n_cases
 
+    def where(self, k: int) -> str:
+        """Where to look for case ``k``: its line in the CSV file it was read from, else its trial_id."""
+        return f"line {self.lines[k]}" if self.lines is not None else _case_name(k, self.trial_ids)
+
     # ------------------------------------------------------------ construction
     @classmethod
     def from_columns(cls, network: AffordanceNetwork, columns: Mapping[str, Sequence],
@@ -69,15 +79,7 @@ class CaseSet:
         None for unobserved). Non-finite readings, readings outside their sensor's valid_range and
         unknown labels raise, naming the case.
         """
-        labels, readings = {}, {}
-        for name, column in columns.items():
-            if name in network.sensor_variable:
-                readings[name] = _parse_readings(name, column, trial_ids, network.sensor(name)[1].bounds)
-            elif name in network.names:
-                labels[name] = _parse_labels(network[name], column, trial_ids)
-            else:
-                raise _unknown_column(network, name)
-        return cls(network, labels, readings, trial_ids)
+        return cls(network, *_parsed_columns(network, columns, lambda k: _case_name(k, trial_ids)), trial_ids)
 
     @classmethod
     def from_records(cls, network: AffordanceNetwork, records: Iterable[Mapping]) -> "CaseSet":
@@ -110,12 +112,10 @@ class CaseSet:
                 cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
                               for n, x in zip(lines, cols[name])]
         try:
-            cases = cls.from_columns(network, cols, ids)
+            labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
         except UnknownColumnError as exc:
             raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near) from None
-        except DataError as exc:
-            raise DataError(f"'{path}': {exc}") from None
-        return cases.with_extra(kept) if kept else cases
+        return cls(network, labels, readings, ids, kept, lines, path)
 
     def to_csv(self, path: str | Path) -> None:
         """Write the cases as a CSV file (the format ``from_csv`` reads), atomically: whole or not at all."""
@@ -137,15 +137,16 @@ class CaseSet:
         """The cases at ``rows`` (an index, slice or mask)."""
         return CaseSet(self.network, {n: c[rows] for n, c in self.labels.items()},
                        {s: x[rows] for s, x in self.readings.items()}, self.trial_ids[rows],
-                       {n: c[rows] for n, c in self.extra.items()})
+                       {n: c[rows] for n, c in self.extra.items()}, None if self.lines is None else self.lines[rows])
 
     def with_network(self, network: AffordanceNetwork) -> "CaseSet":
         """The same cases for a network with the same variable values (e.g. after learning)."""
-        return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra)
+        return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra, self.lines, self.source)
 
     def with_extra(self, extra: Mapping[str, Sequence[str]]) -> "CaseSet":
         """The same cases with these columns that are not variables added to ``extra``."""
-        return CaseSet(self.network, self.labels, self.readings, self.trial_ids, {**self.extra, **extra})
+        return CaseSet(self.network, self.labels, self.readings, self.trial_ids, {**self.extra, **extra}, self.lines,
+                       self.source)
 
     # ---------------------------------------------------------------- evidence
     def evidence(self, network: AffordanceNetwork | None = None) -> Evidence:
@@ -318,24 +319,41 @@ class CaseEvidence:
         return np.concatenate([most_probable_values(chunk, priors) for chunk in self.chunks()])
 
 
-def _parse_labels(var, column: Sequence, trial_ids) -> np.ndarray:
-    """Label codes of a column (None or '' -> MISSING), one dictionary look-up per distinct label."""
+def _parsed_columns(network: AffordanceNetwork, columns: Mapping[str, Sequence],
+                    where: Callable[[int], str]) -> tuple[dict, dict]:
+    """(labels, readings) of columns named by variable or sensor; ``where(k)`` names case k in errors."""
+    labels, readings = {}, {}
+    for name, column in columns.items():
+        if name in network.sensor_variable:
+            readings[name] = _parse_readings(name, column, where, network.sensor(name)[1].bounds)
+        elif name in network.names:
+            labels[name] = _parse_labels(network[name], column, where)
+        else:
+            raise _unknown_column(network, name)
+    return labels, readings
+
+
+def _parse_labels(var, column: Sequence, where: Callable[[int], str]) -> np.ndarray:
+    """Label codes of a column (None or '' -> MISSING), one dictionary look-up per distinct label; an unknown
+    label names the first case that has one.
+    """
     text = np.array(["" if x is None else str(x) for x in column], dtype=object)
-    distinct, inverse = np.unique(text, return_inverse=True) if text.size else (text, np.zeros(0, int))
+    distinct, first, inverse = (np.unique(text, return_index=True, return_inverse=True) if text.size
+                                else (text, np.zeros(0, int), np.zeros(0, int)))
     codes_of_distinct = np.empty(len(distinct), dtype=np.int64)
-    for j, label in enumerate(distinct):
-        if label == "":
+    for j in np.argsort(first):  # in the order of the cases
+        if distinct[j] == "":
             codes_of_distinct[j] = MISSING
             continue
         try:
-            codes_of_distinct[j] = var.code(label)
+            codes_of_distinct[j] = var.code(distinct[j])
         except EvidenceError as exc:
-            k = int(np.flatnonzero(inverse == j)[0])
-            raise DataError(f"{_case_name(k, trial_ids)}: {exc}") from None
+            raise DataError(f"{where(int(first[j]))}: {exc}") from None
     return codes_of_distinct[inverse.reshape(-1)]
 
 
-def _parse_readings(name: str, column: Sequence, trial_ids, bounds: tuple[float, float]) -> np.ndarray:
+def _parse_readings(name: str, column: Sequence, where: Callable[[int], str],
+                    bounds: tuple[float, float]) -> np.ndarray:
     """Readings as floats (None -> NaN: not observed); non-numbers, NaN/inf and readings outside ``bounds``
     name the case.
     """
@@ -348,17 +366,17 @@ def _parse_readings(name: str, column: Sequence, trial_ids, bounds: tuple[float,
                 float(x if x is not None else 0.0)
             except (TypeError, ValueError):
                 raise DataError(
-                    f"{_case_name(k, trial_ids)}: reading {x!r} of sensor '{name}' is not a number") from None
+                    f"{where(k)}: reading {x!r} of sensor '{name}' is not a number") from None
         raise
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{_case_name(k, trial_ids)}: reading of sensor '{name}' is {column[k]}, "
+        raise DataError(f"{where(k)}: reading of sensor '{name}' is {column[k]}, "
                         "expected a finite number (leave it out when it is missing)")
     with np.errstate(invalid="ignore"):
         outside = np.flatnonzero((values < bounds[0]) | (values > bounds[1]))
     if outside.size:
         k = int(outside[0])
-        raise DataError(f"{_case_name(k, trial_ids)}: {out_of_range(name, values[k], bounds)}")
+        raise DataError(f"{where(k)}: {out_of_range(name, values[k], bounds)}")
     return values
 
 
@@ -434,4 +452,7 @@ def _listed(names: Sequence[str]) -> str:
 
 
 def _case_name(k: int, trial_ids) -> str:
-    return f"case {k}" + (f" (trial '{trial_ids[k]}')" if trial_ids is not None else "")
+    """Case ``k`` of cases not read from a file: by its trial_id (what a database or a bag names it by), and its
+    index among the cases given (counting from 0).
+    """
+    return f"trial '{trial_ids[k]}' (case index {k})" if trial_ids is not None else f"case index {k}"

@@ -94,7 +94,8 @@ class AffordanceLearner:
         start = time.perf_counter()
         opts = self.options(config)
         if cases.n_cases == 0:
-            raise DataError("no cases to learn from: record some trials first")
+            raise DataError("no cases to learn from: " + (f"'{cases.source}' has a header but no rows" if cases.source
+                                                          else "record some trials first"))
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
         warnings = missing_data_warnings(config, cases, opts)

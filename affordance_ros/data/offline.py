@@ -141,6 +141,9 @@ def _names(dropped: Sequence[DroppedTrial]) -> str:
 
 
 # ------------------------------------------------------------------ reading
+DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
 def source_kind(path: str | Path) -> str:
     """'bag', 'csv' or 'database' by what the path is; raises DataError for anything else."""
     path = Path(path)
@@ -148,13 +151,38 @@ def source_kind(path: str | Path) -> str:
         raise DataError(f"'{path}' does not exist")
     if looks_like_bag(path):
         return "bag"
+    if path.is_dir():
+        raise DataError(f"cannot read cases from '{path}': the folder is not a rosbag2 bag: it has no metadata.yaml "
+                        f"and no .db3 or .mcap storage file ({_held(path)})")
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return "csv"
-    if suffix in (".db", ".sqlite", ".sqlite3"):
+    if suffix in DATABASE_SUFFIXES:
         return "database"
     raise DataError(f"cannot read cases from '{path}': expected a rosbag2 bag (directory, .db3 or .mcap), "
                     "a .csv file or the node's .db database")
+
+
+def _held(folder: Path) -> str:
+    """What a folder that is not a bag holds: the bags, CSV files and databases in it (given instead, perhaps),
+    else the names of a few of its files."""
+    inside = sorted(folder.iterdir())
+    if not inside:
+        return "it is empty"
+    sources = [f"a bag '{p}'" if looks_like_bag(p) else f"a CSV file '{p}'" if p.suffix.lower() == ".csv"
+               else f"a case database '{p}'" for p in inside
+               if looks_like_bag(p) or p.suffix.lower() in (".csv", *DATABASE_SUFFIXES) and p.is_file()]
+    if len(sources) == 1:
+        return f"it holds {sources[0]}: give that"
+    if sources:
+        return f"it holds {_and(sources)}: give one of those"
+    return f"it holds {', '.join(p.name for p in inside[:_SHOWN])}{', ...' if len(inside) > _SHOWN else ''}"
+
+
+def _and(items: Sequence[str]) -> str:
+    """'a, b and c'; of more than ``_SHOWN``, the first few, '...' and the last."""
+    first = items[:-1] if len(items) <= _SHOWN else [*items[:_SHOWN - 1], "..."]
+    return f"{', '.join(first)} and {items[-1]}"
 
 
 def read_cases(source: str | Path, config: AffordanceNetwork, options: PairingOptions = PairingOptions(),
@@ -221,7 +249,7 @@ def read_csv(path: str | Path, config: AffordanceNetwork, ignore: Sequence[str] 
             records.append(TrialRecord.checked(trial_id, validator.action_variable, validator.actions[codes[k]],
                                                parts["object"], parts["effect"]))
         except ValueError as exc:
-            raise DataError(f"'{path}' case {k + 1}: {exc}") from None
+            raise DataError(f"'{path}' {cases.where(k)}: {exc}") from None
     warnings = []
     if unlabelled:
         warnings.append(f"{path}: left out {len(unlabelled)} cases without an action label "

@@ -93,6 +93,9 @@ def test_cases_csv(tmp_path):
     assert cases.n_cases == 2
     assert cases.labels["Action"].tolist() == [1, -1]
     assert np.isnan(cases.readings["contact"][0]) and cases.readings["contact"][1] == 7.0
+    assert cases.lines.tolist() == [2, 3] and cases.take([1]).where(0) == "line 3"
+    # the file all of whose rows these are: a part of them is not (an empty part says nothing of the file)
+    assert cases.source == path and cases.with_network(net).source == path and cases.take([1]).source is None
     cases.to_csv(tmp_path / "out.csv")
     again = CaseSet.from_csv(net, tmp_path / "out.csv")
     np.testing.assert_array_equal(again.readings["obj_vel"], cases.readings["obj_vel"])
@@ -153,6 +156,12 @@ def test_a_repeated_trial_id_is_an_error_naming_it_and_its_lines(tmp_path):
      "line 5: reading 'abc' of sensor 'obj_vel' is not a number"),
     ("trial_id,Action,obj_vel\n\n\nt1,tap,1.5\nt1,grasp,2\n", "line 5: trial_id 't1' is that of line 4 too"),
     ('trial_id,Action,obj_vel\n"t\n1",tap,1.5\nt2,tap\n', "line 4: 2 fields, the header has 3"),
+    ("trial_id,Action,obj_vel\n\nt1,tap,1.5\n\nt2,tap,nan\n",
+     "line 5: reading of sensor 'obj_vel' is nan, expected a finite number (leave it out when it is missing)"),
+    ("trial_id,Action,obj_vel\n\nt1,tap,1.5\n\nt2,jump,2\nt3,hop,2\n",
+     "line 5: unknown label 'jump' for variable 'Action'; expected one of ['grasp', 'tap', 'touch']"),
+    ('trial_id,Action,obj_vel\n"t\n1",tap,1.5\nt2,tap,1e300\n',
+     "line 4: reading of sensor 'obj_vel' is 1e+300, outside its valid_range"),
 ])
 def test_a_csv_error_names_the_line_of_the_file_blank_lines_and_quoted_line_breaks_counted(tmp_path, text, message):
     net = benchmark_network("montesano", sigma=3.0, seed=0)

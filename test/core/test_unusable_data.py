@@ -133,7 +133,7 @@ def test_a_reading_outside_the_valid_range_is_refused_naming_the_sensor_the_read
                 "the sensor's configuration if such readings are real)")
     with pytest.raises(DataError) as error:
         CaseSet.from_columns(config, {"size": [1.0, 1e300]}, ["t0", "t1"])
-    assert str(error.value) == f"case 1 (trial 't1'): {expected}"
+    assert str(error.value) == f"trial 't1' (case index 1): {expected}"
     for query in (lambda: predict(model, ["action"], sensors={"size": 1e300}),
                   lambda: predict_batch(model, ["action"], sensors={"size": [1.0, 1e300]}),
                   lambda: rank_actions(model, {"ObjVel": "fast"}, sensors={"size": 1e300})):

@@ -409,6 +409,28 @@ def test_unreadable_files_are_errors(tmp_path, database):
     assert out.returncode == 2
 
 
+def test_a_folder_that_is_not_a_bag_says_what_a_bag_folder_has_and_it_lacks(tmp_path):
+    lacks = "it has no metadata.yaml and no .db3 or .mcap storage file"
+    empty, notes, bags, csvs = (tmp_path / name for name in ("empty", "notes", "bags", "csvs"))
+    for folder in (empty, notes, bags, csvs):
+        folder.mkdir()
+    (notes / "readme.txt").write_text("trials of Monday\n")
+    write_bag(bags / "run1", sampled_records(3), "sqlite3")
+    for folder in (bags, csvs):
+        (folder / "hands.csv").write_text("trial_id,Action\n")
+    for folder, end in ((empty, "(it is empty)"), (notes, "(it holds readme.txt)"),
+                        (csvs, f"(it holds a CSV file '{csvs / 'hands.csv'}': give that)"),
+                        (bags, f"(it holds a CSV file '{bags / 'hands.csv'}' and a bag '{bags / 'run1'}': "
+                               "give one of those)")):
+        for args in (["learn", "--cases", folder, "--config", default_config_path(), "--out", tmp_path / "model.json"],
+                     ["import", folder, "--db", tmp_path / "c.db"]):
+            out = run(*args)
+            assert out.returncode == 2, out.stderr
+            assert out.stderr == (f"affordance-ros {args[0]}: error: cannot read cases from '{folder}': "
+                                  f"the folder is not a rosbag2 bag: {lacks} {end}\n")
+    assert not (tmp_path / "model.json").exists() and not (tmp_path / "c.db").exists()
+
+
 def test_a_bag_is_not_taken_for_the_database(tmp_path):
     bag = tmp_path / "bag"
     write_bag(bag, sampled_records(3), "sqlite3")

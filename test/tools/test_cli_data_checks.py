@@ -65,7 +65,7 @@ def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_
     for args in (["learn", "--out", tmp_path / "model.json"], ["import", "--db", tmp_path / "cases.db"]):
         out = run(*args[:1], *(["--cases"] if args[0] == "learn" else []), cases, *args[1:], "--config", "montesano")
         assert out.returncode == 2
-        assert out.stderr == f"affordance-ros {args[0]}: error: '{cases}': case 4 (trial '{FIFTH_TRIAL}'): {expected}\n"
+        assert out.stderr == f"affordance-ros {args[0]}: error: '{cases}' line 6: {expected}\n"
     learned = run("learn", "--cases", montesano_csv, "--config", "montesano", "--out", tmp_path / "model.json")
     assert learned.returncode == 0, learned.stderr
     for reading in ("1e300", "-2e9"):
@@ -74,6 +74,31 @@ def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_
         assert out.stderr == f"affordance-ros predict: error: {expected.replace('1e+300', f'{float(reading):g}')}\n"
     inside = run("predict", "--model", tmp_path / "model.json", "--query", "action", "--sensor", "size=1e9")
     assert inside.returncode == 0 and json.loads(inside.stdout)["most_probable"]
+
+
+@pytest.mark.parametrize("column, value, expected", [
+    ("size", "nan", "reading of sensor 'size' is nan, expected a finite number (leave it out when it is missing)"),
+    ("size", "abc", "reading 'abc' of sensor 'size' is not a number"),
+    ("Action", "jump", "unknown label 'jump' for variable 'Action'; expected one of ['grasp', 'tap', 'touch']"),
+])
+def test_a_bad_row_is_named_by_its_line_in_the_file(montesano_csv, tmp_path, column, value, expected):  # noqa: F811
+    def changed(header, row):
+        if row is None or row[0] != FIFTH_TRIAL:
+            return row or header
+        return [value if h == column else x for h, x in zip(header, row)]
+    cases = rewritten(montesano_csv, tmp_path / "bad.csv", changed)
+    out = run("learn", "--cases", cases, "--config", "montesano", "--out", tmp_path / "model.json")
+    assert out.returncode == 2
+    assert out.stderr == f"affordance-ros learn: error: '{cases}' line 6: {expected}\n"  # (row 5 after the header)
+
+
+@pytest.mark.parametrize("body", ["", "\n\n"])
+def test_learning_from_a_csv_file_with_a_header_but_no_rows_names_the_file(tmp_path, body):
+    cases = tmp_path / "cases.csv"
+    cases.write_text("trial_id,Action,color,shape,size,obj_vel,obj_hand_vel,hand_vel,contact\n" + body)
+    out = run("learn", "--cases", cases, "--config", "montesano", "--out", tmp_path / "model.json")
+    assert out.returncode == 2 and not (tmp_path / "model.json").exists()
+    assert out.stderr == f"affordance-ros learn: error: no cases to learn from: '{cases}' has a header but no rows\n"
 
 
 def test_a_column_named_as_a_variable_but_for_case_is_said_not_to_be_left_out(montesano_csv, tmp_path):  # noqa: F811
