@@ -173,6 +173,8 @@ def run_evaluate(args, user_error) -> int:
         raise user_error(f"--train-on {args.train_on}: give COLUMN=VALUE, e.g. --train-on kind=hand")
     extra = [c for c in dict.fromkeys([args.leave_out, train_column, args.groups, *args.ignore_columns]) if c]
     cases = CaseSet.from_csv(config, args.cases, extra=extra)
+    if cases.n_cases == 0:
+        raise user_error(f"no cases to evaluate on: '{args.cases}' has a header but no rows")
     group_column = args.groups or args.leave_out or train_column
     if args.leave_out:
         names, folds = group_indices(cases.extra[args.leave_out])

@@ -93,12 +93,16 @@ def test_a_bad_row_is_named_by_its_line_in_the_file(montesano_csv, tmp_path, col
 
 
 @pytest.mark.parametrize("body", ["", "\n\n"])
-def test_learning_from_a_csv_file_with_a_header_but_no_rows_names_the_file(tmp_path, body):
+def test_learning_or_evaluating_on_a_csv_file_with_a_header_but_no_rows_names_the_file(tmp_path, body):
     cases = tmp_path / "cases.csv"
     cases.write_text("trial_id,Action,color,shape,size,obj_vel,obj_hand_vel,hand_vel,contact\n" + body)
     out = run("learn", "--cases", cases, "--config", "montesano", "--out", tmp_path / "model.json")
     assert out.returncode == 2 and not (tmp_path / "model.json").exists()
     assert out.stderr == f"affordance-ros learn: error: no cases to learn from: '{cases}' has a header but no rows\n"
+    out = run("evaluate", "--cases", cases, "--config", "montesano")  # it said "10 folds of 0 cases: need 2 <= ..."
+    assert out.returncode == 2
+    assert out.stderr == (f"affordance-ros evaluate: error: no cases to evaluate on: '{cases}' has a header but no "
+                          "rows\n")
 
 
 def test_a_column_named_as_a_variable_but_for_case_is_said_not_to_be_left_out(montesano_csv, tmp_path):  # noqa: F811
