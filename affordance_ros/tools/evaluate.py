@@ -12,7 +12,6 @@ and writes the table, the JSON and the figures.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -25,6 +24,7 @@ from ..core.ground_truth import benchmark_network, sample_values
 from ..core.network import written_atomically
 from ..core.scenarios import SCENARIOS, simulate
 from .progress import ProgressBar
+from .ros_args import whole_number
 
 # `simulate --scenario montesano`: the simulated robot's trials (its default ground truth and sensor noise)
 ROBOT_SCENARIO = "montesano"
@@ -88,24 +88,13 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
                         f"noise {ROBOT_SIGMA:g}, the action as a label; learn them with --config montesano); "
                         + "; ".join(f"{name}: {what}" for name, what in SCENARIOS.items()))
     s.add_argument("--out", required=True, help="the CSV file to write")
-    s.add_argument("--repeats", type=at_least_one, default=None,
+    s.add_argument("--repeats", type=whole_number, default=None,
                    help="every scenario but montesano: trials of every combination (default 10)")
-    s.add_argument("--trials", type=at_least_one, default=None, help="montesano: how many trials (default 1000)")
+    s.add_argument("--trials", type=whole_number, default=None, help="montesano: how many trials (default 1000)")
     s.add_argument("--seed", type=int, default=0,
                    help="seed of the random draws: the trials, their order and their noise (default 0; montesano's "
                         "ground truth is the simulated robot's whatever the seed); the same scenario, seed and size "
                         "give the same trials, with the same trial ids, another seed or size other trials and ids")
-
-
-def at_least_one(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
 
 
 def run_simulate(args, user_error) -> int:

@@ -28,17 +28,21 @@ def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return own, ros
 
 
+def whole_number(text: str, minimum: int = 1, meaning: str = "") -> int:
+    """An argparse type (as ``int`` is): a whole number >= ``minimum``; ``meaning`` says what the minimum means."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}" + (f" ({minimum}: {meaning})" if meaning else "")
+                                         + f", got {text}")
+    return value
+
+
 def count_or_all(zero: str) -> Callable[[str], int]:
     """An argparse type: a whole number >= 0, where 0 means ``zero`` ("keep all", "every label")."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0 (0: {zero}), got {text}")
-        return value
-    return parse
+    return lambda text: whole_number(text, 0, zero)
 
 
 qos_depth = count_or_all("keep all")  # --qos-depth of replay and record

@@ -43,9 +43,9 @@ def test_simulate_writes_every_trial_with_an_object_id(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--scenario", "montesano", "--trials", "-3"], "argument --trials: must be at least 1, got -3"),
-    (["--scenario", "montesano", "--trials", "0"], "argument --trials: must be at least 1, got 0"),
-    (["--scenario", "hands", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
+    (["--scenario", "montesano", "--trials", "-3"], "argument --trials: must be >= 1, got -3"),
+    (["--scenario", "montesano", "--trials", "0"], "argument --trials: must be >= 1, got 0"),
+    (["--scenario", "hands", "--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
     (["--scenario", "tools", "--trials", "10"],  # it wrote 1320 trials, --trials silently ignored
      "--trials is not for the 'tools' scenario: give --repeats (trials of every combination)"),
     (["--scenario", "montesano", "--repeats", "3"], "--repeats is not for the 'montesano' scenario: give --trials"),
