@@ -1,5 +1,6 @@
 """The installed `affordance-ros` command, run as a user runs it (a subprocess, exit codes, stderr)."""
 
+import contextlib
 import json
 import os
 import re
@@ -93,7 +94,7 @@ def test_user_mistakes_give_one_line_and_exit_2(files, args, message):
     (["learn", "--cases", "c.csv", "--config", "montesano", "--out", "m.json", "--structure", "K2"], "learn",
      "argument --structure: invalid choice: 'K2'"),
     (["simulate", "--scenario", "montesano", "--out", "c.csv", "--trials", "many"], "simulate",
-     "argument --trials: invalid int value: 'many'"),
+     "argument --trials: 'many' is not a whole number"),
     (["call", "predict", "--query", "action", "--bogus"], "call predict", "unrecognized arguments: --bogus"),
     (["bench", "paper", "--nope"], "bench paper", "unrecognized arguments: --nope"),
     (["predict", "--model", "m.json", "--query", "action", "--ros-args"], "predict", "--ros-args is for replay"),
@@ -155,6 +156,7 @@ def interrupted(args, ready, cwd=None, env=None, timeout=120):
     (SIGINT to its process group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell
     runs it: what the command prints through a pipe must show when it happens."""
     env = {name: value for name, value in (os.environ if env is None else env).items() if name != "PYTHONUNBUFFERED"}
+    env["PYTHONFAULTHANDLER"] = "1"  # (SIGABRT: every thread's stack on stderr)
     process = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                cwd=cwd, env=env, start_new_session=True)
     seen = {"stdout": [], "stderr": []}
@@ -168,7 +170,20 @@ def interrupted(args, ready, cwd=None, env=None, timeout=120):
         assert time.monotonic() < deadline, f"no {ready!r} within {timeout} s"
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGINT)
-    status = process.wait(timeout=60)
+    try:
+        status = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # where it is stuck, and nothing of it left running for the next tests
+        os.killpg(process.pid, signal.SIGABRT)
+        try:
+            process.wait(timeout=10)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # (the group ended with it)
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            for reader in readers:
+                reader.join(timeout=10)
+        raise AssertionError(f"{args[1:3]} did not end within 60 s of SIGINT; its stderr ends:\n"
+                             + "".join(seen["stderr"])[-6000:]) from None
     for reader in readers:
         reader.join(timeout=10)
     return status, "".join(seen["stdout"]), "".join(seen["stderr"])

@@ -163,8 +163,8 @@ def ros_context():
 def close_ros(context, nodes=(), executor=None, thread=None, timeout: float = 10.0) -> None:
     """End ``context`` as test/ros_harness.py's ``Ros.close`` does: its executor stopped, its nodes destroyed
     (None: never made), the context shut down, the executor's spin thread joined, and the context destroyed, so
-    that its DDS participant (about 11 threads) goes now: a context only shut down kept it until a garbage
-    collection, and a benchmark that makes a context per run carried one participant per run."""
+    that its native context goes now, not at some garbage collection (the DDS participant's threads already go
+    with the nodes and the shutdown)."""
     import rclpy
     if executor is not None:
         executor.shutdown(timeout_sec=timeout)
