@@ -207,7 +207,7 @@ class LearnerNode(LifecycleNode):
         return SUCCESS
 
     def _deactivate(self, why: str) -> None:
-        self.learn.stop(why)  # cancels a learn that is running; its caller is answered
+        self.learn.stop(why, self._give_up)  # cancels a learn that is running; its caller is answered
         for endpoints in self._active:
             endpoints.close()
         for timer in self._periodic:
@@ -218,7 +218,7 @@ class LearnerNode(LifecycleNode):
         """Undo configure (also when it stopped half-way)."""
         if self.manager is None:
             return
-        self.learn.stop(why)
+        self.learn.stop(why, self._give_up)
         if self.model is not None and self.manager.online is not None:
             self.model.save(stopping=True)
         unstored = self.writer.close(STORE_CLOSE_TIMEOUT, self._give_up) if self.writer is not None else 0

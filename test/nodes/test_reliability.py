@@ -31,6 +31,7 @@ from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.pairing import INTERFACE_MAX_LIST_LENGTH
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.msg import Action, TrialStatus
+from affordance_ros.nodes.learning import STOP_GRACE
 from affordance_ros.nodes.qos import reply_qos, trial_qos
 from affordance_ros.nodes.trial_publisher import TrialPublisher
 from affordance_ros.srv import Learn, Predict
@@ -271,6 +272,50 @@ def test_a_signal_during_a_learn_answers_its_caller_and_the_node_exits_0(ros, tm
         assert not (tmp_path / "model.json").exists()
     finally:
         stop(learner)
+
+
+@pytest.mark.parametrize("by", ["deactivate", "SIGTERM"])
+def test_a_learning_process_that_does_not_stop_when_cancelled_is_killed_and_its_caller_answered(ros, tmp_path, by):
+    """A learn the node cancels but whose process does not stop at its next step (SIGSTOPped here; or in one long
+    step): the node kills it STOP_GRACE seconds after the cancel and answers the caller. Was: the deactivation
+    held the node's executor 60 s, a SIGTERM 120 s (a second signal did not end the wait), and the learn's caller
+    was never answered."""
+    db = seeded(tmp_path, 300)
+    config = write_config(tmp_path / "slow.json", mcmc_samples=5_000_000, mcmc_burn_in=1000)
+    learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
+                    config_path=config, status_period=0.0)
+    workers = set()
+    try:
+        answer = ros.call_async(Learn, f"{LEARNER}/learn", structure="mcmc")
+        time.sleep(3.0)  # learning (a learn of this config takes minutes)
+        assert not answer.done()
+        workers = descendants(learner.pid)
+        assert workers, "no learning process"
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        if by == "deactivate":
+            assert change(ros, Transition.TRANSITION_DEACTIVATE)
+        else:
+            assert stop(learner, signal.SIGTERM) == 0
+        took = time.monotonic() - t0
+        result = answer.result(10.0)
+        reason = "the node was deactivated" if by == "deactivate" else "the node is shutting down"
+        assert not result.success and result.message.startswith(f"cancelled: {reason}"), result.message
+        assert took < STOP_GRACE + 10.0, took
+        assert not [pid for pid in workers if running(pid)], "the stopped learning process lives on"
+        log = (tmp_path / "learner.log").read_text()
+        assert f"the learning process did not stop within {STOP_GRACE:g} s of the cancel" in log
+        assert "Traceback" not in log
+        if by == "deactivate":  # the node lives on, and its next learn has a learning process
+            assert change(ros, Transition.TRANSITION_ACTIVATE)
+            answer = ros.learn(structure="k2")
+            assert answer.success, answer.message
+    finally:
+        for pid in workers:
+            if running(pid):
+                os.kill(pid, signal.SIGCONT)
+        assert stop(learner) == 0
 
 
 # ---------------------------------------------------------------- 4. the clock
