@@ -247,6 +247,36 @@ def test_a_second_learner_is_refused_while_the_files_are_gone_before_the_databas
     DatabaseLock(db, "/second").release()  # released: free for the next
 
 
+def test_a_second_learner_on_a_hard_link_of_the_database_is_refused_before_sqlite_opens_it(tmp_path):
+    """A hard link (``ln``, a ``cp -al`` snapshot) is the same database by another path, with a lock file and a
+    path socket of its own; SQLite keeps the write-ahead log beside the path, so two learners on the two paths
+    corrupted it ("database disk image is malformed"). The store holds the file itself too."""
+    db, link = tmp_path / "cases.db", tmp_path / "snapshot" / "cases.db"
+    lock = DatabaseLock(db, "/first")
+    store = CaseStore(db, database_lock=lock)
+    store.add(trial(1))
+    link.parent.mkdir()
+    os.link(db, link)
+    other = DatabaseLock(link, "/second")  # its path is free
+    with pytest.raises(CaseStoreError, match=rf"is in use by /.* \(pid {os.getpid()}, "):
+        CaseStore(link, database_lock=other)
+    assert sorted(p.name for p in link.parent.iterdir()) == ["cases.db", "cases.db.lock"]  # no -wal: not opened
+    other.release()
+    link.unlink()
+    db.unlink()  # written back: the new file is held (and the removed one no longer)
+    assert store.recover() == "" and store.records() == [trial(1)]
+    os.link(db, link)
+    other = DatabaseLock(link, "/second")
+    with pytest.raises(CaseStoreError, match="is in use by"):
+        CaseStore(link, database_lock=other)
+    other.release()
+    store.close()
+    lock.release()
+    other = DatabaseLock(link, "/second")
+    CaseStore(link, database_lock=other).close()  # released: free for the next
+    other.release()
+
+
 def test_the_same_path_in_another_mount_namespace_is_another_database(tmp_path):
     """Two containers on the host's network, each with its own /data/cases.db, do not refuse each other."""
     folder = tmp_path / "data"

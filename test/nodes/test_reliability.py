@@ -649,6 +649,36 @@ def test_a_second_learner_on_one_database_is_refused_with_who_holds_it(ros, tmp_
     assert f"kill -INT {first.pid}" in refusal[0] and "another database_path" in refusal[0]
 
 
+def test_a_second_learner_on_a_hard_link_of_the_database_is_refused_and_the_database_stays_whole(ros, tmp_path):
+    """A hard link (``ln``, a ``cp -al`` snapshot of the folder) is the same database by another path, with a lock
+    file of its own. Was: the second learner ran, both stored a robot's 1500 trials each in a write-ahead log of
+    its own (SQLite keeps it beside the path), and the database was "malformed"."""
+    db, link = tmp_path / "cases.db", tmp_path / "snapshot" / "cases.db"
+    seeded(tmp_path, 20)
+    first = start("learner_node", tmp_path, "first", database_path=db, model_path=tmp_path / "model.json")
+    second = None
+    try:
+        ros.client(Learn, f"{LEARNER}/learn")  # the first is up
+        link.parent.mkdir()
+        os.link(db, link)
+        second = start("learner_node", tmp_path, "second", database_path=link, model_path=tmp_path / "other.json")
+        assert exit_status(second, 30) == 1
+        robot = Robot(ros)
+        records = sampled_records(50, prefix="h")
+        robot.send(records)
+        wait_for(lambda: robot.confirmed() == {r.trial_id for r in records}, timeout=60, what="the trials confirmed")
+    finally:
+        if second is not None and second.poll() is None:
+            stop(second)
+        assert stop(first) == 0
+    refusal = [line for line in (tmp_path / "second.log").read_text().splitlines() if "in use by" in line]
+    assert len(refusal) == 1, (tmp_path / "second.log").read_text()[-2000:]
+    assert f"in use by /affordance_learner (pid {first.pid}, host {os.uname().nodename}" in refusal[0]
+    with sqlite3.connect(db) as check:
+        assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert len(stored_ids(db)) == 70
+
+
 @pytest.mark.parametrize("removed", ["files", "folder", "folder, a learner started before it is made again"])
 def test_a_second_learner_is_refused_though_the_database_and_its_lock_file_were_removed(ros, tmp_path, removed):
     """`rm -f cases.db*` (or the folder removed and made again) takes the lock file too: the node writes the
