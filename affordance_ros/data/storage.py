@@ -429,12 +429,11 @@ def _inspect(path: Path, busy_timeout: float) -> None:
     try:
         try:
             _check_schema(conn, path, read_only=False)
-        except sqlite3.DatabaseError as exc:
-            raise CaseStoreError(f"'{path}' is not a usable case database: {exc}") from None
-        try:
             problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
         except sqlite3.DatabaseError as exc:
-            problems = [str(exc)]
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_CORRUPT:  # (not an SQLite file at all)
+                raise CaseStoreError(f"'{path}' is not a usable case database: {exc}") from None
+            problems = [str(exc)]  # damaged so that not even its schema can be read (a truncated copy)
     finally:
         conn.close()
     if problems != ["ok"]:

@@ -160,6 +160,27 @@ def test_a_database_with_damaged_pages_is_refused_at_start_up_saying_what_to_do(
         CaseStore(path)
 
 
+@pytest.mark.parametrize("kept", [100, 50_000])
+def test_a_truncated_database_is_refused_as_damaged_saying_what_to_do(tmp_path, kept):
+    """A copy cut short (a full disk, an interrupted transfer): damaged so that not even its schema can be read.
+    Was refused with SQLite's words alone, "'cases.db' is not a usable case database: database disk image is
+    malformed", without what to do about it."""
+    path = tmp_path / "cases.db"
+    with CaseStore(path) as store:
+        for k in range(2000):
+            store.add(trial(k))
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the file itself
+    assert path.stat().st_size > 2 * kept
+    path.write_bytes(path.read_bytes()[:kept])
+    with pytest.raises(CaseStoreError, match=r"is damaged \(PRAGMA quick_check: database disk image is malformed\)"
+                                             r".*\.recover"):
+        CaseStore(path)
+    path.write_text("not a database at all, a text file")
+    with pytest.raises(CaseStoreError, match="is not a usable case database: file is not a database"):
+        CaseStore(path)
+
+
 def test_the_store_takes_only_records_and_keeps_them_as_given(tmp_path):
     with CaseStore(tmp_path / "cases.db") as store:
         with pytest.raises(TypeError, match="takes a TrialRecord"):
