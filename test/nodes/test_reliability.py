@@ -274,19 +274,27 @@ def test_a_signal_during_a_learn_answers_its_caller_and_the_node_exits_0(ros, tm
         stop(learner)
 
 
-@pytest.mark.parametrize("by", ["deactivate", "SIGTERM"])
+@pytest.mark.parametrize("by", ["deactivate", "SIGTERM", "cancel"])
 def test_a_learning_process_that_does_not_stop_when_cancelled_is_killed_and_its_caller_answered(ros, tmp_path, by):
-    """A learn the node cancels but whose process does not stop at its next step (SIGSTOPped here; or in one long
-    step): the node kills it STOP_GRACE seconds after the cancel and answers the caller. Was: the deactivation
-    held the node's executor 60 s, a SIGTERM 120 s (a second signal did not end the wait), and the learn's caller
-    was never answered."""
+    """A learn cancelled (the node deactivated or stopped, or the Learn action's goal cancelled) whose process does
+    not stop at its next step (SIGSTOPped here; or in one long step): the node kills it STOP_GRACE seconds after
+    the cancel and answers the caller. Was: the deactivation held the node's executor 60 s, a SIGTERM 120 s (a
+    second signal did not end the wait), the learn's caller was never answered; a cancelled goal was never
+    answered, and every later learn was refused ("already running") until the node was restarted."""
     db = seeded(tmp_path, 300)
     config = write_config(tmp_path / "slow.json", mcmc_samples=5_000_000, mcmc_burn_in=1000)
     learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
                     config_path=config, status_period=0.0)
     workers = set()
     try:
-        answer = ros.call_async(Learn, f"{LEARNER}/learn", structure="mcmc")
+        if by == "cancel":
+            actions = ros.action_client(LearnAction, f"{LEARNER}/learn")
+            assert actions.wait_for_server(timeout_sec=30.0)
+            goal = Waiter(actions.send_goal_async(LearnAction.Goal(structure="mcmc"))).result(30.0)
+            assert goal.accepted
+            answer = Waiter(goal.get_result_async())
+        else:
+            answer = ros.call_async(Learn, f"{LEARNER}/learn", structure="mcmc")
         time.sleep(3.0)  # learning (a learn of this config takes minutes)
         assert not answer.done()
         workers = descendants(learner.pid)
@@ -296,19 +304,25 @@ def test_a_learning_process_that_does_not_stop_when_cancelled_is_killed_and_its_
         t0 = time.monotonic()
         if by == "deactivate":
             assert change(ros, Transition.TRANSITION_DEACTIVATE)
-        else:
+        elif by == "SIGTERM":
             assert stop(learner, signal.SIGTERM) == 0
+        else:
+            assert Waiter(goal.cancel_goal_async()).result(10.0).return_code == 0  # accepted
+        result = answer.result(STOP_GRACE + 15.0)
         took = time.monotonic() - t0
-        result = answer.result(10.0)
-        reason = "the node was deactivated" if by == "deactivate" else "the node is shutting down"
-        assert not result.success and result.message.startswith(f"cancelled: {reason}"), result.message
+        if by == "cancel":
+            assert result.status == 5  # GoalStatus.STATUS_CANCELED, with its result
+            result = result.result
+        reason = {"deactivate": "the node was deactivated; ", "SIGTERM": "the node is shutting down; "}.get(by, "")
+        assert not result.success and result.message.startswith(f"cancelled: {reason}nothing was learned"), result
         assert took < STOP_GRACE + 10.0, took
         assert not [pid for pid in workers if running(pid)], "the stopped learning process lives on"
         log = (tmp_path / "learner.log").read_text()
         assert f"the learning process did not stop within {STOP_GRACE:g} s of the cancel" in log
         assert "Traceback" not in log
-        if by == "deactivate":  # the node lives on, and its next learn has a learning process
-            assert change(ros, Transition.TRANSITION_ACTIVATE)
+        if by != "SIGTERM":  # the node lives on, and its next learn has a learning process
+            if by == "deactivate":
+                assert change(ros, Transition.TRANSITION_ACTIVATE)
             answer = ros.learn(structure="k2")
             assert answer.success, answer.message
     finally:
