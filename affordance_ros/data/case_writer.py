@@ -102,8 +102,10 @@ class CaseWriter:
 
     @property
     def full(self) -> bool:
-        """True while ``capacity`` records wait to be stored."""
-        return len(self._queue) >= self.capacity
+        """True while ``capacity`` records wait to be stored: queued, or in the group being committed (which
+        comes back to the queue when its commit fails)."""
+        with self._cond:
+            return len(self._queue) + self._in_flight >= self.capacity
 
     @property
     def confirming(self) -> bool:

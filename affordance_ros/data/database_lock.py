@@ -19,6 +19,15 @@ with the holder's process id read from the socket (``SO_PEERCRED``). Its name in
 namespace, so two containers sharing the host's network but each with its own ``/data/cases.db``
 do not refuse each other; learners on other hosts (a database on a shared file system) meet only
 the file lock.
+
+A path is not the only name of a file: a hard link (``ln``, a ``cp -al`` snapshot of the folder) gives the
+same database another path, with a lock file and a socket of its own. SQLite keeps a database's
+write-ahead log beside the path it was opened by, so two learners on two paths of one file each
+write to a log of their own, and the database is corrupted (seen: "database disk image is
+malformed" after 1500 trials confirmed by both). So the holder also binds a socket named after
+the database file itself, its device and inode (``hold_file``, which the case store calls before
+SQLite opens the file, and again for the file it writes back), and a second learner on this host
+that reaches the same file by another path is refused by it.
 """
 
 from __future__ import annotations
@@ -46,8 +55,10 @@ class DatabaseLock:
 
     def __init__(self, database_path: Path, owner: str):
         self.path = database_path.with_name(database_path.name + ".lock")
+        self.database_path = database_path
         self._fd = None
-        self._socket = _bind_path_name(database_path)
+        self._file_socket, self._file_identity = None, None  # held by ``hold_file``
+        self._socket = _bind(_path_name(database_path), database_path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -75,6 +86,18 @@ class DatabaseLock:
             return f"{self.path} now names another file than the lock file this node holds"
         return ""
 
+    def hold_file(self, status: os.stat_result) -> None:
+        """Hold the database file of ``status`` (its device and inode), whatever path reaches it: DatabaseInUse,
+        naming the holder, when another learner on this host holds it (through a hard link). The file held
+        before, if another, is let go."""
+        identity = (status.st_dev, status.st_ino)
+        if identity == self._file_identity or self._socket is None:  # (no abstract sockets: the file lock alone)
+            return
+        held = _bind(_file_name(identity), self.database_path)
+        if self._file_socket is not None:
+            self._file_socket.close()
+        self._file_socket, self._file_identity = held, identity
+
     def retake(self) -> str:
         """Lock the file at the path again when it is not the one held (``problem``; made if missing): '' once
         it is held, else why it cannot be (another process holds it; nothing is then changed)."""
@@ -95,12 +118,14 @@ class DatabaseLock:
         return ""
 
     def _answer_probes(self) -> None:
-        """Close the connections refused learners made to the socket to learn who holds it (its queue is short)."""
-        while self._socket is not None:
-            try:
-                self._socket.accept()[0].close()
-            except OSError:
-                return
+        """Close the connections refused learners made to the sockets to learn who holds them (their queues are
+        short)."""
+        for held in (self._socket, self._file_socket):
+            while held is not None:
+                try:
+                    held.accept()[0].close()
+                except OSError:
+                    break
 
     def _hold(self, fd: int) -> tuple[int, int]:
         """Write who holds the lock into its file ``fd``; the file's identity (device, inode)."""
@@ -114,9 +139,10 @@ class DatabaseLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        for held in (self._socket, self._file_socket):
+            if held is not None:
+                held.close()
+        self._socket = self._file_socket = self._file_identity = None
 
 
 def _path_name(database_path: Path) -> bytes:
@@ -130,12 +156,18 @@ def _path_name(database_path: Path) -> bytes:
     return b"\0affordance_ros.database." + hashlib.sha256(key).hexdigest().encode()
 
 
-def _bind_path_name(database_path: Path) -> socket.socket | None:
-    """Bind (and listen on) the database's abstract socket; DatabaseInUse when a process on this host has it.
-    None where there is no abstract namespace (not Linux): the file lock alone then."""
+def _file_name(identity: tuple[int, int]) -> bytes:
+    """The abstract socket name of a database file: its device and inode (the same file by any path)."""
+    key = f"{identity[0]}:{identity[1]}".encode()
+    return b"\0affordance_ros.database-file." + hashlib.sha256(key).hexdigest().encode()
+
+
+def _bind(name: bytes, database_path: Path) -> socket.socket | None:
+    """Bind (and listen on) the abstract socket ``name`` of the database at ``database_path``; DatabaseInUse when
+    a process on this host has it. None where there is no abstract namespace (not Linux): the file lock alone
+    then."""
     if not hasattr(socket, "AF_UNIX") or not hasattr(socket, "SO_PEERCRED"):
         return None
-    name = _path_name(database_path)
     held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         held.bind(name)
@@ -164,8 +196,10 @@ def _socket_holder(name: bytes, database_path: Path) -> dict:
             pass
     lock_path = os.path.realpath(database_path.with_name(database_path.name + ".lock"))  # as /proc names it
     candidates = [lock_path]
-    if pid is not None:
-        candidates[:0] = [fd for fd in _open_files(pid) if _target(fd).removesuffix(" (deleted)") == lock_path]
+    if pid is not None:  # its lock file at this path first, then any (it holds the database by another path)
+        targets = {fd: _target(fd).removesuffix(" (deleted)") for fd in _open_files(pid)}
+        candidates[:0] = sorted((fd for fd, target in targets.items() if target.endswith(".lock")),
+                                key=lambda fd: targets[fd] != lock_path)
     for candidate in candidates:
         try:
             fd = os.open(candidate, os.O_RDONLY | os.O_CLOEXEC)

@@ -48,6 +48,7 @@ class LearnWorker:
         self._conn: Connection | None = None
         self._lock = threading.Lock()       # starting and stopping the process
         self._sending = threading.Lock()    # a job and a cancel may be sent from two threads
+        self._closes = 0                    # how many times ``close`` stopped the process
 
     @property
     def pid(self) -> int | None:
@@ -76,7 +77,8 @@ class LearnWorker:
         ``progress(LearnProgress)`` hears of the steps in this thread; it may raise ``LearningCancelled``,
         which stops the worker at its next step (nothing learned) and is raised here. A worker that died
         while idle is replaced (also when it is found dead only as the job goes out); one that dies while
-        learning fails the learn (AffordanceError)."""
+        learning fails the learn (AffordanceError); one stopped by ``close`` meanwhile, LearningCancelled."""
+        closes = self._closes
         for attempt in (1, 2):
             self.start()
             conn, process = self._conn, self._process
@@ -87,6 +89,8 @@ class LearnWorker:
                 with self._lock:
                     if self._process is process:
                         self._stop()
+                if self._closes != closes:  # (not started again for a learn that was stopped)
+                    raise LearningCancelled("the learning process was stopped") from None
                 if getattr(ended, "taken", False) or attempt == 2:
                     raise AffordanceError("the learning process ended unexpectedly (out of memory? killed?); the "
                                           "previous model stays") from None
@@ -126,8 +130,10 @@ class LearnWorker:
             pass
 
     def close(self) -> None:
-        """Stop the worker process, a learn it is running included (nothing is then learned)."""
+        """Stop the worker process, a learn it is running included (nothing is then learned: LearningCancelled
+        in ``learn``); a later learn starts another."""
         with self._lock:
+            self._closes += 1
             self._stop()
 
     def _send(self, message) -> None:

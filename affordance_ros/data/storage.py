@@ -35,7 +35,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..core import SENSOR_GROUPS
-from .database_lock import DatabaseLock
+from .database_lock import DatabaseInUse, DatabaseLock
 from .trial import TrialRecord
 
 SCHEMA_VERSION = 1
@@ -101,16 +101,11 @@ class CaseStore:
         self._open()
 
     def _open(self, create: bool = True) -> None:
+        if self.database_lock is not None and os.path.exists(self.path):  # before SQLite opens it by this path
+            _hold(self.database_lock, os.stat(self.path))
         self._conn = self._reader = _connect(self.path, self.read_only, self.busy_timeout, create)
         if not self.read_only:
-            try:
-                self._file = OpenedFile(self.path)
-                self._reader = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False,
-                                               isolation_level=None)
-                self._reader.execute("PRAGMA query_only = ON")
-            except (OSError, sqlite3.Error) as exc:
-                self._conn.close()
-                raise CaseStoreError(f"cannot open the case database '{self.path}': {exc}") from None
+            self._file, self._reader = _open_writable(self._conn, self.path, self.busy_timeout, self.database_lock)
 
     def set_busy_timeout(self, seconds: float) -> None:
         """How long a statement waits for another program's lock from now on."""
@@ -293,6 +288,37 @@ def _write_back(store: CaseStore, problem: str) -> str:
     return ""
 
 
+def _open_writable(conn: sqlite3.Connection, path: Path, busy_timeout: float,
+                   database_lock: DatabaseLock | None) -> tuple[OpenedFile, sqlite3.Connection]:
+    """For a writable store whose writing connection is ``conn``: its file, opened (and held by ``database_lock``:
+    a file made now, or by another program meanwhile), and its read-only connection; ``conn`` closed and
+    CaseStoreError when they cannot be had."""
+    opened = None
+    try:
+        opened = OpenedFile(path)
+        if database_lock is not None:
+            _hold(database_lock, os.fstat(opened.fd))
+        reader = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False, isolation_level=None)
+        reader.execute("PRAGMA query_only = ON")
+    except (OSError, sqlite3.Error, CaseStoreError) as exc:
+        conn.close()
+        if opened is not None:
+            opened.close()
+        if isinstance(exc, CaseStoreError):
+            raise
+        raise CaseStoreError(f"cannot open the case database '{path}': {exc}") from None
+    return opened, reader
+
+
+def _hold(database_lock: DatabaseLock, status: os.stat_result) -> None:
+    """``database_lock`` holds the database file of ``status`` (CaseStoreError when another learner holds it: a
+    hard link of it at another path)."""
+    try:
+        database_lock.hold_file(status)
+    except DatabaseInUse as exc:
+        raise CaseStoreError(str(exc)) from None
+
+
 class OpenedFile:
     """A database file as it was opened: its identity (device, inode) and a descriptor of it held open, so
     that ``problem`` can tell whether its path still names it (a removed file lives on while it is open)."""
@@ -403,12 +429,11 @@ def _inspect(path: Path, busy_timeout: float) -> None:
     try:
         try:
             _check_schema(conn, path, read_only=False)
-        except sqlite3.DatabaseError as exc:
-            raise CaseStoreError(f"'{path}' is not a usable case database: {exc}") from None
-        try:
             problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
         except sqlite3.DatabaseError as exc:
-            problems = [str(exc)]
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_CORRUPT:  # (not an SQLite file at all)
+                raise CaseStoreError(f"'{path}' is not a usable case database: {exc}") from None
+            problems = [str(exc)]  # damaged so that not even its schema can be read (a truncated copy)
     finally:
         conn.close()
     if problems != ["ok"]:

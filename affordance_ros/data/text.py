@@ -75,6 +75,14 @@ class RepeatedMessages:
         self._periods[key] = [now, 0, level, ""]
         self.log(level, message)
 
+    def grouped(self, level: str, message: str) -> None:
+        """Log ``message``: at once at level info, else as one of its kind (``shape``: the same message but for
+        names and numbers)."""
+        if level == "info":
+            self.log(level, message)
+        else:
+            self(shape(message), level, message)
+
     def flush(self, force: bool = False) -> None:
         """Tell what was held back in the periods that are over (``force``: in every period)."""
         now = self.clock()

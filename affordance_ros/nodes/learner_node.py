@@ -46,7 +46,7 @@ from ..data.learn import LearnJob
 from ..data.learn_worker import LearnWorker
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
-from ..data.text import printable
+from ..data.text import RepeatedMessages, printable
 from . import shutdown
 from .command_line import check_command_line
 from .current_model import CurrentModel
@@ -56,7 +56,7 @@ from .learning import LearnEndpoints
 from .qos import LEARNER_READER_SAMPLES, SERVICE_ANSWER_WAIT, TRIAL_HEARTBEAT_PERIOD, dds_profiles, describe_qos
 from .query_services import QueryServices
 from .suggest_service import SuggestService
-from .trial_events import TrialEvents
+from .trial_events import REPEAT_PERIOD, TrialEvents
 from .trial_topics import IngestGroup, TrialTopics
 
 NODE_NAME = "affordance_learner"
@@ -107,9 +107,12 @@ class LearnerNode(LifecycleNode):
         self._problem = ""  # why configure failed
         self._autostarting = False  # while __init__ configures: a failure is main()'s to log (FATAL), once
         self._give_up = lambda: False  # stop waiting for trials that cannot be stored now (a second signal)
+        # what became of service requests: a planner repeating a mistake in a loop gets a line per kind and period
+        self.requests_log = RepeatedMessages(self.log, REPEAT_PERIOD)
+        self.create_timer(REPEAT_PERIOD, self.requests_log.flush)
         self.learn = LearnEndpoints(self, lambda: inactive(self.lifecycle_state), lambda: self.learn_worker,
                                     self._learn_job, lambda outcome: self.model.learned(outcome), CurrentModel.discard,
-                                    self.count, self.log)
+                                    self.count, self.requests_log.grouped)
         try:
             self.settings = declare_learner_parameters(self)
             refuse_clock_changes(self, lambda: self.lifecycle_state == "active")
@@ -172,9 +175,10 @@ class LearnerNode(LifecycleNode):
         self._active = [TrialTopics(self, self.intake, settings.qos_depth, ingest, self.events.handle,
                                     settings.robot_names),
                         QueryServices(self, MutuallyExclusiveCallbackGroup(), manager.current_model,
-                                      lambda: self.writer.state().cases, settings.limits, self.count, self.log),
+                                      lambda: self.writer.state().cases, settings.limits, self.count,
+                                      self.requests_log.grouped),
                         SuggestService(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.config,
-                                       settings.limits, self.count, self.log)]
+                                       settings.limits, self.count, self.requests_log.grouped)]
         timers = [(settings.status_period, self._log_status)] if settings.status_period > 0 else []
         if settings.online_learning and settings.online_save_period > 0:
             timers.append((settings.online_save_period, self.model.save))
@@ -207,7 +211,7 @@ class LearnerNode(LifecycleNode):
         return SUCCESS
 
     def _deactivate(self, why: str) -> None:
-        self.learn.stop(why)  # cancels a learn that is running; its caller is answered
+        self.learn.stop(why, self._give_up)  # cancels a learn that is running; its caller is answered
         for endpoints in self._active:
             endpoints.close()
         for timer in self._periodic:
@@ -218,7 +222,7 @@ class LearnerNode(LifecycleNode):
         """Undo configure (also when it stopped half-way)."""
         if self.manager is None:
             return
-        self.learn.stop(why)
+        self.learn.stop(why, self._give_up)
         if self.model is not None and self.manager.online is not None:
             self.model.save(stopping=True)
         unstored = self.writer.close(STORE_CLOSE_TIMEOUT, self._give_up) if self.writer is not None else 0
@@ -272,6 +276,7 @@ class LearnerNode(LifecycleNode):
         self._deactivate("the node is being destroyed")
         self._cleanup("the node is being destroyed")
         self.learn.destroy()
+        self.requests_log.flush(force=True)
         super().destroy_node()
 
 

@@ -43,6 +43,8 @@ from ..data.text import printable
 from ..srv import Learn
 
 FEEDBACK_PERIOD = 0.1  # seconds between feedback messages of one phase
+STOP_GRACE = 5.0  # seconds a learn the node cancels gets to stop at its next step before its process is killed
+STOP_POLL = 0.05  # seconds between looks at a cancelled learn (and at a second stop signal)
 REFUSED = "learn refused: "  # how the log line giving the reason for a refused learn starts
 REFUSED_TOPIC = "learn_refused"  # under the node: why each refused learn was refused (rcl_interfaces/msg/Log)
 REFUSED_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
@@ -80,7 +82,7 @@ class LearnEndpoints:
         group = ReentrantCallbackGroup()  # a second request is taken (and refused) while the first awaits
         self.service = node.create_service(Learn, "~/learn", self._on_service, callback_group=group)
         self.action = ActionServer(node, LearnAction, "~/learn", self._execute, callback_group=group,
-                                   goal_callback=self._on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT)
+                                   goal_callback=self._on_goal, cancel_callback=self._on_cancel)
         self.refusals = node.create_publisher(Log, f"~/{REFUSED_TOPIC}", REFUSED_QOS)
 
     @property
@@ -88,17 +90,39 @@ class LearnEndpoints:
         """True while a learn is being worked on."""
         return self._lock.locked()
 
-    def stop(self, reason: str, timeout: float = 60.0) -> None:
+    def stop(self, reason: str, give_up: Callable[[], bool] = lambda: False) -> None:
         """Cancel a learn that is running (its caller is told ``reason``) and wait for the learning process to
-        let go of it; the caller is answered when the executor next runs the learn's callback."""
+        let go of it (``_cancel``; ``give_up()``, a second stop signal, ends the wait). The caller is answered
+        when the executor next runs the learn's callback."""
         if not self.busy:
             return
         self._stopped = reason
-        worker = self.worker()
-        if worker is not None:  # (None once the node is cleaned up: the learn was cancelled then)
-            worker.cancel()
-        if self._waiting is not None:
-            self._waiting.join(timeout)
+        self._cancel(give_up)
+
+    def _cancel(self, give_up: Callable[[], bool] = lambda: False) -> None:
+        """Tell the learning process to stop the learn at its next step, and wait until it has; one that has not
+        within ``STOP_GRACE`` seconds (or when ``give_up()``) is killed (the next learn starts another)."""
+        worker, waiting = self.worker(), self._waiting
+        if worker is None or waiting is None:  # (no worker once the node is cleaned up: the learn was cancelled then)
+            return
+        worker.cancel()
+        deadline = time.monotonic() + STOP_GRACE
+        while waiting.is_alive() and time.monotonic() < deadline and not give_up():
+            waiting.join(STOP_POLL)
+        if waiting.is_alive():
+            self.node.get_logger().warning(  # (any thread: not through ``log``)
+                f"the learning process did not stop within {STOP_GRACE:g} s of the cancel (stopped? in a long "
+                "step?): killed it; the next learn starts a new one")
+            worker.close()  # (the waiting thread sees the end of the process at once)
+            waiting.join(STOP_GRACE)
+
+    def _on_cancel(self, goal_handle) -> CancelResponse:
+        """A goal's cancel is accepted and its learn stopped at once (not at the learning process's next progress
+        message, which a stopped process never sends), by a thread that kills the process when it has not let go
+        ``STOP_GRACE`` seconds later."""
+        if self.busy:
+            threading.Thread(target=self._cancel, name="affordance_learn_cancel", daemon=True).start()
+        return CancelResponse.ACCEPT
 
     def destroy(self) -> None:
         """Remove the service and the action server (the node is being destroyed)."""
@@ -164,12 +188,13 @@ class LearnEndpoints:
             self.installed(learned)
             fill(out, learned)
             outcome = "ok"
-        except LearningCancelled:
-            out.message = (f"cancelled: {self._stopped}; " if self._stopped else "cancelled: ") + \
-                "nothing was learned; the current model stays"
-            outcome = "cancelled"
-        except AffordanceError as exc:
-            out.message = str(exc)
+        except (LearningCancelled, AffordanceError) as exc:
+            if isinstance(exc, LearningCancelled) or self._stopped:  # (the node may have killed its process)
+                out.message = (f"cancelled: {self._stopped}; " if self._stopped else "cancelled: ") + \
+                    "nothing was learned; the current model stays"
+                outcome = "cancelled"
+            else:
+                out.message = str(exc)
         except Exception as exc:  # a bug: answer and keep running rather than take the node down
             self.log("error", f"learn failed unexpectedly: {exc!r}")
             out.message = printable(f"internal error while learning: {exc!r}")

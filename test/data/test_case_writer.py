@@ -164,3 +164,27 @@ def test_giving_up_ends_the_close_only_while_storing_is_held_up(tmp_path):
     other.execute("ROLLBACK")
     other.close()
     store.close()
+
+
+def test_the_trials_waiting_stay_within_the_capacity_while_storing_fails(tmp_path):
+    """The node takes parts only while the writer is not ``full``. The group being tried counts too: it was out
+    of the queue while its commit was tried, so every failed try let a capacity more in (a disk full for 70 s
+    under a robot streaming: 2988 trials waited, with a capacity of 1000)."""
+    store = CaseStore(tmp_path / "cases.db")
+    other = sqlite3.connect(tmp_path / "cases.db", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # every commit fails (as on a full disk), and the group is tried again
+    writer = CaseWriter(store, lambda: None, capacity=100)
+    records, submitted, most = iter(sampled_records(3000)), 0, 0
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:  # as the node takes parts: only while the writer is not full
+        if not writer.full:
+            writer.submit(next(records))
+            submitted += 1
+        most = max(most, writer.state().queued)
+        time.sleep(0.0002)
+    assert "locked" in writer.state().problem
+    assert (submitted, most) == (100, 100)
+    other.execute("ROLLBACK")
+    other.close()
+    assert writer.close() == 0 and store.count() == 100
+    store.close()

@@ -160,6 +160,27 @@ def test_a_database_with_damaged_pages_is_refused_at_start_up_saying_what_to_do(
         CaseStore(path)
 
 
+@pytest.mark.parametrize("kept", [100, 50_000])
+def test_a_truncated_database_is_refused_as_damaged_saying_what_to_do(tmp_path, kept):
+    """A copy cut short (a full disk, an interrupted transfer): damaged so that not even its schema can be read.
+    Was refused with SQLite's words alone, "'cases.db' is not a usable case database: database disk image is
+    malformed", without what to do about it."""
+    path = tmp_path / "cases.db"
+    with CaseStore(path) as store:
+        for k in range(2000):
+            store.add(trial(k))
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the file itself
+    assert path.stat().st_size > 2 * kept
+    path.write_bytes(path.read_bytes()[:kept])
+    with pytest.raises(CaseStoreError, match=r"is damaged \(PRAGMA quick_check: database disk image is malformed\)"
+                                             r".*\.recover"):
+        CaseStore(path)
+    path.write_text("not a database at all, a text file")
+    with pytest.raises(CaseStoreError, match="is not a usable case database: file is not a database"):
+        CaseStore(path)
+
+
 def test_the_store_takes_only_records_and_keeps_them_as_given(tmp_path):
     with CaseStore(tmp_path / "cases.db") as store:
         with pytest.raises(TypeError, match="takes a TrialRecord"):
@@ -245,6 +266,36 @@ def test_a_second_learner_is_refused_while_the_files_are_gone_before_the_databas
     store.close()
     lock.release()
     DatabaseLock(db, "/second").release()  # released: free for the next
+
+
+def test_a_second_learner_on_a_hard_link_of_the_database_is_refused_before_sqlite_opens_it(tmp_path):
+    """A hard link (``ln``, a ``cp -al`` snapshot) is the same database by another path, with a lock file and a
+    path socket of its own; SQLite keeps the write-ahead log beside the path, so two learners on the two paths
+    corrupted it ("database disk image is malformed"). The store holds the file itself too."""
+    db, link = tmp_path / "cases.db", tmp_path / "snapshot" / "cases.db"
+    lock = DatabaseLock(db, "/first")
+    store = CaseStore(db, database_lock=lock)
+    store.add(trial(1))
+    link.parent.mkdir()
+    os.link(db, link)
+    other = DatabaseLock(link, "/second")  # its path is free
+    with pytest.raises(CaseStoreError, match=rf"is in use by /.* \(pid {os.getpid()}, "):
+        CaseStore(link, database_lock=other)
+    assert sorted(p.name for p in link.parent.iterdir()) == ["cases.db", "cases.db.lock"]  # no -wal: not opened
+    other.release()
+    link.unlink()
+    db.unlink()  # written back: the new file is held (and the removed one no longer)
+    assert store.recover() == "" and store.records() == [trial(1)]
+    os.link(db, link)
+    other = DatabaseLock(link, "/second")
+    with pytest.raises(CaseStoreError, match="is in use by"):
+        CaseStore(link, database_lock=other)
+    other.release()
+    store.close()
+    lock.release()
+    other = DatabaseLock(link, "/second")
+    CaseStore(link, database_lock=other).close()  # released: free for the next
+    other.release()
 
 
 def test_the_same_path_in_another_mount_namespace_is_another_database(tmp_path):

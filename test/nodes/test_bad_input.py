@@ -1,6 +1,7 @@
 """Every kind of bad input: a warning or success false with a message, never a crash or a lost case."""
 
 import math
+import re
 
 import pytest
 from conftest import sampled_records, wait_for
@@ -147,3 +148,39 @@ def test_service_requests_that_cannot_be_answered(ros, tmp_path):
         assert list(response.marginals) == []
     assert learner.counts["predict_failed"] == len(bad_requests) + 1
     assert ros.predict(query=["action"]).success
+
+
+def test_a_planner_repeating_a_mistake_in_a_loop_cannot_flood_the_log(ros, tmp_path):
+    """Each refused request is answered and counted, but the log gets one line per kind of mistake and period,
+    then how many more came ("N more like that in the last 5 s; the latest: ..."), as for bad trial parts. Was:
+    one warning per request: a client calling ~/predict with a mistake back to back wrote 2.3 MB of log
+    in 10 s (5367 lines), ~/learn with an unknown structure 0.8 MB."""
+    from ros_harness import start, stop
+
+    from affordance_ros.nodes.qos import reply_qos
+    from affordance_ros.srv import Learn, Predict
+
+    learner = start("learner_node", tmp_path, "learner", database_path=tmp_path / "cases.db",
+                    model_path=tmp_path / "model.json", status_period=0.0)
+    try:
+        calls = [(Predict, "predict", dict(query=["effect"])),  # (no model yet)
+                 (Learn, "learn", dict(structure="greedy"))]
+        for srv_type, name, fields in calls:
+            client = ros.client_node.create_client(srv_type, f"/affordance_learner/{name}", qos_profile=reply_qos())
+            assert client.wait_for_service(timeout_sec=30.0)
+            ros.call(srv_type, f"/affordance_learner/{name}", **fields)  # (its answer reached us: matched)
+            for _ in range(60):  # 300 requests, 5 at a time (a burst beyond the server's request queue is lost)
+                futures = [client.call_async(srv_type.Request(**fields)) for _ in range(5)]
+                wait_for(lambda: all(f.done() for f in futures), timeout=30, what=f"5 answers of ~/{name}")
+                assert not any(f.result().success for f in futures)
+    finally:
+        assert stop(learner) == 0
+    log = (tmp_path / "learner.log").read_text()
+    lines = {kind: [line for line in log.splitlines() if kind in line]
+             for kind in ("predict: no model yet", "learn: structure 'greedy' is not one of", "learn refused: ")}
+    for kind, found in lines.items():  # (two learns sent at once: the second is refused, 'already running')
+        assert 1 <= len(found) <= 6, (kind, log[-3000:])
+        assert any("more like that in the last" in line for line in found), (kind, log[-3000:])
+    assert "predict ok/failed: 0/301" in log  # every request counted
+    learns = re.search(r"learn ok/failed/refused: 0/(\d+)/(\d+)", log)
+    assert learns and int(learns[1]) + int(learns[2]) == 301, log[-3000:]

@@ -31,6 +31,7 @@ from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.pairing import INTERFACE_MAX_LIST_LENGTH
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.msg import Action, TrialStatus
+from affordance_ros.nodes.learning import STOP_GRACE
 from affordance_ros.nodes.qos import reply_qos, trial_qos
 from affordance_ros.nodes.trial_publisher import TrialPublisher
 from affordance_ros.srv import Learn, Predict
@@ -271,6 +272,64 @@ def test_a_signal_during_a_learn_answers_its_caller_and_the_node_exits_0(ros, tm
         assert not (tmp_path / "model.json").exists()
     finally:
         stop(learner)
+
+
+@pytest.mark.parametrize("by", ["deactivate", "SIGTERM", "cancel"])
+def test_a_learning_process_that_does_not_stop_when_cancelled_is_killed_and_its_caller_answered(ros, tmp_path, by):
+    """A learn cancelled (the node deactivated or stopped, or the Learn action's goal cancelled) whose process does
+    not stop at its next step (SIGSTOPped here; or in one long step): the node kills it STOP_GRACE seconds after
+    the cancel and answers the caller. Was: the deactivation held the node's executor 60 s, a SIGTERM 120 s (a
+    second signal did not end the wait), the learn's caller was never answered; a cancelled goal was never
+    answered, and every later learn was refused ("already running") until the node was restarted."""
+    db = seeded(tmp_path, 300)
+    config = write_config(tmp_path / "slow.json", mcmc_samples=5_000_000, mcmc_burn_in=1000)
+    learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
+                    config_path=config, status_period=0.0)
+    workers = set()
+    try:
+        if by == "cancel":
+            actions = ros.action_client(LearnAction, f"{LEARNER}/learn")
+            assert actions.wait_for_server(timeout_sec=30.0)
+            goal = Waiter(actions.send_goal_async(LearnAction.Goal(structure="mcmc"))).result(30.0)
+            assert goal.accepted
+            answer = Waiter(goal.get_result_async())
+        else:
+            answer = ros.call_async(Learn, f"{LEARNER}/learn", structure="mcmc")
+        time.sleep(3.0)  # learning (a learn of this config takes minutes)
+        assert not answer.done()
+        workers = descendants(learner.pid)
+        assert workers, "no learning process"
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        if by == "deactivate":
+            assert change(ros, Transition.TRANSITION_DEACTIVATE)
+        elif by == "SIGTERM":
+            assert stop(learner, signal.SIGTERM) == 0
+        else:
+            assert Waiter(goal.cancel_goal_async()).result(10.0).return_code == 0  # accepted
+        result = answer.result(STOP_GRACE + 15.0)
+        took = time.monotonic() - t0
+        if by == "cancel":
+            assert result.status == 5  # GoalStatus.STATUS_CANCELED, with its result
+            result = result.result
+        reason = {"deactivate": "the node was deactivated; ", "SIGTERM": "the node is shutting down; "}.get(by, "")
+        assert not result.success and result.message.startswith(f"cancelled: {reason}nothing was learned"), result
+        assert took < STOP_GRACE + 10.0, took
+        assert not [pid for pid in workers if running(pid)], "the stopped learning process lives on"
+        log = (tmp_path / "learner.log").read_text()
+        assert f"the learning process did not stop within {STOP_GRACE:g} s of the cancel" in log
+        assert "Traceback" not in log
+        if by != "SIGTERM":  # the node lives on, and its next learn has a learning process
+            if by == "deactivate":
+                assert change(ros, Transition.TRANSITION_ACTIVATE)
+            answer = ros.learn(structure="k2")
+            assert answer.success, answer.message
+    finally:
+        for pid in workers:
+            if running(pid):
+                os.kill(pid, signal.SIGCONT)
+        assert stop(learner) == 0
 
 
 # ---------------------------------------------------------------- 4. the clock
@@ -602,6 +661,36 @@ def test_a_second_learner_on_one_database_is_refused_with_who_holds_it(ros, tmp_
     assert len(refusal) == 1
     assert f"in use by /affordance_learner (pid {first.pid}, host {os.uname().nodename}" in refusal[0]
     assert f"kill -INT {first.pid}" in refusal[0] and "another database_path" in refusal[0]
+
+
+def test_a_second_learner_on_a_hard_link_of_the_database_is_refused_and_the_database_stays_whole(ros, tmp_path):
+    """A hard link (``ln``, a ``cp -al`` snapshot of the folder) is the same database by another path, with a lock
+    file of its own. Was: the second learner ran, both stored a robot's 1500 trials each in a write-ahead log of
+    its own (SQLite keeps it beside the path), and the database was "malformed"."""
+    db, link = tmp_path / "cases.db", tmp_path / "snapshot" / "cases.db"
+    seeded(tmp_path, 20)
+    first = start("learner_node", tmp_path, "first", database_path=db, model_path=tmp_path / "model.json")
+    second = None
+    try:
+        ros.client(Learn, f"{LEARNER}/learn")  # the first is up
+        link.parent.mkdir()
+        os.link(db, link)
+        second = start("learner_node", tmp_path, "second", database_path=link, model_path=tmp_path / "other.json")
+        assert exit_status(second, 30) == 1
+        robot = Robot(ros)
+        records = sampled_records(50, prefix="h")
+        robot.send(records)
+        wait_for(lambda: robot.confirmed() == {r.trial_id for r in records}, timeout=60, what="the trials confirmed")
+    finally:
+        if second is not None and second.poll() is None:
+            stop(second)
+        assert stop(first) == 0
+    refusal = [line for line in (tmp_path / "second.log").read_text().splitlines() if "in use by" in line]
+    assert len(refusal) == 1, (tmp_path / "second.log").read_text()[-2000:]
+    assert f"in use by /affordance_learner (pid {first.pid}, host {os.uname().nodename}" in refusal[0]
+    with sqlite3.connect(db) as check:
+        assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert len(stored_ids(db)) == 70
 
 
 @pytest.mark.parametrize("removed", ["files", "folder", "folder, a learner started before it is made again"])
