@@ -63,6 +63,11 @@ class ModelManager:
     def __init__(self, config_path: str | Path, database_path: str | Path, model_path: str | Path,
                  online_learning: bool = False, limits: SizeLimits = SizeLimits(), owner: str | None = None):
         self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
+        for name, path, example in (("database_path", self.database_path, "cases.db"),
+                                    ("model_path", self.model_path, "model.json")):
+            if path.is_dir():  # (SQLite would say 'unable to open database file'; a learn could never write there)
+                raise StartupError(f"{name} '{path}' is a folder, not a file: give the file's path in it "
+                                   f"(e.g. {path / example})")
         try:
             self.config = AffordanceNetwork.load(self.config_path, what="configuration")
             self.parts = PartValidator(self.config, limits)

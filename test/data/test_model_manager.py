@@ -183,3 +183,15 @@ def test_a_learn_never_replaces_a_model_file_written_while_it_ran(tmp_path):
     assert AffordanceNetwork.load(tmp_path / "model.json").metadata["cases"]["count"] == 300
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("parameter", ["database_path", "model_path"])
+def test_a_folder_given_as_the_database_or_the_model_file_is_refused_at_start_naming_the_parameter(tmp_path,
+                                                                                                   parameter):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    paths = {"database_path": tmp_path / "cases.db", "model_path": tmp_path / "model.json", parameter: folder}
+    with pytest.raises(StartupError, match=rf"^{parameter} '{folder}' is a folder, not a file: give the file's path "
+                                           rf"in it \(e.g. {folder}/"):
+        ModelManager(MONTESANO_CONFIG, paths["database_path"], paths["model_path"], owner="test")
+    assert [p.name for p in tmp_path.rglob("*")] == ["data"]  # nothing made: no database, no lock file
