@@ -19,9 +19,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import DataError, EvidenceError, UnknownColumnError
+from .errors import DataError, EvidenceError, UnknownColumnError, meant, suggestion
 from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
-from .network import AffordanceNetwork, out_of_range, written_atomically
+from .network import AffordanceNetwork, out_of_range, unknown_sensor, written_atomically
 
 MISSING = -1
 STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's evidence is built per chunk
@@ -59,7 +59,7 @@ class CaseSet:
                 raise DataError(f"label codes of '{name}' must be in -1..{card - 1}")
         unknown = sorted(set(self.readings) - set(network.sensor_variable))
         if unknown:
-            raise EvidenceError(f"unknown sensor '{unknown[0]}'; the network has {sorted(network.sensor_variable)}")
+            raise unknown_sensor(network, unknown[0])
         for name, x in self.readings.items():
             if np.any(np.isinf(x)):
                 raise DataError(f"sensor '{name}' has infinite readings")
@@ -432,10 +432,10 @@ def _unknown_column(network: AffordanceNetwork, name: str) -> UnknownColumnError
     only.
     """
     known = [*network.names, *network.sensor_variable]
-    near = [k for k in known if k.lower() == name.lower()]
+    near = meant(name, known, spelling=False)  # (a column like none may be an id or a note, to leave out)
     if near:
-        return UnknownColumnError(f"column '{name}': did you mean '{near[0]}'? (names are case-sensitive)", name,
-                                  near=near[0])
+        ask, why = suggestion(name, known, spelling=False)
+        return UnknownColumnError(f"column '{name}': {ask}" + (f" ({why})" if why else ""), name, near=near[0])
     return UnknownColumnError(f"column '{name}' is neither a variable {list(network.names)} "
                               f"nor a sensor {sorted(network.sensor_variable)}", name)
 

@@ -21,7 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import EvidenceError, ModelFormatError
+from .errors import EvidenceError, ModelFormatError, did_you_mean
 from .gaussian import log_density, mixture_weights
 from .inference import JunctionTree
 from .numbers import is_finite_number
@@ -188,8 +188,19 @@ class Variable:
             return self.values.index(label)
         except ValueError:
             raise EvidenceError(
-                f"unknown label '{label}' for variable '{self.name}'; "
-                f"expected one of {list(self.values)}") from None
+                f"unknown label '{label}' for variable '{self.name}'{did_you_mean(label, self.values)}; "
+                f"expected one of {list(self.values)}{self._reading_hint(label)}") from None
+
+    def _reading_hint(self, label: str) -> str:
+        """For a number given as a label of a variable with a sensor: where its readings go instead."""
+        try:
+            float(label)
+        except (TypeError, ValueError):
+            return ""
+        if self.sensor is None:
+            return ""
+        names = " or ".join(f"'{name}'" for name in self.sensor.names)
+        return f" ('{label}' is a number: a reading of {self.name}'s sensor goes under the sensor's name, {names})"
 
 
 class AffordanceNetwork:
@@ -222,7 +233,8 @@ class AffordanceNetwork:
         try:
             return self._index[name]
         except KeyError:
-            raise EvidenceError(f"unknown variable '{name}'; the network has {list(self.names)}") from None
+            raise EvidenceError(f"unknown variable '{name}'{did_you_mean(name, self.names)}; "
+                                f"the network has {list(self.names)}") from None
 
     @property
     def cards(self) -> tuple[int, ...]:
@@ -262,7 +274,7 @@ class AffordanceNetwork:
     def group(self, group: str) -> list[str]:
         """Names of the variables in ``group`` (action, object or effect)."""
         if group not in GROUPS:
-            raise EvidenceError(f"unknown group '{group}'; expected one of {list(GROUPS)}")
+            raise EvidenceError(f"unknown group '{group}'{did_you_mean(group, GROUPS)}; expected one of {list(GROUPS)}")
         return [v.name for v in self.variables if v.group == group]
 
     def sensor(self, sensor_name: str) -> tuple[Variable, SensorModel]:
@@ -270,8 +282,7 @@ class AffordanceNetwork:
         try:
             var = self[self.sensor_variable[sensor_name]]
         except KeyError:
-            raise EvidenceError(
-                f"unknown sensor '{sensor_name}'; the network has {sorted(self.sensor_variable)}") from None
+            raise unknown_sensor(self, sensor_name) from None
         return var, var.sensor
 
     def resolve_query(self, query: Iterable[str]) -> list[str]:
@@ -280,8 +291,11 @@ class AffordanceNetwork:
         for item in query:
             if item in GROUPS:
                 wanted.update(self.group(item))
+            elif item in self._index:
+                wanted.add(item)
             else:
-                wanted.add(self[item].name)
+                raise EvidenceError(f"unknown variable '{item}'{did_you_mean(item, [*GROUPS, *self.names])}; the "
+                                    f"network has {list(self.names)}, and the groups are {list(GROUPS)}")
         if not wanted:
             raise EvidenceError("empty query: name at least one variable or group")
         return [n for n in self.names if n in wanted]
@@ -381,6 +395,12 @@ class AffordanceNetwork:
             return cls.from_dict(doc)
         except ModelFormatError as exc:
             raise ModelFormatError(f"'{path}': {exc}") from None
+
+
+def unknown_sensor(network: AffordanceNetwork, name: str) -> EvidenceError:
+    """The error for a reading name that no sensor of ``network`` has; it names the one meant, if one is near."""
+    known = sorted(network.sensor_variable)
+    return EvidenceError(f"unknown sensor '{name}'{did_you_mean(name, known)}; the network has {known}")
 
 
 # ------------------------------------------------------------------ validation

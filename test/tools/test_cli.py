@@ -66,6 +66,13 @@ def test_learn_then_predict(files):
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--sensor", "obj_vel=nan"], "finite"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape"], "NAME=VALUE"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape=cube"], "unknown label 'cube'"),
+    # names are case-sensitive: what was meant is named (--query action, the group, is taken; --value action=... not)
+    (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "action=tap"],
+     "unknown variable 'action' (did you mean 'Action'? names are case-sensitive)"),
+    (["predict", "--model", "{tmp}/model.json", "--query", "action", "--sensor", "Obj_Vel=9.7"],
+     "unknown sensor 'Obj_Vel' (did you mean 'obj_vel'? names are case-sensitive)"),
+    (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape=Box"],
+     "unknown label 'Box' for variable 'Shape' (did you mean 'box'? names are case-sensitive)"),
     (["predict", "--model", "{tmp}/corrupt.json", "--query", "action"], "not valid JSON"),
     (["predict", "--model", "{tmp}/config.json", "--query", "action"], "learn it first"),
     (["learn", "--cases", "{tmp}/missing.csv", "--config", "{tmp}/config.json", "--out", "{tmp}/x.json"],
