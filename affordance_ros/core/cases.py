@@ -26,6 +26,8 @@ from .network import AffordanceNetwork, out_of_range, unknown_sensor, written_at
 MISSING = -1
 STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's evidence is built per chunk
 EVIDENCE_CHUNK = 65536     # cases per evidence chunk then
+# separators a CSV file may have instead of commas (a spreadsheet's export in a locale with decimal commas)
+SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
 
 
 class CaseSet:
@@ -107,14 +109,12 @@ class CaseSet:
         if missing:
             raise DataError(f"'{path}': no column {missing[0]!r}; the header has {header}")
         kept = {name: cols.pop(name) for name in extra}
+        _check_unknown_columns(network, path, list(cols))
         for name in list(cols):
             if name in network.sensor_variable:
                 cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
                               for n, x in zip(lines, cols[name])]
-        try:
-            labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
-        except UnknownColumnError as exc:
-            raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near) from None
+        labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
         return cls(network, labels, readings, ids, kept, lines, path)
 
     def to_csv(self, path: str | Path) -> None:
@@ -400,7 +400,8 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     if header is None:
         raise DataError(f"'{path}' is empty: expected a header row")
     if "trial_id" not in header:
-        raise DataError(f"'{path}': the header needs a 'trial_id' column, has {header}")
+        raise DataError(_separator_problem(path, header)
+                        or f"'{path}': the header needs a 'trial_id' column, has {header}")
     repeated = [name for j, name in enumerate(header) if name in header[:j]]
     if repeated:
         raise DataError(f"'{path}': the header names column '{repeated[0]}' twice; keep one of them")
@@ -408,6 +409,35 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         if len(row) != len(header):
             raise DataError(f"'{path}' line {n}: {len(row)} fields, the header has {len(header)}")
     return header, body, lines
+
+
+def _separator_problem(path: Path, header: Sequence[str]) -> str:
+    """For a header read as one column: the separator the file uses instead of commas, and what to do ('' if none
+    of ``SEPARATORS``).
+    """
+    for separator, name in SEPARATORS.items():
+        if len(header) == 1 and separator in header[0]:
+            return (f"'{path}' separates its columns by {name}; a cases CSV separates them by commas: save it again "
+                    "with ',' as the separator (and '.' as the decimal point)")
+    return ""
+
+
+def _check_unknown_columns(network: AffordanceNetwork, path: Path, names: Sequence[str]) -> None:
+    """UnknownColumnError for the columns of a CSV file that are neither variables nor sensors of ``network``: the
+    first when there is one, or one meant but for case or spaces; all of them when there are more (cases made with
+    another configuration, most likely).
+    """
+    unknown = [name for name in names if name not in network.sensor_variable and name not in network.names]
+    near = [name for name in unknown if meant(name, [*network.names, *network.sensor_variable], False)]
+    if len(unknown) == 1 or near:
+        exc = _unknown_column(network, (near or unknown)[0])
+        raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near)
+    if unknown:
+        raise UnknownColumnError(
+            f"'{path}': {len(unknown)} of its {len(names) + 1} columns are neither variables nor sensors of the "
+            f"configuration ({', '.join(unknown)}): were the cases made with another configuration? This one has "
+            f"the variables {list(network.names)} and the sensors {sorted(network.sensor_variable)}",
+            unknown[0], columns=tuple(unknown))
 
 
 def _check_unique_ids(path: Path, trial_ids: Sequence[str], lines: Sequence[int]) -> None:

@@ -25,17 +25,18 @@ class DataError(AffordanceError):
 
 
 class UnknownColumnError(DataError):
-    """A column of cases that is neither a variable nor a sensor of the network; ``column`` names it, ``near`` the
-    variable or sensor whose name differs from it in case only (None: none).
+    """Columns of cases that are neither variables nor sensors of the network; ``column`` names the first,
+    ``columns`` all that were found, ``near`` the variable or sensor the first was meant to be (None: none).
     """
 
-    def __init__(self, message: str, column: str, near: str | None = None):
+    def __init__(self, message: str, column: str, near: str | None = None, columns: tuple[str, ...] = ()):
         super().__init__(message)
         self.column = column
         self.near = near
+        self.columns = tuple(columns) or (column,)
 
     def __reduce__(self):  # (pickled whole: errors cross from the learning process)
-        return type(self), (str(self), self.column, self.near)
+        return type(self), (str(self), self.column, self.near, self.columns)
 
 
 def _folded(name: str) -> str:

@@ -126,6 +126,9 @@ def _hint(command: str, exc: Exception) -> str:
     """What to do about a CSV column that is neither a variable nor a sensor (e.g. simulate's object_id)."""
     if command in ("learn", "evaluate", "import", "export") and isinstance(exc, UnknownColumnError) \
             and exc.near is None:
+        if len(exc.columns) > 1:
+            return (f"; else, if they are not variables (ids, notes), leave them out with --ignore-columns "
+                    f"{' '.join(exc.columns)}")
         return (f"; if it is not a variable of the configuration (an object id, a note), leave it out with "
                 f"--ignore-columns {exc.column}" + (" or name it in --leave-out" if command == "evaluate" else ""))
     return ""
