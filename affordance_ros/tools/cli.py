@@ -41,6 +41,7 @@ from ..data.trial import case_set
 from ..share import configuration_file, default_config_path, shipped_configurations
 from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
+from .executables import INTERRUPTED
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress, ProgressBar, report_line_by_line
 from .ros_args import OneLineParser, candidate_objects, name_value_pairs, sensor_readings, split_ros_args
@@ -50,8 +51,6 @@ LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", 
                  "fit_sensors", "n_init", "em_acceleration", "prior_strength", "allow_missing")
 # pyAgrum opens XMLBIF files by this extension only (it refuses .xml and .xmlbif); pgmpy reads any name
 PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
-# the exit status of a command stopped by Ctrl-C (SIGINT), as the shell reports a process killed by it
-INTERRUPTED = 130
 # what a file --out refuses to replace holds, told by its first bytes
 FILE_SIGNATURES = ((b"SQLite format 3\x00", "an SQLite database (a case database or a bag's storage)"),
                    (b"\x89MCAP", "an MCAP bag file"))
