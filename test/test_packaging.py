@@ -405,6 +405,24 @@ def test_ctrl_c_while_an_executable_starts_is_one_line(name, args, module, messa
         process.kill()
     assert err == f"{message}\n" and process.returncode == status, (process.returncode, err)
 
+
+def test_the_package_under_test_is_the_installed_one():
+    assert PACKAGE != REPO_ROOT / "affordance_ros"
+
+
+def test_python_m_pytest_from_the_repository_root_tests_the_install():
+    """`python -m pytest` puts the current folder first on sys.path: from the repository root the tests imported
+    the source tree (without the generated interfaces; test_interfaces said so, after the whole run). pytest
+    without a path read no test/pytest.ini (no time limits, the 'ros' marker unknown) and ran every test."""
+    user = {name: value for name, value in os.environ.items() if name != "PYTHONSAFEPATH"}  # (test.sh sets it)
+    pytest_here = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    ran = subprocess.run([*pytest_here, "test/test_packaging.py", "-k", "package_under_test_is_the_installed"],
+                         cwd=REPO_ROOT, env=user, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout[-3000:]
+    bare = subprocess.run(pytest_here, cwd=REPO_ROOT, env=user, capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 2, bare.stdout[-3000:]
+    assert "run `pytest test` (or a test file in it), or ./test.sh" in bare.stdout + bare.stderr
+
 # --- the install under test is the one test.sh was asked for -------------------------------------
 
 @pytest.mark.skipif("AFFORDANCE_ROS_TEST_INSTALL" not in os.environ, reason="run by ./test.sh")
