@@ -28,6 +28,8 @@ STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's 
 EVIDENCE_CHUNK = 65536     # cases per evidence chunk then
 # separators a CSV file may have instead of commas (a spreadsheet's export in a locale with decimal commas)
 SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+JSON_NOT_CASES = ("is a JSON file (a model or configuration?), not cases: the cases are a CSV file, the learner "
+                  "node's database or a rosbag2 bag")
 
 
 class CaseSet:
@@ -400,7 +402,7 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     if header is None:
         raise DataError(f"'{path}' is empty: expected a header row")
     if "trial_id" not in header:
-        raise DataError(_separator_problem(path, header)
+        raise DataError(_separator_problem(path, header) or _json_problem(path, header)
                         or f"'{path}': the header needs a 'trial_id' column, has {header}")
     repeated = [name for j, name in enumerate(header) if name in header[:j]]
     if repeated:
@@ -420,6 +422,11 @@ def _separator_problem(path: Path, header: Sequence[str]) -> str:
             return (f"'{path}' separates its columns by {name}; a cases CSV separates them by commas: save it again "
                     "with ',' as the separator (and '.' as the decimal point)")
     return ""
+
+
+def _json_problem(path: Path, header: Sequence[str]) -> str:
+    """For a JSON file read as cases (a model or configuration given as the cases): what it is ('' if not JSON)."""
+    return (f"'{path}' {JSON_NOT_CASES}" if header and header[0].lstrip().startswith(("{", "[")) else "")
 
 
 def _check_unknown_columns(network: AffordanceNetwork, path: Path, names: Sequence[str]) -> None:

@@ -30,6 +30,17 @@ FORMAT = "affordance_ros/model/1"
 # /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
 FORMAT_VECTOR = "affordance_ros/model/2"
 FORMATS = (FORMAT, FORMAT_VECTOR)
+_CASES = ": cases, to learn a model from (affordance-ros learn --cases FILE --config CONFIG --out model.json)"
+_NETWORK = ": another tool's network, to make a model of with a configuration (affordance-ros import-model)"
+# what a file given as a model or configuration may be instead, told by how it starts: (starts, kind, advice)
+OTHER_KINDS = (
+    ((b"SQLite format 3\x00",), "an SQLite database (the node's cases, or a bag's)", _CASES),
+    ((b"\x89MCAP",), "an MCAP bag", _CASES),
+    ((b"network ", b"// Bayesian"), "a BIF network", _NETWORK),
+    ((b"<?xml",), "an XML file (an XMLBIF network?)", _NETWORK),
+    ((b"BAYES", b"MARKOV"), "a UAI network", _NETWORK),
+    ((b"\x89PNG", b"%PDF", b"<svg"), "a picture", ""),
+)
 COVARIANCE_TYPES = ("auto", "full", "diag")
 GROUPS = ("action", "object", "effect")
 # The groups seen through sensors whose readings the robot publishes (object features, effects).
@@ -386,9 +397,11 @@ class AffordanceNetwork:
         try:
             doc = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise ModelFormatError(f"'{path}' is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise ModelFormatError(_other_kind(path, data, what)
+                                   or f"'{path}' is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except ValueError as exc:  # json.JSONDecodeError, and numbers too long to convert
-            raise ModelFormatError(f"'{path}' is not valid JSON: {_clipped(exc)}") from None
+            raise ModelFormatError(_other_kind(path, data, what)
+                                   or f"'{path}' is not valid JSON: {_clipped(exc)}") from None
         except RecursionError:
             raise ModelFormatError(f"'{path}' is not a model: its JSON is nested too deeply") from None
         try:
@@ -615,6 +628,19 @@ def written_atomically(path: str | os.PathLike, newline: str | None = None):
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _other_kind(path: Path, data: bytes, what: str) -> str:
+    """For a file that is not JSON: what it is instead, when its start tells (a cases CSV: 'trial_id' in its first
+    line; else ``OTHER_KINDS``), and what to do with it ('' when its start does not tell).
+    """
+    start = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if b"trial_id" in start.split(b"\n", 1)[0]:
+        return f"'{path}' is a cases CSV file, not a {what} (a JSON file){_CASES}"
+    for starts, kind, advice in OTHER_KINDS:
+        if start.startswith(starts):
+            return f"'{path}' is {kind}, not a {what} (a JSON file){advice}"
+    return ""
 
 
 def _clipped(exc: BaseException, limit: int = 200) -> str:

@@ -205,8 +205,17 @@ def cmd_learn(args) -> int:
     return 0
 
 
+def learned_model(given: str, option: str) -> AffordanceNetwork:
+    """The model file ``given`` as ``option``; UserError for a configuration (no CPTs), naming the file."""
+    model = AffordanceNetwork.load(given)
+    if not model.parameterised:
+        raise UserError(f"{option} '{given}' has no learned CPTs (a configuration?): learn a model with it first "
+                        f"(affordance-ros learn --cases CASES --config {given} --out model.json)")
+    return model
+
+
 def cmd_predict(args) -> int:
-    model = AffordanceNetwork.load(args.model)
+    model = learned_model(args.model, "--model")
     sensors = sensor_readings(args.sensor, UserError)
     answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
     json.dump(shortened(answer.to_dict(readings=args.readings), args.top), sys.stdout,
@@ -218,7 +227,7 @@ def cmd_predict(args) -> int:
 def cmd_suggest(args) -> int:
     from ..core.suggest import suggest_trials  # (scipy: not at the command line's start)
 
-    model = AffordanceNetwork.load(args.model)
+    model = learned_model(args.model, "--model")
     answer = suggest_trials(model, candidate_objects(args.candidate, UserError), args.action, args.criterion,
                             args.best or None)
     json.dump(answer.to_dict(effects=args.effects), sys.stdout, indent=2 if args.pretty else None)
@@ -263,7 +272,7 @@ def cmd_export(args) -> int:
 
 def cmd_export_model(args) -> int:
     check_export_out(args.out, args.model)
-    model = AffordanceNetwork.load(args.model)
+    model = learned_model(args.model, "the model")
     fmt = format_of(args.out, args.format)
     export_model(model, fmt, args.out)
     print(f"wrote the discrete network of {args.model} ({len(model)} variables, {len(model.arcs)} arcs) "

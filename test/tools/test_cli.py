@@ -74,7 +74,17 @@ def test_learn_then_predict(files):
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape=Box"],
      "unknown label 'Box' for variable 'Shape' (did you mean 'box'? names are case-sensitive)"),
     (["predict", "--model", "{tmp}/corrupt.json", "--query", "action"], "not valid JSON"),
-    (["predict", "--model", "{tmp}/config.json", "--query", "action"], "learn it first"),
+    (["predict", "--model", "{tmp}/config.json", "--query", "action"],
+     "has no learned CPTs (a configuration?): learn a model with it first"),
+    # a file of the wrong kind says what it is (was "not valid JSON: Expecting value: line 1 column 1 (char 0)", or
+    # for the model given as cases "expected a rosbag2 bag (directory, .db3 or .mcap), a .csv file or ...")
+    (["predict", "--model", "{tmp}/cases.csv", "--query", "action"], "is a cases CSV file, not a model file"),
+    (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/cases.csv", "--out", "{tmp}/x.json"],
+     "is a cases CSV file, not a configuration"),
+    (["learn", "--cases", "{tmp}/model.json", "--config", "{tmp}/config.json", "--out", "{tmp}/x.json"],
+     "it is a JSON file (a model or configuration?), not cases"),
+    (["evaluate", "--cases", "{tmp}/model.json", "--config", "{tmp}/config.json"],
+     "is a JSON file (a model or configuration?), not cases"),
     (["learn", "--cases", "{tmp}/missing.csv", "--config", "{tmp}/config.json", "--out", "{tmp}/x.json"],
      "does not exist"),
     (["learn", "--cases", "{tmp}/empty.csv", "--config", "{tmp}/config.json", "--out", "{tmp}/x.json"], "no cases"),
