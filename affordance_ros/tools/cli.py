@@ -189,7 +189,7 @@ def cmd_learn(args) -> int:
     from ..core import AffordanceLearner, format_arcs  # (scipy: only for learning, once the inputs are read)
 
     learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
-    prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
+    prior_model = learned_model(args.prior_model, "--prior-model") if args.prior_model else None
     with LearnProgress(enabled=args.progress) as progress:
         learner.fit(config, cases, prior_model=prior_model, progress=progress)
     learner.model_.save(args.out)

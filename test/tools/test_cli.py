@@ -85,6 +85,13 @@ def test_learn_then_predict(files):
      "it is a JSON file (a model or configuration?), not cases"),
     (["evaluate", "--cases", "{tmp}/model.json", "--config", "{tmp}/config.json"],
      "is a JSON file (a model or configuration?), not cases"),
+    # a prior model that would not be used (was: learned without it, saying nothing)
+    (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/config.json", "--prior-model", "{tmp}/model.json",
+      "--out", "{tmp}/x.json"], "prior_strength is 0: it would not be used"),
+    (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/config.json", "--prior-model", "{tmp}/model.json",
+      "--prior-strength", "10", "--method", "discrete", "--out", "{tmp}/x.json"], "a prior model is used by EM only"),
+    (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/config.json", "--prior-model", "{tmp}/config.json",
+      "--prior-strength", "10", "--out", "{tmp}/x.json"], "has no learned CPTs (a configuration?)"),
     (["learn", "--cases", "{tmp}/missing.csv", "--config", "{tmp}/config.json", "--out", "{tmp}/x.json"],
      "does not exist"),
     (["learn", "--cases", "{tmp}/empty.csv", "--config", "{tmp}/config.json", "--out", "{tmp}/x.json"], "no cases"),
