@@ -1,5 +1,6 @@
 """The executables (setup.cfg's console scripts): ``affordance-ros``, ``learner_node``, ``simulated_robot``,
-``replay`` and ``record``. Each imports the module it runs only once it is called, inside its own handling:
+``replay`` and ``record``, and ``demo`` (what ./demo.sh runs). Each imports the module it runs only once it is
+called, inside its own handling:
 
 - Ctrl-C while it starts (numpy, scipy and rclpy take a second or more to import) is one line, not the traceback
   of an import: ``affordance-ros learn: interrupted`` and exit status 130 as any command interrupted; a node's
@@ -36,6 +37,10 @@ def replay() -> int:
 
 def record() -> int:
     return run("record", "record")
+
+
+def demo() -> int:
+    return run("demo", "demo")
 
 
 def run(prog: str, module: str, interrupted: int = INTERRUPTED) -> int:
