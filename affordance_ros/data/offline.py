@@ -161,6 +161,9 @@ def source_kind(path: str | Path) -> str:
         return "database"
     if _starts_as_json(path):
         raise DataError(f"cannot read cases from '{path}': it {JSON_NOT_CASES}")
+    if path.name == "metadata.yaml" and looks_like_bag(path.parent):
+        raise DataError(f"cannot read cases from '{path}': it is a bag's metadata; give the bag, its folder "
+                        f"'{path.parent}'")
     raise DataError(f"cannot read cases from '{path}': expected a rosbag2 bag (directory, .db3 or .mcap), "
                     "a .csv file or the node's .db database")
 
