@@ -63,6 +63,8 @@ def test_learn_then_predict(files):
 @pytest.mark.parametrize("args, message", [
     (["predict", "--model", "{tmp}/model.json", "--query", "Nope"], "unknown variable 'Nope'"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--sensor", "obj_vel=fast"], "must be a number"),
+    (["predict", "--model", "{tmp}/model.json", "--query", "action", "--sensor", "obj_vel=9,7"],
+     "--sensor obj_vel=9,7: the reading must be a number; write '.' as the decimal point"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--sensor", "obj_vel=nan"], "finite"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape"], "NAME=VALUE"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape=cube"], "unknown label 'cube'"),

@@ -79,6 +79,7 @@ def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_
 @pytest.mark.parametrize("column, value, expected", [
     ("size", "nan", "reading of sensor 'size' is nan, expected a finite number (leave it out when it is missing)"),
     ("size", "abc", "reading 'abc' of sensor 'size' is not a number"),
+    ("size", "1,5", "reading '1,5' of sensor 'size' is not a number; write '.' as the decimal point"),
     ("Action", "jump", "unknown label 'jump' for variable 'Action'; expected one of ['grasp', 'tap', 'touch']"),
 ])
 def test_a_bad_row_is_named_by_its_line_in_the_file(montesano_csv, tmp_path, column, value, expected):  # noqa: F811
