@@ -20,6 +20,15 @@ from pathlib import Path
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 101 + 1))
 
+# The tests test the installed package, never the source tree. `python -m pytest` from the repository root puts
+# the root first on sys.path, where affordance_ros/ is the source tree (without the generated interfaces): take
+# it off before anything imports the package, and keep it off in the Pythons the tests start (`python -m ...`),
+# as test.sh does (PYTHONSAFEPATH).
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [entry for entry in sys.path if Path(entry or os.curdir).resolve() != REPO_ROOT]
+os.environ["PYTHONSAFEPATH"] = "1"
+PYTEST_INI = Path(__file__).with_name("pytest.ini")
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -113,6 +122,14 @@ def collect_rclpy():
     yield
     if "rclpy" in sys.modules:
         gc.collect()
+
+
+def pytest_configure(config):
+    """pytest without a path from the repository root reads no test/pytest.ini (the tests' time limits, the 'ros'
+    marker): say how to run them instead."""
+    if config.inipath is None or Path(config.inipath).resolve() != PYTEST_INI:
+        pytest.exit(f"the tests' settings are in {PYTEST_INI.relative_to(REPO_ROOT)}, which pytest reads when given "
+                    "the tests' folder: run `pytest test` (or a test file in it), or ./test.sh", returncode=2)
 
 
 def pytest_collection_modifyitems(items):

@@ -114,8 +114,8 @@ EXPECTED_FIELDS = {
 def test_imports_installed_package_not_source_tree():
     pkg_dir = Path(affordance_ros.__file__).resolve().parent
     assert pkg_dir != REPO_ROOT / 'affordance_ros', (
-        'tests imported the source tree; run them with ./test.sh '
-        '(or .venv/bin/pytest test), not `python -m pytest` from the repo root')
+        'tests imported the source tree (conftest.py takes the repository root off sys.path); run them with '
+        './test.sh or `pytest test`')
     import affordance_ros.msg as generated_msg
     import affordance_ros.srv as generated_srv
     assert Path(generated_msg.__file__).resolve().parent.parent == pkg_dir

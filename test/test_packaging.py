@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -364,6 +365,63 @@ def test_without_ros_the_node_executables_say_what_to_install(name):
         result = subprocess.run([PREFIX / "bin" / name], capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
 
+
+
+# Runs an installed executable with an import that stalls (prints 'importing', then sleeps) at MODULE: Ctrl-C
+# then comes while the executable starts, as it does when a user presses it in the second numpy, scipy or
+# rclpy take to import.
+STALLED_START = """
+import importlib.abc, os, runpy, sys, time
+class Stall(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE:
+            os.write(1, b"importing\\n")
+            time.sleep(60)
+sys.meta_path.insert(0, Stall())
+sys.argv = [SCRIPT, *ARGS]
+runpy.run_path(SCRIPT, run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("name, args, module, message, status", [
+    ("affordance-ros", ["learn", "--help"], "affordance_ros.core", "affordance-ros learn: interrupted", 130),
+    ("learner_node", [], "affordance_ros.nodes.learner_node", "learner_node: interrupted", 0),
+    ("simulated_robot", [], "affordance_ros.nodes.simulated_robot", "simulated_robot: interrupted", 0),
+    ("replay", ["bag"], "affordance_ros.tools.replay", "replay: interrupted", 130),
+])
+def test_ctrl_c_while_an_executable_starts_is_one_line(name, args, module, message, status):
+    """Was the traceback of the import it cut (the scripts imported their module before any handling): a command
+    exits 130 as when interrupted later, a node 0 as every stop of a node."""
+    script = PREFIX / "bin" / name
+    code = STALLED_START.replace("MODULE", repr(module)).replace("SCRIPT", repr(str(script))).replace("ARGS",
+                                                                                                      repr(args))
+    process = subprocess.Popen([sys.executable, "-P", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stdout.readline() == "importing\n"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert err == f"{message}\n" and process.returncode == status, (process.returncode, err)
+
+
+def test_the_package_under_test_is_the_installed_one():
+    assert PACKAGE != REPO_ROOT / "affordance_ros"
+
+
+def test_python_m_pytest_from_the_repository_root_tests_the_install():
+    """`python -m pytest` puts the current folder first on sys.path: from the repository root the tests imported
+    the source tree (without the generated interfaces; test_interfaces said so, after the whole run). pytest
+    without a path read no test/pytest.ini (no time limits, the 'ros' marker unknown) and ran every test."""
+    user = {name: value for name, value in os.environ.items() if name != "PYTHONSAFEPATH"}  # (test.sh sets it)
+    pytest_here = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    ran = subprocess.run([*pytest_here, "test/test_packaging.py", "-k", "package_under_test_is_the_installed"],
+                         cwd=REPO_ROOT, env=user, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout[-3000:]
+    bare = subprocess.run(pytest_here, cwd=REPO_ROOT, env=user, capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 2, bare.stdout[-3000:]
+    assert "run `pytest test` (or a test file in it), or ./test.sh" in bare.stdout + bare.stderr
 
 # --- the install under test is the one test.sh was asked for -------------------------------------
 

@@ -19,13 +19,18 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import DataError, EvidenceError, UnknownColumnError
+from .errors import DataError, EvidenceError, UnknownColumnError, meant, suggestion
 from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
-from .network import AffordanceNetwork, out_of_range, written_atomically
+from .network import AffordanceNetwork, out_of_range, unknown_sensor, written_atomically
+from .numbers import decimal_comma_hint
 
 MISSING = -1
 STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's evidence is built per chunk
 EVIDENCE_CHUNK = 65536     # cases per evidence chunk then
+# separators a CSV file may have instead of commas (a spreadsheet's export in a locale with decimal commas)
+SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+JSON_NOT_CASES = ("is a JSON file (a model or configuration?), not cases: the cases are a CSV file, the learner "
+                  "node's database or a rosbag2 bag")
 
 
 class CaseSet:
@@ -59,7 +64,7 @@ class CaseSet:
                 raise DataError(f"label codes of '{name}' must be in -1..{card - 1}")
         unknown = sorted(set(self.readings) - set(network.sensor_variable))
         if unknown:
-            raise EvidenceError(f"unknown sensor '{unknown[0]}'; the network has {sorted(network.sensor_variable)}")
+            raise unknown_sensor(network, unknown[0])
         for name, x in self.readings.items():
             if np.any(np.isinf(x)):
                 raise DataError(f"sensor '{name}' has infinite readings")
@@ -107,14 +112,12 @@ class CaseSet:
         if missing:
             raise DataError(f"'{path}': no column {missing[0]!r}; the header has {header}")
         kept = {name: cols.pop(name) for name in extra}
+        _check_unknown_columns(network, path, list(cols))
         for name in list(cols):
             if name in network.sensor_variable:
                 cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
                               for n, x in zip(lines, cols[name])]
-        try:
-            labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
-        except UnknownColumnError as exc:
-            raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near) from None
+        labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
         return cls(network, labels, readings, ids, kept, lines, path)
 
     def to_csv(self, path: str | Path) -> None:
@@ -400,7 +403,8 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     if header is None:
         raise DataError(f"'{path}' is empty: expected a header row")
     if "trial_id" not in header:
-        raise DataError(f"'{path}': the header needs a 'trial_id' column, has {header}")
+        raise DataError(_separator_problem(path, header) or _json_problem(path, header)
+                        or f"'{path}': the header needs a 'trial_id' column, has {header}")
     repeated = [name for j, name in enumerate(header) if name in header[:j]]
     if repeated:
         raise DataError(f"'{path}': the header names column '{repeated[0]}' twice; keep one of them")
@@ -408,6 +412,40 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         if len(row) != len(header):
             raise DataError(f"'{path}' line {n}: {len(row)} fields, the header has {len(header)}")
     return header, body, lines
+
+
+def _separator_problem(path: Path, header: Sequence[str]) -> str:
+    """For a header read as one column: the separator the file uses instead of commas, and what to do ('' if none
+    of ``SEPARATORS``).
+    """
+    for separator, name in SEPARATORS.items():
+        if len(header) == 1 and separator in header[0]:
+            return (f"'{path}' separates its columns by {name}; a cases CSV separates them by commas: save it again "
+                    "with ',' as the separator (and '.' as the decimal point)")
+    return ""
+
+
+def _json_problem(path: Path, header: Sequence[str]) -> str:
+    """For a JSON file read as cases (a model or configuration given as the cases): what it is ('' if not JSON)."""
+    return (f"'{path}' {JSON_NOT_CASES}" if header and header[0].lstrip().startswith(("{", "[")) else "")
+
+
+def _check_unknown_columns(network: AffordanceNetwork, path: Path, names: Sequence[str]) -> None:
+    """UnknownColumnError for the columns of a CSV file that are neither variables nor sensors of ``network``: the
+    first when there is one, or one meant but for case or spaces; all of them when there are more (cases made with
+    another configuration, most likely).
+    """
+    unknown = [name for name in names if name not in network.sensor_variable and name not in network.names]
+    near = [name for name in unknown if meant(name, [*network.names, *network.sensor_variable], False)]
+    if len(unknown) == 1 or near:
+        exc = _unknown_column(network, (near or unknown)[0])
+        raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near)
+    if unknown:
+        raise UnknownColumnError(
+            f"'{path}': {len(unknown)} of its {len(names) + 1} columns are neither variables nor sensors of the "
+            f"configuration ({', '.join(unknown)}): were the cases made with another configuration? This one has "
+            f"the variables {list(network.names)} and the sensors {sorted(network.sensor_variable)}",
+            unknown[0], columns=tuple(unknown))
 
 
 def _check_unique_ids(path: Path, trial_ids: Sequence[str], lines: Sequence[int]) -> None:
@@ -432,10 +470,10 @@ def _unknown_column(network: AffordanceNetwork, name: str) -> UnknownColumnError
     only.
     """
     known = [*network.names, *network.sensor_variable]
-    near = [k for k in known if k.lower() == name.lower()]
+    near = meant(name, known, spelling=False)  # (a column like none may be an id or a note, to leave out)
     if near:
-        return UnknownColumnError(f"column '{name}': did you mean '{near[0]}'? (names are case-sensitive)", name,
-                                  near=near[0])
+        ask, why = suggestion(name, known, spelling=False)
+        return UnknownColumnError(f"column '{name}': {ask}" + (f" ({why})" if why else ""), name, near=near[0])
     return UnknownColumnError(f"column '{name}' is neither a variable {list(network.names)} "
                               f"nor a sensor {sorted(network.sensor_variable)}", name)
 
@@ -444,7 +482,8 @@ def _float(text: str, name: str, path: Path, line: int) -> float:
     try:
         return float(text)
     except ValueError:
-        raise DataError(f"'{path}' line {line}: reading {text!r} of sensor '{name}' is not a number") from None
+        raise DataError(f"'{path}' line {line}: reading {text!r} of sensor '{name}' is not a number"
+                        + decimal_comma_hint(text)) from None
 
 
 def _listed(names: Sequence[str]) -> str:

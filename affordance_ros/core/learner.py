@@ -98,6 +98,8 @@ class AffordanceLearner:
                                                           else "record some trials first"))
         if opts.structure == "fixed" and not config.structure_known:
             raise ModelFormatError("structure 'fixed' needs 'parents' for every variable in the configuration")
+        if prior_model is not None:
+            _check_prior_model(prior_model, opts)
         warnings = missing_data_warnings(config, cases, opts)
         report(progress, "sensors", 0)
         if opts.structure == "fixed":
@@ -257,3 +259,18 @@ def format_arcs(arcs) -> list[str]:
 __all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "condition_priors", "condition_supports",
            "conditions_within_parents",
            "format_arcs", "learning_config", "missing_data_warnings"]
+
+
+def _check_prior_model(prior_model: AffordanceNetwork, opts: LearningOptions) -> None:
+    """ModelFormatError for a prior model that learning would not use: without CPTs (a configuration), with
+    ``prior_strength`` 0 (it counts as that many cases: none), or with method 'discrete' (only EM takes a prior).
+    """
+    if not prior_model.parameterised:
+        raise ModelFormatError("the prior model has no learned CPTs (a configuration?): give a model learning wrote")
+    if not opts.prior_strength > 0:
+        raise ModelFormatError("a prior model counts as prior_strength cases, and prior_strength is 0: it would not "
+                               "be used; give prior_strength > 0, how many cases its knowledge is worth (learn "
+                               "--prior-strength N, or the configuration's learning block)")
+    if opts.method != "em":
+        raise ModelFormatError(f"a prior model is used by EM only, and the method is '{opts.method}': it would not be "
+                               "used; learn with method 'em' (--method em), or without the prior model")

@@ -21,7 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import EvidenceError, ModelFormatError
+from .errors import EvidenceError, ModelFormatError, did_you_mean
 from .gaussian import log_density, mixture_weights
 from .inference import JunctionTree
 from .numbers import is_finite_number
@@ -30,6 +30,17 @@ FORMAT = "affordance_ros/model/1"
 # /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
 FORMAT_VECTOR = "affordance_ros/model/2"
 FORMATS = (FORMAT, FORMAT_VECTOR)
+_CASES = ": cases, to learn a model from (affordance-ros learn --cases FILE --config CONFIG --out model.json)"
+_NETWORK = ": another tool's network, to make a model of with a configuration (affordance-ros import-model)"
+# what a file given as a model or configuration may be instead, told by how it starts: (starts, kind, advice)
+OTHER_KINDS = (
+    ((b"SQLite format 3\x00",), "an SQLite database (the node's cases, or a bag's)", _CASES),
+    ((b"\x89MCAP",), "an MCAP bag", _CASES),
+    ((b"network ", b"// Bayesian"), "a BIF network", _NETWORK),
+    ((b"<?xml",), "an XML file (an XMLBIF network?)", _NETWORK),
+    ((b"BAYES", b"MARKOV"), "a UAI network", _NETWORK),
+    ((b"\x89PNG", b"%PDF", b"<svg"), "a picture", ""),
+)
 COVARIANCE_TYPES = ("auto", "full", "diag")
 GROUPS = ("action", "object", "effect")
 # The groups seen through sensors whose readings the robot publishes (object features, effects).
@@ -188,8 +199,19 @@ class Variable:
             return self.values.index(label)
         except ValueError:
             raise EvidenceError(
-                f"unknown label '{label}' for variable '{self.name}'; "
-                f"expected one of {list(self.values)}") from None
+                f"unknown label '{label}' for variable '{self.name}'{did_you_mean(label, self.values)}; "
+                f"expected one of {list(self.values)}{self._reading_hint(label)}") from None
+
+    def _reading_hint(self, label: str) -> str:
+        """For a number given as a label of a variable with a sensor: where its readings go instead."""
+        try:
+            float(label)
+        except (TypeError, ValueError):
+            return ""
+        if self.sensor is None:
+            return ""
+        names = " or ".join(f"'{name}'" for name in self.sensor.names)
+        return f" ('{label}' is a number: a reading of {self.name}'s sensor goes under the sensor's name, {names})"
 
 
 class AffordanceNetwork:
@@ -222,7 +244,8 @@ class AffordanceNetwork:
         try:
             return self._index[name]
         except KeyError:
-            raise EvidenceError(f"unknown variable '{name}'; the network has {list(self.names)}") from None
+            raise EvidenceError(f"unknown variable '{name}'{did_you_mean(name, self.names)}; "
+                                f"the network has {list(self.names)}") from None
 
     @property
     def cards(self) -> tuple[int, ...]:
@@ -262,7 +285,7 @@ class AffordanceNetwork:
     def group(self, group: str) -> list[str]:
         """Names of the variables in ``group`` (action, object or effect)."""
         if group not in GROUPS:
-            raise EvidenceError(f"unknown group '{group}'; expected one of {list(GROUPS)}")
+            raise EvidenceError(f"unknown group '{group}'{did_you_mean(group, GROUPS)}; expected one of {list(GROUPS)}")
         return [v.name for v in self.variables if v.group == group]
 
     def sensor(self, sensor_name: str) -> tuple[Variable, SensorModel]:
@@ -270,8 +293,7 @@ class AffordanceNetwork:
         try:
             var = self[self.sensor_variable[sensor_name]]
         except KeyError:
-            raise EvidenceError(
-                f"unknown sensor '{sensor_name}'; the network has {sorted(self.sensor_variable)}") from None
+            raise unknown_sensor(self, sensor_name) from None
         return var, var.sensor
 
     def resolve_query(self, query: Iterable[str]) -> list[str]:
@@ -280,8 +302,11 @@ class AffordanceNetwork:
         for item in query:
             if item in GROUPS:
                 wanted.update(self.group(item))
+            elif item in self._index:
+                wanted.add(item)
             else:
-                wanted.add(self[item].name)
+                raise EvidenceError(f"unknown variable '{item}'{did_you_mean(item, [*GROUPS, *self.names])}; the "
+                                    f"network has {list(self.names)}, and the groups are {list(GROUPS)}")
         if not wanted:
             raise EvidenceError("empty query: name at least one variable or group")
         return [n for n in self.names if n in wanted]
@@ -372,15 +397,23 @@ class AffordanceNetwork:
         try:
             doc = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise ModelFormatError(f"'{path}' is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise ModelFormatError(_other_kind(path, data, what)
+                                   or f"'{path}' is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except ValueError as exc:  # json.JSONDecodeError, and numbers too long to convert
-            raise ModelFormatError(f"'{path}' is not valid JSON: {_clipped(exc)}") from None
+            raise ModelFormatError(_other_kind(path, data, what)
+                                   or f"'{path}' is not valid JSON: {_clipped(exc)}") from None
         except RecursionError:
             raise ModelFormatError(f"'{path}' is not a model: its JSON is nested too deeply") from None
         try:
             return cls.from_dict(doc)
         except ModelFormatError as exc:
             raise ModelFormatError(f"'{path}': {exc}") from None
+
+
+def unknown_sensor(network: AffordanceNetwork, name: str) -> EvidenceError:
+    """The error for a reading name that no sensor of ``network`` has; it names the one meant, if one is near."""
+    known = sorted(network.sensor_variable)
+    return EvidenceError(f"unknown sensor '{name}'{did_you_mean(name, known)}; the network has {known}")
 
 
 # ------------------------------------------------------------------ validation
@@ -595,6 +628,19 @@ def written_atomically(path: str | os.PathLike, newline: str | None = None):
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _other_kind(path: Path, data: bytes, what: str) -> str:
+    """For a file that is not JSON: what it is instead, when its start tells (a cases CSV: 'trial_id' in its first
+    line; else ``OTHER_KINDS``), and what to do with it ('' when its start does not tell).
+    """
+    start = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if b"trial_id" in start.split(b"\n", 1)[0]:
+        return f"'{path}' is a cases CSV file, not a {what} (a JSON file){_CASES}"
+    for starts, kind, advice in OTHER_KINDS:
+        if start.startswith(starts):
+            return f"'{path}' is {kind}, not a {what} (a JSON file){advice}"
+    return ""
 
 
 def _clipped(exc: BaseException, limit: int = 200) -> str:

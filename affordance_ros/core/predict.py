@@ -17,7 +17,7 @@ import numpy as np
 from .cases import CaseSet
 from .errors import EvidenceError
 from .gaussian import log_density, log_sum_exp_rows
-from .network import AffordanceNetwork, SensorModel, out_of_range
+from .network import AffordanceNetwork, SensorModel, out_of_range, unknown_sensor
 from .numbers import is_finite_number
 from .query import posterior, posterior_in_chunks
 
@@ -203,10 +203,9 @@ def _check_names(model: AffordanceNetwork, sensors: Mapping, values: Mapping) ->
     """EvidenceError naming the first reading or variable that ``model`` does not have."""
     for sensor in sensors:
         if sensor not in model.sensor_variable:
-            raise EvidenceError(f"unknown sensor '{sensor}'; the network has {sorted(model.sensor_variable)}")
+            raise unknown_sensor(model, sensor)
     for name in values:
-        if name not in model.names:
-            raise EvidenceError(f"unknown variable '{name}'; the network has {list(model.names)}")
+        model.index(name)
 
 
 def _check_reading(model: AffordanceNetwork, sensor: str, x) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork, CaseSet, DataError
-from ..core.cases import MISSING
+from ..core.cases import JSON_NOT_CASES, MISSING
 from .bag import (
     BagMessage,
     action_message,
@@ -159,8 +159,22 @@ def source_kind(path: str | Path) -> str:
         return "csv"
     if suffix in DATABASE_SUFFIXES:
         return "database"
+    if _starts_as_json(path):
+        raise DataError(f"cannot read cases from '{path}': it {JSON_NOT_CASES}")
+    if path.name == "metadata.yaml" and looks_like_bag(path.parent):
+        raise DataError(f"cannot read cases from '{path}': it is a bag's metadata; give the bag, its folder "
+                        f"'{path.parent}'")
     raise DataError(f"cannot read cases from '{path}': expected a rosbag2 bag (directory, .db3 or .mcap), "
                     "a .csv file or the node's .db database")
+
+
+def _starts_as_json(path: Path) -> bool:
+    """Whether the file starts as a JSON object or list does (a model or configuration, given as cases)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+    except OSError:
+        return False
 
 
 def _held(folder: Path) -> str:

@@ -33,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork
+from ..core.errors import did_you_mean
 from ..core.network import out_of_range
 from ..core.numbers import is_finite_number
 from .text import quoted
@@ -400,7 +401,8 @@ class PartValidator:
             raise PairingError(f"the action label is empty; expected one of {list(self.actions)}")
         self.limits.check_name(label, "action label")
         if label not in self.actions:
-            raise PairingError(f"unknown action '{quoted(label)}'; expected one of {list(self.actions)}")
+            raise PairingError(f"unknown action '{quoted(label)}'{did_you_mean(label, self.actions)}; "
+                               f"expected one of {list(self.actions)}")
         return label
 
     def readings(self, kind: str, names, values) -> dict[str, float]:
@@ -415,7 +417,8 @@ class PartValidator:
                 other = "effect" if kind == "object" else "object"
                 if name in self.sensors[other]:
                     raise PairingError(f"sensor '{name}' is an {other} sensor; publish it with the {other} part")
-                raise PairingError(f"unknown sensor '{quoted(name)}'; the {kind} sensors are {self.sensors[kind]}")
+                raise PairingError(f"unknown sensor '{quoted(name)}'{did_you_mean(name, self.sensors[kind])}; "
+                                   f"the {kind} sensors are {self.sensors[kind]}")
             readings[name] = float(value)
             if not is_finite_number(readings[name]):
                 raise PairingError(f"reading of sensor '{name}' is {value}; send finite numbers only "

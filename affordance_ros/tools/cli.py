@@ -41,6 +41,7 @@ from ..data.trial import case_set
 from ..share import configuration_file, default_config_path, shipped_configurations
 from . import call, evaluate, record, replay
 from .bench import add_parser as add_bench_parser
+from .executables import INTERRUPTED
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress, ProgressBar, report_line_by_line
 from .ros_args import OneLineParser, candidate_objects, name_value_pairs, sensor_readings, split_ros_args
@@ -50,8 +51,6 @@ LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", 
                  "fit_sensors", "n_init", "em_acceleration", "prior_strength", "allow_missing")
 # pyAgrum opens XMLBIF files by this extension only (it refuses .xml and .xmlbif); pgmpy reads any name
 PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
-# the exit status of a command stopped by Ctrl-C (SIGINT), as the shell reports a process killed by it
-INTERRUPTED = 130
 # what a file --out refuses to replace holds, told by its first bytes
 FILE_SIGNATURES = ((b"SQLite format 3\x00", "an SQLite database (a case database or a bag's storage)"),
                    (b"\x89MCAP", "an MCAP bag file"))
@@ -126,6 +125,9 @@ def _hint(command: str, exc: Exception) -> str:
     """What to do about a CSV column that is neither a variable nor a sensor (e.g. simulate's object_id)."""
     if command in ("learn", "evaluate", "import", "export") and isinstance(exc, UnknownColumnError) \
             and exc.near is None:
+        if len(exc.columns) > 1:
+            return (f"; else, if they are not variables (ids, notes), leave them out with --ignore-columns "
+                    f"{' '.join(exc.columns)}")
         return (f"; if it is not a variable of the configuration (an object id, a note), leave it out with "
                 f"--ignore-columns {exc.column}" + (" or name it in --leave-out" if command == "evaluate" else ""))
     return ""
@@ -187,7 +189,7 @@ def cmd_learn(args) -> int:
     from ..core import AffordanceLearner, format_arcs  # (scipy: only for learning, once the inputs are read)
 
     learner = AffordanceLearner(**{name: getattr(args, name) for name in LEARN_OPTIONS})
-    prior_model = AffordanceNetwork.load(args.prior_model) if args.prior_model else None
+    prior_model = learned_model(args.prior_model, "--prior-model") if args.prior_model else None
     with LearnProgress(enabled=args.progress) as progress:
         learner.fit(config, cases, prior_model=prior_model, progress=progress)
     learner.model_.save(args.out)
@@ -203,8 +205,17 @@ def cmd_learn(args) -> int:
     return 0
 
 
+def learned_model(given: str, option: str) -> AffordanceNetwork:
+    """The model file ``given`` as ``option``; UserError for a configuration (no CPTs), naming the file."""
+    model = AffordanceNetwork.load(given)
+    if not model.parameterised:
+        raise UserError(f"{option} '{given}' has no learned CPTs (a configuration?): learn a model with it first "
+                        f"(affordance-ros learn --cases CASES --config {given} --out model.json)")
+    return model
+
+
 def cmd_predict(args) -> int:
-    model = AffordanceNetwork.load(args.model)
+    model = learned_model(args.model, "--model")
     sensors = sensor_readings(args.sensor, UserError)
     answer = predict(model, args.query, sensors=sensors, values=_pairs(args.value, "--value"))
     json.dump(shortened(answer.to_dict(readings=args.readings), args.top), sys.stdout,
@@ -216,7 +227,7 @@ def cmd_predict(args) -> int:
 def cmd_suggest(args) -> int:
     from ..core.suggest import suggest_trials  # (scipy: not at the command line's start)
 
-    model = AffordanceNetwork.load(args.model)
+    model = learned_model(args.model, "--model")
     answer = suggest_trials(model, candidate_objects(args.candidate, UserError), args.action, args.criterion,
                             args.best or None)
     json.dump(answer.to_dict(effects=args.effects), sys.stdout, indent=2 if args.pretty else None)
@@ -261,7 +272,7 @@ def cmd_export(args) -> int:
 
 def cmd_export_model(args) -> int:
     check_export_out(args.out, args.model)
-    model = AffordanceNetwork.load(args.model)
+    model = learned_model(args.model, "the model")
     fmt = format_of(args.out, args.format)
     export_model(model, fmt, args.out)
     print(f"wrote the discrete network of {args.model} ({len(model)} variables, {len(model.arcs)} arcs) "

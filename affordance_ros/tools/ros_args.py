@@ -9,6 +9,7 @@ import sys
 from typing import Callable, Sequence
 
 from .. import install_hint
+from ..core.numbers import decimal_comma_hint
 from .progress import report_line_by_line
 
 
@@ -109,7 +110,7 @@ def sensor_readings(items, error: type[Exception]) -> dict:
         try:
             out[name] = float(text)
         except ValueError:
-            raise error(f"--sensor {name}={text}: the reading must be a number") from None
+            raise error(f"--sensor {name}={text}: the reading must be a number{decimal_comma_hint(text)}") from None
         if not math.isfinite(out[name]):
             raise error(f"--sensor {name}={text}: the reading must be a finite number")
     return out

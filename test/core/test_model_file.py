@@ -189,6 +189,29 @@ def test_every_damaged_file_is_a_model_format_error(tmp_path, content, message):
         AffordanceNetwork.load(path)
 
 
+@pytest.mark.parametrize("content, kind, advice", [
+    (b"trial_id,Action,color\nt1,tap,4.2\n", "a cases CSV file", "cases, to learn a model from (affordance-ros learn"),
+    (b"\xef\xbb\xbfAction,trial_id\r\n", "a cases CSV file", "cases, to learn a model from"),
+    (b"SQLite format 3\x00" + bytes(range(256)), "an SQLite database (the node's cases, or a bag's)", "cases, to"),
+    (b"\x89MCAP0\r\n" + bytes(range(256)), "an MCAP bag", "cases, to learn a model from"),
+    (b"network affordance {\n}\nvariable Action {\n", "a BIF network", "another tool's network, to make a model "
+                                                                       "of with a configuration (affordance-ros "
+                                                                       "import-model)"),
+    (b"MARKOV\n2\n", "a UAI network", "another tool's network"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(range(256)), "a picture", ""),
+])
+@pytest.mark.parametrize("what", ["model file", "configuration"])
+def test_a_file_of_another_kind_given_as_a_model_says_what_it_is(tmp_path, content, kind, advice, what):
+    """Was "'cases.csv' is not valid JSON: Expecting value: line 1 column 1 (char 0)", or for a database "is not
+    UTF-8 text (invalid start byte at byte 102)": it did not say that the file was the cases, not the model."""
+    path = tmp_path / "given"
+    path.write_bytes(content)
+    with pytest.raises(ModelFormatError) as caught:
+        AffordanceNetwork.load(path, what=what)
+    assert str(caught.value).startswith(f"'{path}' is {kind}, not a {what} (a JSON file)" + (f": {advice}" if advice
+                                                                                             else "")), caught.value
+
+
 def test_valid_range_round_trip_and_default(doc):
     config = AffordanceNetwork.from_dict(doc)
     assert config["Color"].sensor.valid_range is None and config["Color"].sensor.bounds == (-1e9, 1e9)

@@ -431,6 +431,16 @@ def test_a_folder_that_is_not_a_bag_says_what_a_bag_folder_has_and_it_lacks(tmp_
     assert not (tmp_path / "model.json").exists() and not (tmp_path / "c.db").exists()
 
 
+def test_a_bags_metadata_given_as_the_cases_names_the_bag(tmp_path):
+    """Was "expected a rosbag2 bag (directory, .db3 or .mcap), a .csv file or the node's .db database"."""
+    write_bag(tmp_path / "run1", sampled_records(3), "sqlite3")
+    out = run("learn", "--cases", tmp_path / "run1" / "metadata.yaml", "--config", default_config_path(),
+              "--out", tmp_path / "model.json")
+    assert out.returncode == 2 and not (tmp_path / "model.json").exists()
+    assert out.stderr == (f"affordance-ros learn: error: cannot read cases from '{tmp_path / 'run1' / 'metadata.yaml'}'"
+                          f": it is a bag's metadata; give the bag, its folder '{tmp_path / 'run1'}'\n")
+
+
 def test_a_bag_is_not_taken_for_the_database(tmp_path):
     bag = tmp_path / "bag"
     write_bag(bag, sampled_records(3), "sqlite3")

@@ -198,6 +198,12 @@ def test_part_validator_on_montesano():
         check.readings("object", ["weight"], [1.0])
     with pytest.raises(PairingError, match="'obj_vel' is an effect sensor"):
         check.readings("object", ["obj_vel"], [1.0])
+    # a robot's name wrong in case only: the refusal (on ~/stored) names the one meant
+    with pytest.raises(PairingError, match=r"unknown sensor 'Size' \(did you mean 'size'\? names are case-sensitive\); "
+                                           r"the object sensors are"):
+        check.readings("object", ["Size"], [1.0])
+    with pytest.raises(PairingError, match=r"unknown action 'Tap' \(did you mean 'tap'\? names are case-sensitive\)"):
+        check.action("Tap")
     with pytest.raises(PairingError, match="'color' appears twice"):
         check.readings("object", ["color", "color"], [1.0, 1.0])
     for bad in (float("nan"), float("inf"), -float("inf")):

@@ -101,6 +101,9 @@ def test_call_learn_predict_and_select_action(ros, tmp_path):
     wrong = call("predict", "--query", "Nope")  # success false: one line, exit 2
     assert wrong.returncode == 2 and "unknown variable 'Nope'" in wrong.stderr
     assert len(wrong.stderr.splitlines()) == 1 and wrong.stdout == ""
+    wrong = call("select-action", "--effect", "objvel=fast")  # the node's answer names the variable meant
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert "unknown variable 'objvel' (did you mean 'ObjVel'? names are case-sensitive)" in wrong.stderr, wrong.stderr
 
 
 def test_call_without_a_node_waits_then_says_so():

@@ -79,6 +79,7 @@ def test_a_reading_outside_the_valid_range_names_the_sensor_the_reading_and_the_
 @pytest.mark.parametrize("column, value, expected", [
     ("size", "nan", "reading of sensor 'size' is nan, expected a finite number (leave it out when it is missing)"),
     ("size", "abc", "reading 'abc' of sensor 'size' is not a number"),
+    ("size", "1,5", "reading '1,5' of sensor 'size' is not a number; write '.' as the decimal point"),
     ("Action", "jump", "unknown label 'jump' for variable 'Action'; expected one of ['grasp', 'tap', 'touch']"),
 ])
 def test_a_bad_row_is_named_by_its_line_in_the_file(montesano_csv, tmp_path, column, value, expected):  # noqa: F811
@@ -173,3 +174,37 @@ def test_import_warns_of_stored_trials_whose_data_differ(tmp_path):
     assert out.stderr == (f"affordance-ros import: warning: 2 cases of {tmp_path / 'moved.csv'} have the trial_id of a "
                           f"stored case whose action or readings differ; {db} keeps the stored ones\n")
     assert run("import", simulated, "--db", db).stderr == ""
+
+
+@pytest.mark.parametrize("separator, name", [(";", "semicolons"), ("\t", "tabs")])
+def test_a_csv_file_separated_by_semicolons_or_tabs_says_so(montesano_csv, tmp_path, separator, name):  # noqa: F811
+    """A spreadsheet's export in a locale with decimal commas: was "the header needs a 'trial_id' column, has
+    ['trial_id;Action;color;...']", which did not say what to fix."""
+    cases = tmp_path / "spreadsheet.csv"
+    cases.write_text(montesano_csv.read_text().replace(",", separator))
+    out = run("learn", "--cases", cases, "--config", "montesano", "--out", tmp_path / "model.json")
+    assert out.returncode == 2 and not (tmp_path / "model.json").exists()
+    assert out.stderr == (f"affordance-ros learn: error: '{cases}' separates its columns by {name}; a cases CSV "
+                          "separates them by commas: save it again with ',' as the separator (and '.' as the decimal "
+                          "point)\n")
+
+
+def test_cases_of_another_configuration_are_said_to_be_so(tmp_path):
+    """The tools' trials learned with --config montesano: was "column 'object_id' is neither ...", then, with it
+    left out, "unknown label 'tap_left' for variable 'Action'", and never that the configuration was not theirs."""
+    cases = tmp_path / "tools.csv"
+    assert run("simulate", "--scenario", "tools", "--repeats", "1", "--out", cases).returncode == 0
+    out = run("learn", "--cases", cases, "--config", "montesano", "--ignore-columns", "object_id",
+              "--out", tmp_path / "model.json")
+    assert out.returncode == 2 and not (tmp_path / "model.json").exists()
+    others = ("Tool tool_elongation tool_hook tool_width convexity eccentricity compactness circleness squareness "
+              "elongatedness dx dy")
+    assert out.stderr == (
+        f"affordance-ros learn: error: '{cases}': 12 of its 14 columns are neither variables nor sensors of the "
+        f"configuration ({others.replace(' ', ', ')}): were the cases made with another configuration? This one has "
+        "the variables ['Action', 'Color', 'Shape', 'Size', 'ObjVel', 'ObjHandVel', 'HandVel', 'Contact'] and the "
+        "sensors ['color', 'contact', 'hand_vel', 'obj_hand_vel', 'obj_vel', 'shape', 'size']; else, if they are not "
+        f"variables (ids, notes), leave them out with --ignore-columns {others}\n")
+    out = run("learn", "--cases", cases, "--config", "tools", "--ignore-columns", "object_id",
+              "--out", tmp_path / "model.json")
+    assert out.returncode == 0, out.stderr

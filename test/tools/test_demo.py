@@ -70,6 +70,29 @@ def test_ctrl_c_stops_the_demo_in_one_line_with_exit_status_130(tmp_path):
     assert (tmp_path / "work" / "cases.db").is_file()
 
 
+# on PYTHONPATH: Python imports it as it starts; it stalls the import of MODULE (prints 'importing', then sleeps)
+STALL = """import importlib.abc, os, time
+class Stall(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE:
+            os.write(1, b"importing\\n")
+            time.sleep(60)
+import sys; sys.meta_path.insert(0, Stall())
+"""
+
+
+def test_ctrl_c_while_the_demo_starts_is_one_line_too(tmp_path):
+    """The demo imports matplotlib, numpy and the core (2-3 s here) before it runs: Ctrl-C then printed the traceback
+    of the import it cut, and exit status -2 (demo.sh ran `python -m affordance_ros.tools.demo`)."""
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "stall").mkdir()
+    (tmp_path / "stall" / "sitecustomize.py").write_text(STALL.replace("MODULE", repr("affordance_ros.tools.show")))
+    env = dict(os.environ, ROS_HOME=str(tmp_path / "ros_home"), PYTHONPATH=str(tmp_path / "stall"))
+    status, stdout, stderr = interrupted([root / "demo.sh", "--trials", "40"], "importing", cwd=tmp_path, env=env)
+    demo = [line for line in stderr.splitlines() if not line.startswith("setup_env: ")]  # (its report: on stderr)
+    assert status == 130 and demo == ["demo: interrupted"], (status, stderr)
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--picture", "x.jpg"], "./demo.sh: error: --picture x.jpg: write a .png, .svg or .pdf file"),
     (["--picture", "README.md/model.png"], "./demo.sh: error: --picture: README.md is a file, not a folder"),
