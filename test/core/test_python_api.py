@@ -1,0 +1,55 @@
+"""The Python API (docs/python-api.md) as a scikit-learn user calls it: numpy's numbers and arrays where the docs
+show Python's, and the mistakes such a user makes (a string for a list, wrong shapes, NaN, no cases, unknown
+names, cases or a model of another configuration), each answered as it should be or with an error that says what
+to fix."""
+
+import json
+
+import numpy as np
+import pytest
+
+from affordance_ros.core import (
+    EvidenceError,
+    LearningOptions,
+    ModelFormatError,
+    benchmark_network,
+    predict,
+    rank_actions,
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    """The montesano ground truth: a parameterised model, as a learned one is."""
+    return benchmark_network("montesano", sigma=1.0, seed=0)
+
+
+@pytest.mark.parametrize("reading", [np.float32(9.5), np.float64(9.5), np.int64(9), np.array([9.5, 1.0])[0]])
+def test_a_reading_that_is_a_numpy_number_is_the_same_reading(model, reading):
+    # what indexing an array gives: predict and rank_actions refused np.float32 and np.int64 as "not a finite number"
+    plain = float(reading)
+    assert predict(model, ["action"], sensors={"obj_vel": reading}) == predict(model, ["action"],
+                                                                                sensors={"obj_vel": plain})
+    assert rank_actions(model, {"ObjVel": "fast"}, sensors={"size": reading}) == rank_actions(
+        model, {"ObjVel": "fast"}, sensors={"size": plain})
+
+
+@pytest.mark.parametrize("reading", [True, np.bool_(True), "9.5", [9.5], np.float32("nan"), np.inf])
+def test_a_reading_that_is_not_one_finite_number_is_refused_naming_it(model, reading):
+    with pytest.raises(EvidenceError, match="reading of sensor 'obj_vel' must be a finite number, got"):
+        predict(model, ["action"], sensors={"obj_vel": reading})
+
+
+def test_learning_options_take_numpy_numbers_and_keep_python_ones():
+    # a grid of options is an array: LearningOptions(max_iter=np.int64(10)) was "must be an integer >= 1"
+    options = LearningOptions(max_iter=np.int64(10), seed=np.arange(3)[2], prior=np.float32(0.5), tol=np.float64(1e-4),
+                              mcmc_samples=np.int32(7))
+    assert (options.max_iter, options.seed, options.prior, options.tol, options.mcmc_samples) == (10, 2, 0.5, 1e-4, 7)
+    assert [type(x) for x in (options.max_iter, options.seed, options.prior, options.mcmc_samples)] == [int, int,
+                                                                                                      float, int]
+    json.dumps(options.to_dict())  # (numpy's numbers are not JSON)
+    assert LearningOptions(prior=1).to_dict()["prior"] == 1 and type(LearningOptions(prior=1).prior) is int
+    for bad in ({"max_iter": np.float64(10.0)}, {"max_iter": np.bool_(True)}, {"seed": True}, {"prior": np.nan},
+                {"max_iter": np.int64(0)}):
+        with pytest.raises(ModelFormatError, match=f"learning option '{next(iter(bad))}' must be"):
+            LearningOptions(**bad)
