@@ -14,6 +14,7 @@ from affordance_ros.core import (
     ModelFormatError,
     benchmark_network,
     predict,
+    predict_batch,
     rank_actions,
 )
 
@@ -53,3 +54,13 @@ def test_learning_options_take_numpy_numbers_and_keep_python_ones():
                 {"max_iter": np.int64(0)}):
         with pytest.raises(ModelFormatError, match=f"learning option '{next(iter(bad))}' must be"):
             LearningOptions(**bad)
+
+
+@pytest.mark.parametrize("query", ["Action", "action"])
+def test_a_query_given_as_a_string_says_to_give_a_list(model, query):
+    # its letters were taken for names: "unknown variable 'A'"
+    for ask in (lambda: predict(model, query), lambda: predict_batch(model, query, sensors={"size": [1.0]})):
+        with pytest.raises(EvidenceError) as caught:
+            ask()
+        assert str(caught.value) == (f"the query is the string '{query}': give a list of variable names or groups, "
+                                     f"e.g. ['{query}']")
