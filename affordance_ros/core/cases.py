@@ -43,13 +43,20 @@ class CaseSet:
         self.lines = None if lines is None else np.asarray(lines, dtype=np.int64)
         self.source = source
         # columns that are not variables, carried along (e.g. an object_id that groups cases)
-        self.extra = {name: np.asarray(column, dtype=object) for name, column in (extra or {}).items()}
-        self.labels = {name: np.asarray(codes, dtype=np.int64) for name, codes in labels.items()}
-        self.readings = {name: np.asarray(x, dtype=float) for name, x in readings.items()}
-        sizes = {a.shape[0] for a in [*self.labels.values(), *self.readings.values(), *self.extra.values()]}
-        sizes |= {len(ids) for ids in (trial_ids, self.lines) if ids is not None}
+        self.extra = {name: _one_per_case(f"column '{name}'", np.asarray(column, dtype=object))
+                      for name, column in (extra or {}).items()}
+        self.labels = {name: _one_per_case(f"the label codes of '{name}'", np.asarray(codes, dtype=np.int64))
+                       for name, codes in labels.items()}
+        self.readings = {name: _one_per_case(f"the readings of sensor '{name}'", np.asarray(x, dtype=float))
+                         for name, x in readings.items()}
+        lengths = {name: len(column) for name, column in [*self.labels.items(), *self.readings.items(),
+                                                            *self.extra.items(), ("trial_ids", trial_ids),
+                                                            ("lines", self.lines)] if column is not None}
+        sizes = set(lengths.values())
         if len(sizes) > 1:
-            raise DataError(f"columns of different lengths {sorted(sizes)}")
+            raise DataError("columns of different lengths: " + "; ".join(
+                f"{size} in {', '.join(repr(name) for name, n in lengths.items() if n == size)}"
+                for size in sorted(sizes)) + " (one entry per case in each)")
         self.n_cases = sizes.pop() if sizes else 0
         self.trial_ids = (np.asarray(trial_ids, dtype=object) if trial_ids is not None
                           else np.array([str(i) for i in range(self.n_cases)], dtype=object))
@@ -79,6 +86,7 @@ class CaseSet:
         None for unobserved). Non-finite readings, readings outside their sensor's valid_range and
         unknown labels raise, naming the case.
         """
+        columns = {name: _column(name, column) for name, column in columns.items()}
         return cls(network, *_parsed_columns(network, columns, lambda k: _case_name(k, trial_ids)), trial_ids)
 
     @classmethod
@@ -317,6 +325,26 @@ class CaseEvidence:
         """
         priors = self.priors if priors is None else priors
         return np.concatenate([most_probable_values(chunk, priors) for chunk in self.chunks()])
+
+
+def _column(name: str, column) -> Sequence:
+    """A column given to ``from_columns`` as a sequence of one entry per case: a list, a 1-D array (a column
+    vector (K, 1) too) or any other iterable; DataError for a single value or a table.
+    """
+    if isinstance(column, np.ndarray):
+        return column[:, 0] if column.ndim == 2 and column.shape[1] == 1 else _one_per_case(f"column '{name}'",
+                                                                                          column)
+    if isinstance(column, (str, bytes)) or not isinstance(column, Iterable):
+        raise DataError(f"column '{name}' is {column!r}: give one entry per case (a list or a 1-D array)")
+    return column if isinstance(column, Sequence) else list(column)
+
+
+def _one_per_case(what: str, column: np.ndarray) -> np.ndarray:
+    """``column`` if it is 1-D; DataError naming ``what`` it holds otherwise."""
+    if column.ndim != 1:
+        given = "a single value" if column.ndim == 0 else f"an array of shape {list(column.shape)}"
+        raise DataError(f"{what}: {given}; give one entry per case (a list or a 1-D array)")
+    return column
 
 
 def _parsed_columns(network: AffordanceNetwork, columns: Mapping[str, Sequence],

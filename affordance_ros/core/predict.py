@@ -164,6 +164,8 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
         cases = CaseSet.from_columns(model, columns)
     except ValueError as exc:
         raise EvidenceError(str(exc)) from None
+    if cases.n_cases == 0:  # no cases, no rows (as numpy answers an empty array)
+        return _answer(model, names, np.empty((0, *[model.variables[i].card for i in query_idx])))
     return _answer(model, names, posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases)))
 
 
@@ -265,7 +267,7 @@ def _impossible(name: str) -> str:
 
 def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPrediction:
     """The ``BatchPrediction`` of the joint posterior (K, *cards) of the variables ``names``."""
-    flat = joint.reshape(joint.shape[0], -1)
+    flat = joint.reshape(joint.shape[0], math.prod(joint.shape[1:]))  # (no -1: a batch may have no cases)
     best = flat.argmax(axis=1)
     if len(names) == 1:
         most_probable, marginals = best[:, None], {names[0]: joint}

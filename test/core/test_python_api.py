@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from affordance_ros.core import (
+    CaseSet,
+    DataError,
     EvidenceError,
     LearningOptions,
     ModelFormatError,
@@ -64,3 +66,44 @@ def test_a_query_given_as_a_string_says_to_give_a_list(model, query):
             ask()
         assert str(caught.value) == (f"the query is the string '{query}': give a list of variable names or groups, "
                                      f"e.g. ['{query}']")
+
+
+def test_a_batch_of_no_cases_has_no_rows(model):
+    # (was AttributeError: 'NoneType' object has no attribute 'reshape')
+    batch = predict_batch(model, ["effect"], sensors={"size": np.array([])}, values={"Action": []})
+    assert batch.variables == ["ObjVel", "ObjHandVel", "HandVel", "Contact"]
+    assert batch.marginals["ObjVel"].shape == (0, 3) and batch.most_probable.shape == (0, 4)
+    assert batch.joint.shape == (0, 3, 3, 4, 2) and batch.joint_probability.shape == (0,)
+    assert batch.readings["ObjVel"].mean.shape == (0, 1) and batch.readings["ObjVel"].stddev.shape == (0, 1)
+
+
+def test_a_batch_column_vector_is_the_column_and_a_table_is_refused(model):
+    column = np.array([[0.4], [5.2], [9.9]])
+    np.testing.assert_array_equal(predict_batch(model, ["effect"], sensors={"size": column}).marginals["ObjVel"],
+                                  predict_batch(model, ["effect"], sensors={"size": column[:, 0]}).marginals["ObjVel"])
+    # a (3, 2) array was "case index 0: reading array([0., 0.]) of sensor 'size' is not a number"
+    with pytest.raises(EvidenceError) as caught:
+        predict_batch(model, ["effect"], sensors={"size": np.zeros((3, 2))})
+    assert str(caught.value) == ("column 'size': an array of shape [3, 2]; give one entry per case (a list or a 1-D "
+                                 "array)")
+
+
+@pytest.mark.parametrize("column, given", [(np.zeros((3, 2)), "an array of shape [3, 2]"), (2.5, "a single value")])
+def test_a_case_set_of_columns_that_are_not_one_entry_per_case_is_refused(model, column, given):
+    # CaseSet took a (3, 2) array of readings as 3 cases, and a single number was IndexError
+    with pytest.raises(DataError) as caught:
+        CaseSet(model, {}, {"size": column})
+    assert str(caught.value) == (f"the readings of sensor 'size': {given}; give one entry per case (a list or a 1-D "
+                                 "array)")
+    with pytest.raises(DataError, match="column 'size'(: an array of shape| is 2.5)"):
+        CaseSet.from_columns(model, {"size": column})
+
+
+def test_columns_of_different_lengths_are_named_with_their_lengths(model):
+    # was "columns of different lengths [2, 3]"
+    with pytest.raises(EvidenceError) as caught:
+        predict_batch(model, ["effect"], values={"Action": ["tap"] * 3}, sensors={"size": [0.4, 5.2], "color": [1, 2]})
+    assert str(caught.value) == ("columns of different lengths: 2 in 'size', 'color'; 3 in 'Action' (one entry per "
+                                 "case in each)")
+    with pytest.raises(DataError, match=r"columns of different lengths: 1 in 'trial_ids'; 2 in 'size'"):
+        CaseSet.from_columns(model, {"size": [1.0, 2.0]}, trial_ids=["t1"])
