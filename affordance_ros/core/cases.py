@@ -120,7 +120,8 @@ class CaseSet:
                 cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
                               for n, x in zip(lines, cols[name])]
         try:
-            labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
+            labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}",
+                                               "leave it out when it is missing")
         except UnknownColumnError as exc:
             raise UnknownColumnError(f"'{path}': {exc}", exc.column, exc.near) from None
         return cls(network, labels, readings, ids, kept, lines, path)
@@ -347,13 +348,15 @@ def _one_per_case(what: str, column: np.ndarray) -> np.ndarray:
     return column
 
 
-def _parsed_columns(network: AffordanceNetwork, columns: Mapping[str, Sequence],
-                    where: Callable[[int], str]) -> tuple[dict, dict]:
-    """(labels, readings) of columns named by variable or sensor; ``where(k)`` names case k in errors."""
+def _parsed_columns(network: AffordanceNetwork, columns: Mapping[str, Sequence], where: Callable[[int], str],
+                    missing: str = "None where it is missing") -> tuple[dict, dict]:
+    """(labels, readings) of columns named by variable or sensor; ``where(k)`` names case k in errors, ``missing``
+    says how to give a missing reading.
+    """
     labels, readings = {}, {}
     for name, column in columns.items():
         if name in network.sensor_variable:
-            readings[name] = _parse_readings(name, column, where, network.sensor(name)[1].bounds)
+            readings[name] = _parse_readings(name, column, where, network.sensor(name)[1].bounds, missing)
         elif name in network.names:
             labels[name] = _parse_labels(network[name], column, where)
         else:
@@ -376,14 +379,17 @@ def _parse_labels(var, column: Sequence, where: Callable[[int], str]) -> np.ndar
         try:
             codes_of_distinct[j] = var.code(distinct[j])
         except EvidenceError as exc:
-            raise DataError(f"{where(int(first[j]))}: {exc}") from None
+            given = column[int(first[j])]
+            nan = isinstance(given, float) and math.isnan(given)  # (pandas' missing entry)
+            raise DataError(f"{where(int(first[j]))}: {exc}" + ("; a missing label is None or ''" if nan else "")
+                            ) from None
     return codes_of_distinct[inverse.reshape(-1)]
 
 
 def _parse_readings(name: str, column: Sequence, where: Callable[[int], str],
-                    bounds: tuple[float, float]) -> np.ndarray:
-    """Readings as floats (None -> NaN: not observed); non-numbers, NaN/inf and readings outside ``bounds``
-    name the case.
+                    bounds: tuple[float, float], missing: str) -> np.ndarray:
+    """Readings as floats (None -> NaN: not observed); non-numbers, NaN/inf (the error says how to give a
+    reading that is ``missing``) and readings outside ``bounds`` name the case.
     """
     try:
         values = np.array([np.nan if x is None else x for x in column], dtype=float).reshape(-1)
@@ -399,7 +405,7 @@ def _parse_readings(name: str, column: Sequence, where: Callable[[int], str],
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
         raise DataError(f"{where(k)}: reading of sensor '{name}' is {column[k]}, "
-                        "expected a finite number (leave it out when it is missing)")
+                        f"expected a finite number ({missing})")
     with np.errstate(invalid="ignore"):
         outside = np.flatnonzero((values < bounds[0]) | (values > bounds[1]))
     if outside.size:

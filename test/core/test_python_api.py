@@ -107,3 +107,18 @@ def test_columns_of_different_lengths_are_named_with_their_lengths(model):
                                  "case in each)")
     with pytest.raises(DataError, match=r"columns of different lengths: 1 in 'trial_ids'; 2 in 'size'"):
         CaseSet.from_columns(model, {"size": [1.0, 2.0]}, trial_ids=["t1"])
+
+
+def test_a_missing_entry_given_as_nan_says_how_to_give_it(model):
+    with pytest.raises(EvidenceError) as caught:
+        predict_batch(model, ["effect"], sensors={"size": np.array([1.0, np.nan])})
+    assert str(caught.value) == ("case index 1: reading of sensor 'size' is nan, expected a finite number (None where "
+                                 "it is missing)")
+    with pytest.raises(DataError) as caught:  # pandas' missing label
+        CaseSet.from_columns(model, {"Action": ["tap", float("nan")]}, trial_ids=["t1", "t2"])
+    assert str(caught.value) == ("trial 't2' (case index 1): unknown label 'nan' for variable 'Action'; expected one "
+                                 "of ['grasp', 'tap', 'touch']; a missing label is None or ''")
+    both = predict_batch(model, ["effect"], sensors={"size": [1.0, None]}, values={"Action": ["tap", None]})
+    alone = predict_batch(model, ["effect"], sensors={"size": [1.0]}, values={"Action": ["tap"]})
+    nothing = predict_batch(model, ["effect"])
+    np.testing.assert_allclose(both.joint, np.concatenate([alone.joint, nothing.joint]), rtol=1e-12, atol=0)
