@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from affordance_ros.core import (
+    AffordanceLearner,
+    AffordanceNetwork,
     CaseSet,
     DataError,
     EvidenceError,
@@ -18,7 +20,9 @@ from affordance_ros.core import (
     predict,
     predict_batch,
     rank_actions,
+    sample_cases,
 )
+from affordance_ros.share import default_config_path
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +126,51 @@ def test_a_missing_entry_given_as_nan_says_how_to_give_it(model):
     alone = predict_batch(model, ["effect"], sensors={"size": [1.0]}, values={"Action": ["tap"]})
     nothing = predict_batch(model, ["effect"])
     np.testing.assert_allclose(both.joint, np.concatenate([alone.joint, nothing.joint]), rtol=1e-12, atol=0)
+
+
+@pytest.fixture(scope="module")
+def config_and_cases():
+    """The shipped montesano configuration and 150 cases of its ground truth, read for it."""
+    truth = benchmark_network("montesano", sigma=1.0, seed=0)
+    cases, _ = sample_cases(truth, 150, np.random.default_rng(0), labelled=("Action",))
+    config = AffordanceNetwork.load(default_config_path())
+    return config, cases.with_network(config)
+
+
+def test_what_is_not_a_model_a_configuration_or_cases_says_what_to_give(config_and_cases, tmp_path):
+    # each was AttributeError ("'str' object has no attribute 'n_cases'", "... 'resolve_query'")
+    config, cases = config_and_cases
+    for call, message in [
+        (lambda: AffordanceLearner().fit(str(default_config_path()), cases),
+         "fit(config, cases): the config is a str, expected an AffordanceNetwork: AffordanceNetwork.load(path)"),
+        (lambda: AffordanceLearner().fit(config, str(tmp_path / "cases.csv")),
+         "fit(config, cases): the cases are a str, expected a CaseSet: CaseSet.from_csv(config, path) or "
+         "CaseSet.from_columns(config, {column: values})"),
+        (lambda: AffordanceLearner().fit(config, {"size": [1.0]}),
+         "fit(config, cases): the cases are a dict, expected a CaseSet: CaseSet.from_csv(config, path) or "
+         "CaseSet.from_columns(config, {column: values})"),
+        (lambda: AffordanceLearner().fit(config, cases, prior_model="model.json"),
+         "fit(..., prior_model): the prior model is a str, expected an AffordanceNetwork: "
+         "AffordanceNetwork.load(path)"),
+        (lambda: predict("model.json", ["action"]),
+         "the model is a str, expected an AffordanceNetwork: AffordanceNetwork.load(path), or a learner's model_"),
+        (lambda: predict_batch(config.to_dict(), ["action"]),
+         "the model is a dict, expected an AffordanceNetwork: AffordanceNetwork.load(path), or a learner's model_"),
+        (lambda: rank_actions(AffordanceLearner(), {"ObjVel": "fast"}),
+         "the model is a AffordanceLearner, expected an AffordanceNetwork: AffordanceNetwork.load(path), or a "
+         "learner's model_"),
+    ]:
+        with pytest.raises(TypeError) as caught:
+            call()
+        assert str(caught.value) == message
+
+
+def test_a_learner_not_fitted_yet_says_to_fit_it():
+    learner = AffordanceLearner()
+    for name in ("model_", "result_"):
+        with pytest.raises(AttributeError) as caught:
+            getattr(learner, name)
+        assert str(caught.value) == f"this AffordanceLearner has no {name} yet: call fit(config, cases) first"
+    assert not hasattr(learner, "model_")
+    with pytest.raises(AttributeError, match="'AffordanceLearner' object has no attribute 'modle_'"):
+        learner.modle_  # noqa: B018
