@@ -149,7 +149,12 @@ class CaseSet:
                        {n: c[rows] for n, c in self.extra.items()}, None if self.lines is None else self.lines[rows])
 
     def with_network(self, network: AffordanceNetwork) -> "CaseSet":
-        """The same cases for a network with the same variable values (e.g. after learning)."""
+        """The same cases for a network with the same variable values (e.g. after learning); DataError when
+        ``network`` lacks one of their columns or gives a labelled variable other values (its codes would be
+        read as other labels).
+        """
+        if network is not self.network:
+            _check_same_columns(self, network)
         return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra, self.lines, self.source)
 
     def with_extra(self, extra: Mapping[str, Sequence[str]]) -> "CaseSet":
@@ -326,6 +331,25 @@ class CaseEvidence:
         """
         priors = self.priors if priors is None else priors
         return np.concatenate([most_probable_values(chunk, priors) for chunk in self.chunks()])
+
+
+def _check_same_columns(cases: CaseSet, network: AffordanceNetwork) -> None:
+    """DataError unless ``network`` has every label column of ``cases`` with the same values in the same order
+    (a label is kept as its code) and every reading column (a sensor of that name).
+    """
+    again = "; read the cases again for it (CaseSet.from_csv(network, path) or CaseSet.from_columns)"
+    for name in cases.labels:
+        if name not in network.names:
+            raise DataError(f"the cases have labels of '{name}', which is not a variable of this network "
+                            f"{list(network.names)}{again}")
+        before, now = cases.network[name].values, network[name].values
+        if now != before:
+            raise DataError(f"the cases were read for a network whose '{name}' has the values {list(before)}; this "
+                            f"network's '{name}' has {None if now is None else list(now)}{again}")
+    unknown = sorted(set(cases.readings) - set(network.sensor_variable))
+    if unknown:
+        raise DataError(f"the cases have readings of sensor '{unknown[0]}', which this network does not have "
+                        f"(its sensors: {sorted(network.sensor_variable)}){again}")
 
 
 def _column(name: str, column) -> Sequence:

@@ -174,3 +174,36 @@ def test_a_learner_not_fitted_yet_says_to_fit_it():
     assert not hasattr(learner, "model_")
     with pytest.raises(AttributeError, match="'AffordanceLearner' object has no attribute 'modle_'"):
         learner.modle_  # noqa: B018
+
+
+def reordered(config, name, values):
+    """``config`` with the values of variable ``name`` in another order."""
+    doc = config.to_dict()
+    next(v for v in doc["variables"] if v["name"] == name)["values"] = values
+    return AffordanceNetwork.from_dict(doc)
+
+
+def test_cases_read_for_one_configuration_are_refused_by_another_that_would_read_them_otherwise(config_and_cases):
+    config, cases = config_and_cases
+    other = reordered(config, "Action", ["touch", "grasp", "tap"])
+    # the cases keep labels as codes: learned with the other configuration, 'grasp' trials were learned as 'touch'
+    with pytest.raises(DataError) as caught:
+        AffordanceLearner().fit(other, cases)
+    assert str(caught.value) == (
+        "the cases were read for a network whose 'Action' has the values ['grasp', 'tap', 'touch']; this network's "
+        "'Action' has ['touch', 'grasp', 'tap']; read the cases again for it (CaseSet.from_csv(network, path) or "
+        "CaseSet.from_columns)")
+    without_color = AffordanceNetwork([v for v in config.variables if v.name != "Color"], learning=config.learning)
+    with pytest.raises(DataError, match="the cases have readings of sensor 'color', which this network does not "
+                                        "have"):
+        AffordanceLearner().fit(without_color, cases)
+    # read again for it, they are the same trials, and learn the same model under the other order of values
+    again = CaseSet.from_columns(other, {"Action": [config["Action"].values[c] for c in cases.labels["Action"]],
+                                         **cases.readings})
+    ours = AffordanceLearner(structure="fixed").fit(config.with_structure(STRUCTURE), cases).model_
+    theirs = AffordanceLearner(structure="fixed").fit(other.with_structure(STRUCTURE), again).model_
+    np.testing.assert_allclose(theirs["Action"].cpt, ours["Action"].cpt[[2, 0, 1]], atol=1e-9)
+    np.testing.assert_allclose(theirs["ObjVel"].cpt, ours["ObjVel"].cpt[[2, 0, 1]], atol=1e-6)
+
+
+STRUCTURE = {"ObjVel": ("Action", "Size")}
