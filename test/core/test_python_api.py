@@ -207,3 +207,17 @@ def test_cases_read_for_one_configuration_are_refused_by_another_that_would_read
 
 
 STRUCTURE = {"ObjVel": ("Action", "Size")}
+
+
+@pytest.mark.parametrize("order, message", [
+    (["Nope", "Action"], "names unknown variables ['Nope']"),
+    (["Action", "Action"], "names twice ['Action']"),
+    (["Action", "Color", "Shape", "Size", "ObjVel", "ObjHandVel", "HandVel"], "leaves out ['Contact']"),
+])
+def test_a_k2_order_that_is_not_every_variable_once_says_which(config_and_cases, order, message):
+    # an unknown name was "unknown variable 'Nope'", not saying it came from 'order'; the others did not say which
+    config, cases = config_and_cases
+    with pytest.raises(ModelFormatError) as caught:
+        AffordanceLearner(order=order).fit(config, cases)
+    assert str(caught.value) == (f"learning option 'order' {message}; it must name every variable once: "
+                                 f"{list(config.names)}")
