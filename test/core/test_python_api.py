@@ -22,6 +22,7 @@ from affordance_ros.core import (
     rank_actions,
     sample_cases,
 )
+from affordance_ros.core.suggest import Candidate, suggest_trials
 from affordance_ros.share import default_config_path
 
 
@@ -221,3 +222,12 @@ def test_a_k2_order_that_is_not_every_variable_once_says_which(config_and_cases,
         AffordanceLearner(order=order).fit(config, cases)
     assert str(caught.value) == (f"learning option 'order' {message}; it must name every variable once: "
                                  f"{list(config.names)}")
+
+
+def test_suggest_trials_takes_numpy_readings_and_says_what_a_model_is(model):
+    # a candidate's np.float32 reading was "must be a finite number, got np.float32(9.5)"; a path, AttributeError
+    ranked = [[(s.action, s.score, s.effects, s.effect_stddevs) for s in suggest_trials(model, [candidate]).suggestions]
+              for candidate in (Candidate(sensors={"size": 9.5}), Candidate(sensors={"size": np.float32(9.5)}))]
+    assert repr(ranked[1]) == repr(ranked[0])  # (repr: the model has no counts, so some entries are NaN)
+    with pytest.raises(TypeError, match="the model is a str, expected an AffordanceNetwork"):
+        suggest_trials("model.json", [Candidate()])
