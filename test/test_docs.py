@@ -23,10 +23,12 @@ How blocks are run (docs/README.md, "How the docs are tested", says the same for
 
 The pages are also checked for what they promise: README.md has at most 200 lines, every page of docs/ with
 sections has a table of contents, relative links lead to files and headings that exist,
-docs/interfaces.md shows every .msg/.srv/.action file as it is, and docs/parameters.md has a row for every
-parameter the nodes declare, with its type and default.
+docs/interfaces.md shows every .msg/.srv/.action file as it is, docs/parameters.md has a row for every
+parameter the nodes declare, with its type and default, docs/model-format.md one for every learning option, with
+its default, and docs/architecture.md names every module of every layer.
 """
 
+import json
 import os
 import re
 import signal
@@ -38,6 +40,7 @@ from pathlib import Path
 import pytest
 import rclpy
 
+from affordance_ros.core import LearningOptions
 from affordance_ros.nodes.learner_node import LearnerNode
 from affordance_ros.nodes.simulated_robot import SimulatedRobot
 from affordance_ros.share import ros_home, share_directory
@@ -367,6 +370,52 @@ def test_parameters_page_has_every_declared_parameter_with_its_type_and_default(
     assert sorted(rows) == sorted(params), f"docs/parameters.md, {section}: not the declared parameters"
     for name, (kind, default, _) in params.items():
         assert rows[name] == (TYPES[kind], shown_default(default)), f"docs/parameters.md, {section}: {name}"
+
+
+def learning_table() -> dict:
+    """{option: its default as shown} of the table of docs/model-format.md, 'The learning options' (a row of
+    several options, `tol`, `max_iter`, shows their defaults in that order, separated by commas)."""
+    text = (ROOT / "docs" / "model-format.md").read_text(encoding="utf-8")
+    body = text.split("## The learning options\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`"):
+            names = re.findall(r"`([^`]+)`", cells[0])
+            rows.update(zip(names, [cells[1]] if len(names) == 1 else cells[1].split(", "), strict=True))
+    return rows
+
+
+# Defaults of None that the page describes instead: K2's order when none is given
+DESCRIBED_DEFAULTS = {"order": "actions, objects, effects", "entity_column": "none"}
+
+
+def shown_option(text: str):
+    """A default as model-format.md shows it, read: JSON (numbers, false, lists) or else the text, backticks off."""
+    text = text.strip("`")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def test_model_format_has_every_learning_option_with_its_default():
+    rows, defaults = learning_table(), LearningOptions().to_dict()
+    assert sorted(rows) == sorted(defaults), "docs/model-format.md, The learning options: not LearningOptions' fields"
+    for name, default in defaults.items():
+        shown = DESCRIBED_DEFAULTS[name] if default is None else default
+        assert shown_option(rows[name]) == shown, f"docs/model-format.md, The learning options: {name}"
+
+
+def test_architecture_names_every_module_of_every_layer():
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for layer in ("core", "data", "nodes", "tools"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{layer}/` |"))
+        named = set(re.findall(r"`(\w+)/?`", row))
+        folder = ROOT / "affordance_ros" / layer
+        modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+        modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+        assert modules <= named, f"docs/architecture.md, the {layer}/ row does not name {sorted(modules - named)}"
 
 
 def test_shown_output_is_compared_with_what_is_printed_numbers_within_a_few_in_their_last_digit():

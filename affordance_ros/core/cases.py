@@ -48,13 +48,20 @@ class CaseSet:
         self.lines = None if lines is None else np.asarray(lines, dtype=np.int64)
         self.source = source
         # columns that are not variables, carried along (e.g. an object_id that groups cases)
-        self.extra = {name: np.asarray(column, dtype=object) for name, column in (extra or {}).items()}
-        self.labels = {name: np.asarray(codes, dtype=np.int64) for name, codes in labels.items()}
-        self.readings = {name: np.asarray(x, dtype=float) for name, x in readings.items()}
-        sizes = {a.shape[0] for a in [*self.labels.values(), *self.readings.values(), *self.extra.values()]}
-        sizes |= {len(ids) for ids in (trial_ids, self.lines) if ids is not None}
+        self.extra = {name: _one_per_case(f"column '{name}'", np.asarray(column, dtype=object))
+                      for name, column in (extra or {}).items()}
+        self.labels = {name: _one_per_case(f"the label codes of '{name}'", np.asarray(codes, dtype=np.int64))
+                       for name, codes in labels.items()}
+        self.readings = {name: _one_per_case(f"the readings of sensor '{name}'", np.asarray(x, dtype=float))
+                         for name, x in readings.items()}
+        lengths = {name: len(column) for name, column in [*self.labels.items(), *self.readings.items(),
+                                                            *self.extra.items(), ("trial_ids", trial_ids),
+                                                            ("lines", self.lines)] if column is not None}
+        sizes = set(lengths.values())
         if len(sizes) > 1:
-            raise DataError(f"columns of different lengths {sorted(sizes)}")
+            raise DataError("columns of different lengths: " + "; ".join(
+                f"{size} in {', '.join(repr(name) for name, n in lengths.items() if n == size)}"
+                for size in sorted(sizes)) + " (one entry per case in each)")
         self.n_cases = sizes.pop() if sizes else 0
         self.trial_ids = (np.asarray(trial_ids, dtype=object) if trial_ids is not None
                           else np.array([str(i) for i in range(self.n_cases)], dtype=object))
@@ -84,6 +91,7 @@ class CaseSet:
         None for unobserved). Non-finite readings, readings outside their sensor's valid_range and
         unknown labels raise, naming the case.
         """
+        columns = {name: _column(name, column) for name, column in columns.items()}
         return cls(network, *_parsed_columns(network, columns, lambda k: _case_name(k, trial_ids)), trial_ids)
 
     @classmethod
@@ -117,7 +125,8 @@ class CaseSet:
             if name in network.sensor_variable:
                 cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
                               for n, x in zip(lines, cols[name])]
-        labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}")
+        labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}",
+                                           "leave it out when it is missing")
         return cls(network, labels, readings, ids, kept, lines, path)
 
     def to_csv(self, path: str | Path) -> None:
@@ -143,7 +152,12 @@ class CaseSet:
                        {n: c[rows] for n, c in self.extra.items()}, None if self.lines is None else self.lines[rows])
 
     def with_network(self, network: AffordanceNetwork) -> "CaseSet":
-        """The same cases for a network with the same variable values (e.g. after learning)."""
+        """The same cases for a network with the same variable values (e.g. after learning); DataError when
+        ``network`` lacks one of their columns or gives a labelled variable other values (its codes would be
+        read as other labels).
+        """
+        if network is not self.network:
+            _check_same_columns(self, network)
         return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra, self.lines, self.source)
 
     def with_extra(self, extra: Mapping[str, Sequence[str]]) -> "CaseSet":
@@ -322,13 +336,54 @@ class CaseEvidence:
         return np.concatenate([most_probable_values(chunk, priors) for chunk in self.chunks()])
 
 
-def _parsed_columns(network: AffordanceNetwork, columns: Mapping[str, Sequence],
-                    where: Callable[[int], str]) -> tuple[dict, dict]:
-    """(labels, readings) of columns named by variable or sensor; ``where(k)`` names case k in errors."""
+def _check_same_columns(cases: CaseSet, network: AffordanceNetwork) -> None:
+    """DataError unless ``network`` has every label column of ``cases`` with the same values in the same order
+    (a label is kept as its code) and every reading column (a sensor of that name).
+    """
+    again = "; read the cases again for it (CaseSet.from_csv(network, path) or CaseSet.from_columns)"
+    for name in cases.labels:
+        if name not in network.names:
+            raise DataError(f"the cases have labels of '{name}', which is not a variable of this network "
+                            f"{list(network.names)}{again}")
+        before, now = cases.network[name].values, network[name].values
+        if now != before:
+            raise DataError(f"the cases were read for a network whose '{name}' has the values {list(before)}; this "
+                            f"network's '{name}' has {None if now is None else list(now)}{again}")
+    unknown = sorted(set(cases.readings) - set(network.sensor_variable))
+    if unknown:
+        raise DataError(f"the cases have readings of sensor '{unknown[0]}', which this network does not have "
+                        f"(its sensors: {sorted(network.sensor_variable)}){again}")
+
+
+def _column(name: str, column) -> Sequence:
+    """A column given to ``from_columns`` as a sequence of one entry per case: a list, a 1-D array (a column
+    vector (K, 1) too) or any other iterable; DataError for a single value or a table.
+    """
+    if isinstance(column, np.ndarray):
+        return column[:, 0] if column.ndim == 2 and column.shape[1] == 1 else _one_per_case(f"column '{name}'",
+                                                                                          column)
+    if isinstance(column, (str, bytes)) or not isinstance(column, Iterable):
+        raise DataError(f"column '{name}' is {column!r}: give one entry per case (a list or a 1-D array)")
+    return column if isinstance(column, Sequence) else list(column)
+
+
+def _one_per_case(what: str, column: np.ndarray) -> np.ndarray:
+    """``column`` if it is 1-D; DataError naming ``what`` it holds otherwise."""
+    if column.ndim != 1:
+        given = "a single value" if column.ndim == 0 else f"an array of shape {list(column.shape)}"
+        raise DataError(f"{what}: {given}; give one entry per case (a list or a 1-D array)")
+    return column
+
+
+def _parsed_columns(network: AffordanceNetwork, columns: Mapping[str, Sequence], where: Callable[[int], str],
+                    missing: str = "None where it is missing") -> tuple[dict, dict]:
+    """(labels, readings) of columns named by variable or sensor; ``where(k)`` names case k in errors, ``missing``
+    says how to give a missing reading.
+    """
     labels, readings = {}, {}
     for name, column in columns.items():
         if name in network.sensor_variable:
-            readings[name] = _parse_readings(name, column, where, network.sensor(name)[1].bounds)
+            readings[name] = _parse_readings(name, column, where, network.sensor(name)[1].bounds, missing)
         elif name in network.names:
             labels[name] = _parse_labels(network[name], column, where)
         else:
@@ -351,14 +406,17 @@ def _parse_labels(var, column: Sequence, where: Callable[[int], str]) -> np.ndar
         try:
             codes_of_distinct[j] = var.code(distinct[j])
         except EvidenceError as exc:
-            raise DataError(f"{where(int(first[j]))}: {exc}") from None
+            given = column[int(first[j])]
+            nan = isinstance(given, float) and math.isnan(given)  # (pandas' missing entry)
+            raise DataError(f"{where(int(first[j]))}: {exc}" + ("; a missing label is None or ''" if nan else "")
+                            ) from None
     return codes_of_distinct[inverse.reshape(-1)]
 
 
 def _parse_readings(name: str, column: Sequence, where: Callable[[int], str],
-                    bounds: tuple[float, float]) -> np.ndarray:
-    """Readings as floats (None -> NaN: not observed); non-numbers, NaN/inf and readings outside ``bounds``
-    name the case.
+                    bounds: tuple[float, float], missing: str) -> np.ndarray:
+    """Readings as floats (None -> NaN: not observed); non-numbers, NaN/inf (the error says how to give a
+    reading that is ``missing``) and readings outside ``bounds`` name the case.
     """
     try:
         values = np.array([np.nan if x is None else x for x in column], dtype=float).reshape(-1)
@@ -374,7 +432,7 @@ def _parse_readings(name: str, column: Sequence, where: Callable[[int], str],
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
         raise DataError(f"{where(k)}: reading of sensor '{name}' is {column[k]}, "
-                        "expected a finite number (leave it out when it is missing)")
+                        f"expected a finite number ({missing})")
     with np.errstate(invalid="ignore"):
         outside = np.flatnonzero((values < bounds[0]) | (values > bounds[1]))
     if outside.size:

@@ -70,6 +70,12 @@ class AffordanceLearner:
         LearningOptions.check_names(options)
         self.params = dict(options)
 
+    def __getattr__(self, name: str):
+        # (only for attributes not found: model_ and result_ before fit)
+        if name in ("model_", "result_"):
+            raise AttributeError(f"this AffordanceLearner has no {name} yet: call fit(config, cases) first")
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def get_params(self) -> dict:
         """The options given to this learner (scikit-learn's get_params)."""
         return dict(self.params)
@@ -92,6 +98,7 @@ class AffordanceLearner:
         stop learning by raising ``LearningCancelled`` or returning False (then nothing is learned).
         """
         start = time.perf_counter()
+        _check_types(config, cases, prior_model)
         opts = self.options(config)
         if cases.n_cases == 0:
             raise DataError("no cases to learn from: " + (f"'{cases.source}' has a header but no rows" if cases.source
@@ -161,6 +168,19 @@ class AffordanceLearner:
                                                         for (a, b), p in arc_probabilities.items()}
         self.model_ = AffordanceNetwork(model.variables, metadata, config.learning)
         return self
+
+
+def _check_types(config, cases, prior_model) -> None:
+    """TypeError for arguments of ``fit`` that are not what it takes, saying how to get what it takes."""
+    if not isinstance(config, AffordanceNetwork):
+        raise TypeError(f"fit(config, cases): the config is a {type(config).__name__}, expected an "
+                        "AffordanceNetwork: AffordanceNetwork.load(path)")
+    if not isinstance(cases, CaseSet):
+        raise TypeError(f"fit(config, cases): the cases are a {type(cases).__name__}, expected a CaseSet: "
+                        "CaseSet.from_csv(config, path) or CaseSet.from_columns(config, {column: values})")
+    if prior_model is not None and not isinstance(prior_model, AffordanceNetwork):
+        raise TypeError(f"fit(..., prior_model): the prior model is a {type(prior_model).__name__}, expected an "
+                        "AffordanceNetwork: AffordanceNetwork.load(path)")
 
 
 def missing_data_warnings(config: AffordanceNetwork, cases: CaseSet, options: LearningOptions) -> list[str]:

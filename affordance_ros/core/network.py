@@ -298,6 +298,9 @@ class AffordanceNetwork:
 
     def resolve_query(self, query: Iterable[str]) -> list[str]:
         """Variable names for a query of names and groups, in network order, without repeats."""
+        if isinstance(query, str):  # (its letters would be taken for names: "unknown variable 'A'")
+            raise EvidenceError(f"the query is the string {query!r}: give a list of variable names or groups, "
+                                f"e.g. [{query!r}]")
         wanted = set()
         for item in query:
             if item in GROUPS:

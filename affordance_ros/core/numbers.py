@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 
 def is_finite_number(value) -> bool:
-    """True for an int or float (not a bool) that is neither NaN nor infinite."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    """True for a real number that is neither NaN nor infinite and not a bool: an int or a float, or numpy's
+    (``np.float32(9.7)``, ``np.int64(3)``: what indexing an array gives).
+    """
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
 
 
 

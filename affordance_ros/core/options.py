@@ -8,6 +8,7 @@ the defaults below (``LearningOptions.resolve``).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -85,13 +86,13 @@ class LearningOptions:
         for name, choices in CHOICES.items():
             _choice(name, getattr(self, name), choices)
         for name in ("max_parents", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
-            _integer(name, getattr(self, name))
+            object.__setattr__(self, name, _integer(name, getattr(self, name)))
         for name in ("max_iter", "n_init"):
-            _integer(name, getattr(self, name), minimum=1)
+            object.__setattr__(self, name, _integer(name, getattr(self, name), minimum=1))
         for name in ("prior", "prior_strength"):
-            _number(name, getattr(self, name), minimum=0.0)
+            object.__setattr__(self, name, _number(name, getattr(self, name), minimum=0.0))
         for name in ("tol", "ess"):
-            _number(name, getattr(self, name), minimum=0.0, strict=True)
+            object.__setattr__(self, name, _number(name, getattr(self, name), minimum=0.0, strict=True))
         if self.score == "cv" and self.structure != "fixed" and self.prior <= 0:
             raise ModelFormatError("learning option 'score' 'cv' needs 'prior' > 0: without pseudo-counts a held-out "
                                    "case in a configuration no training case has gets probability 0; give e.g. "
@@ -157,16 +158,20 @@ def _choice(name: str, value, choices) -> None:
         raise ModelFormatError(f"learning option '{name}' is {value!r}; expected one of {list(choices)}")
 
 
-def _integer(name: str, value, minimum: int = 0) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+def _integer(name: str, value, minimum: int = 0) -> int:
+    """``value`` as an int (numpy's integers too: a grid of options is often an array), checked."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ModelFormatError(f"learning option '{name}' must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
-def _number(name: str, value, minimum: float, strict: bool = False) -> None:
+def _number(name: str, value, minimum: float, strict: bool = False) -> float:
+    """``value`` as a Python number (an int stays one; numpy's become floats), checked."""
     ok = is_finite_number(value) and (value > minimum if strict else value >= minimum)
     if not ok:
         raise ModelFormatError(f"learning option '{name}' must be a finite number {'>' if strict else '>='} "
                                f"{minimum:g}, got {value!r}")
+    return value if isinstance(value, (int, float)) else float(value)
 
 
 def _names(name: str, value) -> tuple:

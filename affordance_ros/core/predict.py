@@ -153,6 +153,7 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
 
     A reading or label that is None is not observed in that case: each case has its own evidence pattern.
     """
+    check_model(model)
     names = model.resolve_query(query)
     _check_names(model, sensors or {}, values or {})
     # (CaseSet.from_columns takes None as not observed and refuses NaN, infinities and unknown labels)
@@ -164,7 +165,16 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
         cases = CaseSet.from_columns(model, columns)
     except ValueError as exc:
         raise EvidenceError(str(exc)) from None
+    if cases.n_cases == 0:  # no cases, no rows (as numpy answers an empty array)
+        return _answer(model, names, np.empty((0, *[model.variables[i].card for i in query_idx])))
     return _answer(model, names, posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases)))
+
+
+def check_model(model) -> None:
+    """TypeError unless ``model`` is an AffordanceNetwork (a path or a dict of one says how to get it)."""
+    if not isinstance(model, AffordanceNetwork):
+        raise TypeError(f"the model is a {type(model).__name__}, expected an AffordanceNetwork: "
+                        "AffordanceNetwork.load(path), or a learner's model_")
 
 
 def _evidence_chunks(model: AffordanceNetwork, cases: CaseSet):
@@ -185,6 +195,7 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
 
     E.g. ``predict(model, ["action"], sensors={"obj_vel": 7.2}, values={"Shape": "box"})``.
     """
+    check_model(model)
     names = model.resolve_query(query)
     likelihoods, hard = _one_case(model, sensors or {}, values or {})
     batch = _answer(model, names, posterior(model, [model.index(n) for n in names], likelihoods, hard))
@@ -264,7 +275,7 @@ def _impossible(name: str) -> str:
 
 def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPrediction:
     """The ``BatchPrediction`` of the joint posterior (K, *cards) of the variables ``names``."""
-    flat = joint.reshape(joint.shape[0], -1)
+    flat = joint.reshape(joint.shape[0], math.prod(joint.shape[1:]))  # (no -1: a batch may have no cases)
     best = flat.argmax(axis=1)
     if len(names) == 1:
         most_probable, marginals = best[:, None], {names[0]: joint}
@@ -295,6 +306,7 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     ``effects`` maps effect variables to wanted labels; ``sensors``/``values`` describe the
     object (any evidence except the action itself). One batched pass over all actions.
     """
+    check_model(model)
     if not effects:
         raise EvidenceError("name at least one desired effect (variable=label)")
     actions = model.group("action") if action is None else [model[action].name]

@@ -629,10 +629,14 @@ def structural_em(model: AffordanceNetwork, observed: CaseEvidence, fit: Callabl
 def _order(network: AffordanceNetwork, order: Sequence[str] | None) -> list[int]:
     if order is None:
         return default_order(network)
-    order_idx = [network.index(name) for name in order]
-    if sorted(order_idx) != list(range(len(network))):
-        raise ModelFormatError(f"'order' must name every variable once: {list(network.names)}")
-    return order_idx
+    unknown = [name for name in order if name not in network.names]
+    twice = sorted({name for name in order if order.count(name) > 1})
+    left_out = [name for name in network.names if name not in order]
+    for wrong, names in (("names unknown variables", unknown), ("names twice", twice), ("leaves out", left_out)):
+        if names:
+            raise ModelFormatError(f"learning option 'order' {wrong} {names}; it must name every variable once: "
+                                   f"{list(network.names)}")
+    return [network.index(name) for name in order]
 
 
 def _check_searchable(options: LearningOptions) -> None:

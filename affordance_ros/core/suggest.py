@@ -39,8 +39,9 @@ from scipy.special import digamma, entr, xlogy
 from .errors import EvidenceError
 from .evidence import evidence_from_log_likelihoods
 from .network import AffordanceNetwork, Variable
+from .numbers import is_finite_number
 from .options import SUGGEST_CRITERIA
-from .predict import predict_readings
+from .predict import check_model, predict_readings
 from .query import posterior
 
 NEEDS_COUNTS = ("information_gain", "predictive_information", "least_tried")
@@ -247,6 +248,7 @@ def suggest_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], ac
     Ties keep the order candidate by candidate, action by action. A model without Dirichlet counts is
     ranked by predictive entropy when a criterion that needs them is asked for (``note`` says so).
     """
+    check_model(model)
     check_criterion(criterion)
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
         raise EvidenceError(f"top must be a whole number >= 1 (or None for all), got {top!r}")
@@ -305,7 +307,7 @@ def check_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], acti
             raise EvidenceError(f"candidate {c} is a {type(candidate).__name__}, not a Candidate")
         for name, x in candidate.sensors.items():
             _check_object_evidence(action_var, model.sensor(name)[0], c, f"sensor '{name}'")
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            if not is_finite_number(x):
                 raise EvidenceError(f"candidate {c}: reading of sensor '{name}' must be a finite number, got {x!r}")
         for name, label in candidate.values.items():
             if name not in model.names and name in model.sensor_variable:  # a label given to a sensor

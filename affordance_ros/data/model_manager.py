@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import AffordanceError, AffordanceNetwork
+from ..core import AffordanceError, AffordanceNetwork, LearningOptions
 from .database_lock import DatabaseInUse, DatabaseLock
 from .learn import LEARNED, LearnJob, LearnOutcome
 from .online_refiner import OnlineRefiner
@@ -70,6 +70,7 @@ class ModelManager:
                                    f"(e.g. {path / example})")
         try:
             self.config = AffordanceNetwork.load(self.config_path, what="configuration")
+            LearningOptions.from_mapping(self.config.learning)  # (a mistake there is told now, not at a learn)
             self.parts = PartValidator(self.config, limits)
             _check_tables(self.config, "the configuration")
         except (AffordanceError, ValueError) as exc:

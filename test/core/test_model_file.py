@@ -8,9 +8,19 @@ import stat
 import numpy as np
 import pytest
 
-from affordance_ros.core import AffordanceNetwork, CaseSet, DataError, ModelFormatError, benchmark_network
+from affordance_ros.core import (
+    AffordanceLearner,
+    AffordanceNetwork,
+    CaseSet,
+    DataError,
+    ModelFormatError,
+    benchmark_network,
+    predict,
+    predict_batch,
+)
 from affordance_ros.core.errors import UnknownColumnError
-from affordance_ros.share import default_config_path
+from affordance_ros.core.scenarios import scenario_cases, simulate
+from affordance_ros.share import configuration_file, default_config_path
 
 
 @pytest.fixture
@@ -244,3 +254,90 @@ def test_model_files_get_the_permissions_of_the_umask(tmp_path, umask, mode):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "model.json").stat().st_mode) == mode
+
+
+@pytest.fixture(scope="module")
+def learned_hands():
+    """A model learned with the shipped hands configuration: 1-D and vector sensors, an effect found per condition
+    (cluster_by), counts and the learn's metadata."""
+    config = AffordanceNetwork.load(configuration_file("hands"))
+    return AffordanceLearner(structural_em=0).fit(config, scenario_cases(config, simulate("hands", 3, seed=0))).model_
+
+
+def test_a_learned_model_read_back_from_its_file_is_the_same_model_and_predicts_to_the_last_bit(learned_hands,
+                                                                                                 tmp_path):
+    model = learned_hands
+    assert model.has_vector_sensors and model.has_counts and model["Effect"].sensor.cluster_by
+    model.save(tmp_path / "model.json")
+    loaded = AffordanceNetwork.load(tmp_path / "model.json")
+    assert loaded.to_dict() == json.loads((tmp_path / "model.json").read_text()) == json.loads(json.dumps(
+        model.to_dict()))
+    rng = np.random.default_rng(0)
+    k = 300
+    sensors = {name: np.where(rng.random(k) < 0.3, None, rng.normal(0, 2, k)).tolist()
+               for name in model.sensor_variable}
+    values = {"Action": np.where(rng.random(k) < 0.2, None, rng.choice(model["Action"].values, k)).tolist()}
+    for query in (["effect"], ["Hand", "Object"], ["action", "effect"]):
+        before, after = (predict_batch(m, query, sensors, values) for m in (model, loaded))
+        np.testing.assert_array_equal(after.joint, before.joint)
+        for name, readings in before.readings.items():
+            np.testing.assert_array_equal(after.readings[name].mean, readings.mean)
+            np.testing.assert_array_equal(after.readings[name].stddev, readings.stddev)
+    one = {"sensors": {"dx": 1.5, "finger_flexion": 0.3}, "values": {"Action": model["Action"].values[1]}}
+    assert predict(loaded, ["effect", "object"], **one) == predict(model, ["effect", "object"], **one)
+
+
+def values_replaced(doc):
+    """Copies of ``doc`` with one of its values (at any depth) replaced by a value of another JSON type or range."""
+    replacements = [None, True, 0, -1, 1e308, 2 ** 70, "", "x", [], [1], [[1.0]], ["x"], {}, {"a": 1}]
+    paths, todo = [], [()]
+    while todo:
+        path = todo.pop()
+        paths.append(path)
+        node = doc
+        for key in path:
+            node = node[key]
+        if isinstance(node, (dict, list)):
+            todo.extend(path + (key,) for key in (node if isinstance(node, dict) else range(len(node))))
+    for path in paths[1:]:
+        for value in replacements:
+            changed = copy.deepcopy(doc)
+            node = changed
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            yield path, changed
+
+
+def test_every_truncation_damaged_byte_or_wrong_value_of_a_model_file_is_a_model_format_error(learned_hands,
+                                                                                              tmp_path):
+    """docs/model-format.md, Errors: 'Every damaged file is a ModelFormatError ..., never another exception': the
+    file of a learned model cut at any point, with any byte changed, or with any value replaced by one of another
+    type (what a hand edit does) either loads or is refused with ModelFormatError."""
+    path = tmp_path / "model.json"
+    small = AffordanceNetwork(learned_hands.variables[:3])  # (the Effect's 48 values make a long file)
+    text = json.dumps(small.to_dict()).encode()
+    rng = np.random.default_rng(0)
+    damaged = [text[:n] for n in range(0, len(text), 7)]
+    damaged += [text[:k] + bytes([int(b)]) + text[k + 1:] for k, b in zip(rng.integers(0, len(text), 2000),
+                                                                        rng.integers(0, 256, 2000))]
+    for content in damaged:
+        path.write_bytes(content)
+        try:
+            AffordanceNetwork.load(path)
+        except ModelFormatError:
+            pass
+    doc = json.loads(json.dumps(learned_hands.to_dict()))
+    doc["variables"] = doc["variables"][:3] + [{**doc["variables"][3], "values": doc["variables"][3]["values"][:2],
+                                                "cpt": [0.5, 0.5], "counts": [1.0, 1.0], "parents": []}]
+    doc["variables"][3]["sensor"] = {**doc["variables"][3]["sensor"],
+                                     "means": doc["variables"][3]["sensor"]["means"][:2],
+                                     "covariances": doc["variables"][3]["sensor"]["covariances"][:2]}
+    AffordanceNetwork.from_dict(doc)  # (sound: a value-sized effect)
+    for where, changed in values_replaced(doc):
+        try:
+            AffordanceNetwork.from_dict(changed)
+        except ModelFormatError:
+            pass
+        except Exception as exc:  # noqa: BLE001 (the claim is about every other exception)
+            pytest.fail(f"{where}: {type(exc).__name__}: {exc}")

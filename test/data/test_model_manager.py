@@ -117,6 +117,20 @@ def test_a_bad_configuration_or_structure_says_what_to_fix(tmp_path):
         learn(manager(tmp_path).learn_job("greedy", 0.0))
 
 
+@pytest.mark.parametrize("learning, message", [
+    ({"strcture": "mcmc"}, "unknown 'learning' options ['strcture']; known: ['structure', "),
+    ({"max_iter": 0}, "learning option 'max_iter' must be an integer >= 1, got 0"),
+])
+def test_a_mistake_in_the_learning_block_stops_the_start_not_the_first_learn(tmp_path, learning, message):
+    # the node started on it and stored trials: only its first ~/learn, maybe hours later, said what was wrong
+    config = tmp_path / "typo.json"
+    config.write_text(json.dumps({**json.loads(MONTESANO_CONFIG.read_text()), "learning": learning}))
+    with pytest.raises(StartupError) as caught:
+        manager(tmp_path, config=config)
+    assert str(caught.value).startswith(f"config_path '{config}': {message}")
+    assert not (tmp_path / "cases.db").exists()
+
+
 def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_every_mistake(tmp_path):
     models = manager(tmp_path)
     writer = CaseWriter(models.store, notify=lambda: None)
