@@ -203,12 +203,14 @@ class Variable:
                 f"expected one of {list(self.values)}{self._reading_hint(label)}") from None
 
     def _reading_hint(self, label: str) -> str:
-        """For a number given as a label of a variable with a sensor: where its readings go instead."""
+        """For a number given as a label of a variable with a sensor: where its readings go instead ('nan' is no
+        reading: a missing entry, perhaps).
+        """
         try:
-            float(label)
+            reading = float(label)
         except (TypeError, ValueError):
             return ""
-        if self.sensor is None:
+        if self.sensor is None or not np.isfinite(reading):
             return ""
         names = " or ".join(f"'{name}'" for name in self.sensor.names)
         return f" ('{label}' is a number: a reading of {self.name}'s sensor goes under the sensor's name, {names})"
