@@ -206,3 +206,20 @@ def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledg
     out = (tmp_path / "record.log").read_text()
     assert "wrote 9000 messages" in out, out
     assert len(read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG)).records) == 3000
+
+
+def test_replay_with_confirm_fails_naming_the_trials_it_gave_up(ros, tmp_path):
+    """Subscribers that never confirm (no learner, a recorder or a planner listens): every trial is sent again
+    until it is given up, and the replay says so and exits 1 as for trials still unconfirmed (was: exit 0, the
+    summary's '5 given up' the only trace)."""
+    from affordance_ros.msg import Action, Features
+
+    bag, _ = robot_bag(tmp_path / "bag")
+    for topic, kind in (("action", Action), ("object_features", Features), ("effects", Features)):
+        ros.client_node.create_subscription(kind, topic, lambda msg: None, 100)
+    player = subprocess.run([CLI, "replay", str(bag), "--rate", "20", "--confirm", "--resend-timeout", "0.1"],
+                            capture_output=True, text=True, timeout=90)
+    assert player.returncode == 1, player.stderr + player.stdout
+    assert "0 trials confirmed stored, 0 rejected, 0 duplicate, 0 unconfirmed, 25 given up" in player.stdout
+    assert re.search(r"error: 25 trials were given up, not confirmed after 10 re-sends: id0, id1, .*, \.\.\.$",
+                     player.stderr, re.M), player.stderr
