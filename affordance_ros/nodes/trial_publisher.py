@@ -17,7 +17,8 @@ for ``resend_timeout`` seconds (the learner is down or restarting), or the learn
 ``retry`` (it could not take it now: its clock). A learner that is merely behind keeps confirming,
 in order, and gets nothing twice. Each further re-send of a trial waits twice as long as the one
 before (up to ``BACKOFF_LIMIT`` times ``resend_timeout``), and after ``max_resends`` re-sends
-without an answer the trial is given up: logged, and kept in ``given_up`` with why.
+without an answer the trial is given up: logged (one line for the trials given up at once), and kept in
+``given_up`` with why.
 
 A trial_id the learner would answer under another name is refused before anything is sent
 (``trial_id_problem``): one with a NUL character (the middleware cuts the string there), one that
@@ -213,8 +214,13 @@ class TrialPublisher:
             due = [(trial_id, sent) for trial_id, sent in due if trial_id not in self.given_up]
             for _, sent in due:
                 sent.sent, sent.resends, sent.retry = now, sent.resends + 1, False
-        for trial_id, _ in given_up:
-            self.node.get_logger().warning(f"gave up on trial '{trial_id[:80]}': {self.given_up[trial_id]}")
+        if given_up:  # one line for all of them: a learner gone for long gives up a whole stream's trials at once
+            ids = [trial_id for trial_id, _ in given_up]
+            self.node.get_logger().warning(
+                f"gave up on {len(ids)} trial{'s' * (len(ids) > 1)} ("
+                + ", ".join(f"'{trial_id[:80]}'" for trial_id in ids[:5]) + (", ..." if len(ids) > 5 else "")
+                + f"): {self.given_up[ids[0]]}"
+                + (" (the first; given_up has each one's reason)" if len(ids) > 1 else ""))
         for trial_id, sent in due:
             if not self.node.context.ok():
                 break
