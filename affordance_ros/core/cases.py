@@ -129,10 +129,12 @@ class CaseSet:
                                            "leave it out when it is missing")
         return cls(network, labels, readings, ids, kept, lines, path)
 
-    def to_csv(self, path: str | Path) -> None:
-        """Write the cases as a CSV file (the format ``from_csv`` reads), atomically: whole or not at all."""
+    def to_csv(self, path: str | Path, exclusive: bool = False) -> None:
+        """Write the cases as a CSV file (the format ``from_csv`` reads), atomically: whole or not at all;
+        ``exclusive``: never over a file (FileExistsError, also for one made while the cases were written).
+        """
         names = list(self.labels) + list(self.readings)
-        with written_atomically(path, newline="") as f:
+        with written_atomically(path, newline="", exclusive=exclusive) as f:
             writer = csv.writer(f)
             writer.writerow(["trial_id", *self.extra, *names])
             for k in range(self.n_cases):

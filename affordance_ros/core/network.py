@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import tempfile
@@ -610,10 +611,11 @@ def write_json_atomic(path: str | os.PathLike, doc) -> None:
 
 
 @contextlib.contextmanager
-def written_atomically(path: str | os.PathLike, newline: str | None = None):
+def written_atomically(path: str | os.PathLike, newline: str | None = None, exclusive: bool = False):
     """A text file to write that becomes ``path`` when the block ends: written beside it, synced, renamed over it
     (readers see the old file or the new one, never half). On any exception, Ctrl-C included, ``path`` is left as
-    it was and the temporary file removed. The permissions are a new file's (0666 & ~umask).
+    it was and the temporary file removed. The permissions are a new file's (0666 & ~umask). ``exclusive``: never
+    over a file: FileExistsError if ``path`` exists when the block ends (made meanwhile by another program too).
     """
     path = Path(path)
     try:
@@ -629,7 +631,10 @@ def written_atomically(path: str | os.PathLike, newline: str | None = None):
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if exclusive:
+            _link_new(tmp, path)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -646,6 +651,24 @@ def _other_kind(path: Path, data: bytes, what: str) -> str:
         if start.startswith(starts):
             return f"'{path}' is {kind}, not a {what} (a JSON file){advice}"
     return ""
+
+
+def _link_new(tmp: str, path: Path) -> None:
+    """Give the file ``tmp`` the name ``path`` unless that names a file already (FileExistsError), in one step: a
+    hard link (os.replace would replace a file made since the caller looked); then ``tmp`` goes.
+    """
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{path} exists already") from None
+    except OSError as exc:  # a file system without hard links: look, then rename (another program may come between)
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+            raise
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, f"{path} exists already") from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 def _clipped(exc: BaseException, limit: int = 200) -> str:

@@ -7,9 +7,11 @@ trial goes to ``submit`` (the ``CaseWriter``, which commits in a thread of its o
 results come back through ``committed``, which gives the events of the stored trials.
 
 End-to-end delivery: an event with a ``status`` is the learner's answer to the robot about one
-trial (published on ``~/stored``): ``stored`` once it is committed (never before), and again for
-every part of it sent again (the store is idempotent by trial_id: a re-sent trial is confirmed, not
-an error); ``duplicate`` when a part of a stored trial, or of one being stored, differs from what is
+trial (published on ``~/stored``): ``stored`` once it is committed (never before), and again when it
+is sent again (the store is idempotent by trial_id: a re-sent trial is confirmed, not an error) once
+all three of its parts came again as stored: a part alone does not tell a re-send from another trial
+with that id (a robot restarted with the same ids), whose robot would take ``stored`` for its own
+trial; ``duplicate`` when a part of a stored trial, or of one being stored, differs from what is
 stored (the stored case is kept; the answer and the log name the part that differs), and for every
 part of that trial_id after it; ``rejected`` when a part of it cannot be used (the reason says why);
 ``retry`` when a part cannot be taken now for a reason of the learner's (its clock is far behind the
@@ -24,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from ..core import GROUPS
 from .case_writer import Committed
 from .pairing import (
     DroppedTrial,
@@ -89,6 +92,7 @@ class TrialIntake:
         self._recent: OrderedDict[str, TrialRecord] = OrderedDict()  # stored lately
         self._storing: dict[str, TrialRecord] = {}  # submitted, not committed yet
         self._conflicts: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # trial_id -> the kinds of part differing
+        self._resent: OrderedDict[str, set[str]] = OrderedDict()  # stored trial_id -> the kinds sent again as stored
 
     def take(self, kind: str, trial_id: str, stamp: float, fields, now: float) -> list[Event]:
         """One part: ``fields`` is the action label for 'action', (names, values) for 'object' and
@@ -196,11 +200,22 @@ class TrialIntake:
         trial_id before it: then this one is named as the same as stored)."""
         same = _same_part(kind, fields, record)
         if same and trial_id not in self._conflicts:
-            return Event("resent_parts", status=None if being_stored else (trial_id, STORED, "already stored"))
+            return Event("resent_parts", status=None if being_stored else self._resent_part(trial_id, kind))
+        self._resent.pop(trial_id, None)
         what = f"the {_part(kind, trial_id)}" + (", the same as stored" if same else "")
         return self._conflict(trial_id, what, () if same else (kind,),
                               "duplicate_parts" if being_stored else "duplicate_trials",
                               "being stored" if being_stored else "already stored")
+
+    def _resent_part(self, trial_id: str, kind: str) -> tuple[str, str, str] | None:
+        """The answer to a part of a stored trial sent again as stored: ``stored`` once every part came so."""
+        kinds = self._resent.pop(trial_id, set()) | {kind}
+        if len(kinds) == len(GROUPS):
+            return trial_id, STORED, "already stored"
+        self._resent[trial_id] = kinds
+        if len(self._resent) > REMEMBERED_RECORDS:
+            self._resent.popitem(last=False)
+        return None
 
     def _conflict(self, trial_id: str, what: str, differing: tuple[str, ...], counter: str = "duplicate_trials",
                   state: str = "already stored") -> Event:

@@ -317,7 +317,11 @@ def write_csv(path: str | Path, records: Sequence[TrialRecord], config: Affordan
     path = Path(path)
     if path.exists():
         raise DataError(f"'{path}' exists already; choose a new file name")
-    case_set(config, records).to_csv(path)
+    try:
+        case_set(config, records).to_csv(path, exclusive=True)
+    except FileExistsError:  # made while the cases were written
+        raise DataError(f"'{path}' exists already (made while the cases were written); choose a new file name") \
+            from None
 
 
 def write_bag(path: str | Path, records: Sequence[TrialRecord], storage: str = "sqlite3",

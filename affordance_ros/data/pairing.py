@@ -18,8 +18,11 @@ bag replayed at any speed pairs and times out exactly as it was recorded:
   message (and with ``inf`` when the bag ends), the node on a timer.
 
 A part without a stamp (0) advances data time by the receive-clock time since the
-previous message instead. A stamp more than ``CLOCK_RESTART`` seconds behind data time
-(a simulator or a robot whose clock started over) restarts data time at that stamp.
+previous message instead. A stamp more than ``CLOCK_RESTART`` seconds behind or ahead of data
+time restarts data time at that stamp, the trials waiting included: a simulator or a robot whose
+clock started over, or two senders whose clocks are that far apart (a bag of another day replayed
+while a robot streams, a robot whose clock was never set), whose parts would otherwise take turns
+moving data time by hours and drop every trial waiting at each turn.
 The node converts its messages into (kind, trial_id, stamp, payload).
 """
 
@@ -44,7 +47,8 @@ DEFAULT_SLOP = 0.1
 DEFAULT_TRIAL_TIMEOUT = 5.0
 # Completed trial ids remembered to recognise parts sent again after their trial was stored.
 _REMEMBERED_IDS = 10000
-# Seconds a stamp may lie behind data time before it is taken for a clock that started over.
+# Seconds a stamp may lie behind (or ahead of) data time before it is taken for another clock, or one that started
+# over.
 CLOCK_RESTART = 3600.0
 
 
@@ -233,8 +237,9 @@ class TrialAssembler:
         previous, self.last_arrival = self.last_arrival, now
         if stamp is None or not stamp > 0:  # no stamp: the receive clock stands in
             self.data_time = self._data_time() + (max(0.0, now - previous) if previous is not None else 0.0)
-        elif not self._stamped or stamp < self.data_time - CLOCK_RESTART:
-            # the first stamp, or the sender's clock started over: data time starts (again) here
+        elif not self._stamped or abs(stamp - self.data_time) > CLOCK_RESTART:
+            # the first stamp, the sender's clock started over, or another sender's clock: data time starts (again)
+            # here, for the trials waiting too (on a jump forward they would all look trial_timeout behind)
             self._stamped = True
             self.data_time = stamp
             for pending in self._pendings():

@@ -17,7 +17,8 @@ for ``resend_timeout`` seconds (the learner is down or restarting), or the learn
 ``retry`` (it could not take it now: its clock). A learner that is merely behind keeps confirming,
 in order, and gets nothing twice. Each further re-send of a trial waits twice as long as the one
 before (up to ``BACKOFF_LIMIT`` times ``resend_timeout``), and after ``max_resends`` re-sends
-without an answer the trial is given up: logged, and kept in ``given_up`` with why.
+without an answer the trial is given up: logged (one line for the trials given up at once), and kept in
+``given_up`` with why.
 
 A trial_id the learner would answer under another name is refused before anything is sent
 (``trial_id_problem``): one with a NUL character (the middleware cuts the string there), one that
@@ -43,6 +44,7 @@ from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_full_topic_name import validate_full_topic_name
 
 from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
+from ..data.text import RepeatedMessages
 from ..data.trial import trial_topics
 from ..msg import Action, Features, TrialStatus
 from .qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
@@ -131,6 +133,7 @@ class TrialPublisher:
         self.duplicates: dict[str, str] = {}
         self.given_up: dict[str, str] = {}
         self.answers = Counter()
+        self._warnings = RepeatedMessages(lambda level, text: self.node.get_logger().warning(text))
         self._status = node.create_subscription(TrialStatus, status_topic, self._on_status, trial_qos(KEEP_ALL),
                                                 callback_group=callback_group)
         self._timer = node.create_timer(self.resend_timeout / 4, self.resend_due, callback_group=callback_group)
@@ -213,8 +216,9 @@ class TrialPublisher:
             due = [(trial_id, sent) for trial_id, sent in due if trial_id not in self.given_up]
             for _, sent in due:
                 sent.sent, sent.resends, sent.retry = now, sent.resends + 1, False
-        for trial_id, _ in given_up:
-            self.node.get_logger().warning(f"gave up on trial '{trial_id[:80]}': {self.given_up[trial_id]}")
+        if given_up:  # one line for all of them: a learner gone for long gives up a whole stream's trials at once
+            self.node.get_logger().warning(_given_up_line([trial_id for trial_id, _ in given_up], self.given_up))
+        self._warnings.flush()
         for trial_id, sent in due:
             if not self.node.context.ok():
                 break
@@ -254,8 +258,8 @@ class TrialPublisher:
                     self.duplicates[msg.trial_id] = msg.reason
                 else:
                     self.rejected[msg.trial_id] = msg.reason
-        if msg.status == TrialStatus.REJECTED:
-            self.node.get_logger().warning(f"the learner rejected trial '{msg.trial_id[:80]}': {msg.reason[:300]}")
+        if msg.status == TrialStatus.REJECTED:  # one line per kind of reason and 5 s: each is in ``rejected``
+            self._warnings.grouped("warning", f"the learner rejected trial '{msg.trial_id[:80]}': {msg.reason[:300]}")
         elif msg.status == TrialStatus.RETRY:
             self.node.get_logger().warning(f"the learner asks to send trial '{msg.trial_id[:80]}' again later: "
                                            f"{msg.reason[:300]}", throttle_duration_sec=10.0)
@@ -285,3 +289,11 @@ class TrialPublisher:
         self._timer.cancel()
         self.node.destroy_timer(self._timer)
         self.node.destroy_subscription(self._status)
+        self._warnings.flush(force=True)
+
+
+def _given_up_line(ids: list[str], reasons: Mapping[str, str]) -> str:
+    """The log line of the trials ``ids`` given up at once."""
+    return (f"gave up on {len(ids)} trial{'s' * (len(ids) > 1)} (" + ", ".join(f"'{t[:80]}'" for t in ids[:5])
+            + (", ..." if len(ids) > 5 else "") + f"): {reasons[ids[0]]}"
+            + (" (the first; given_up has each one's reason)" if len(ids) > 1 else ""))

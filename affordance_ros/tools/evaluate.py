@@ -114,11 +114,15 @@ def run_simulate(args, user_error) -> int:
     n = len(columns["trial_id"])
     columns["trial_id"] = [f"{data_set_name(args.scenario, args.seed, size)}-{k:06d}" for k in range(n)]
     names = list(columns)
-    with written_atomically(out, newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(names)
-        for k in range(n):
-            writer.writerow([_cell(columns[name][k]) for name in names])
+    try:
+        with written_atomically(out, newline="", exclusive=True) as f:
+            writer = csv.writer(f)
+            writer.writerow(names)
+            for k in range(n):
+                writer.writerow([_cell(columns[name][k]) for name in names])
+    except FileExistsError:  # made while the trials were simulated
+        raise user_error(f"'{out}' exists already (made while the trials were simulated); simulate writes a new "
+                         "file") from None
     print(f"wrote {n} '{args.scenario}' trials to {out} (columns: {', '.join(names)})")
     return 0
 

@@ -10,14 +10,14 @@ Nothing is checked or paired: the bag holds what the node would have seen, and
 ``affordance-ros import``/``learn`` report on it later. What was written is committed every
 ``--flush-period`` seconds, so a recording that is killed keeps all but its last moments
 (the bag then has no metadata.yaml; the readers here read its storage file directly).
-Stops on Ctrl-C or SIGTERM, after ``--duration`` seconds, or once every topic has
-``--trials`` messages; the bag is then closed properly.
+Stops on Ctrl-C or SIGTERM (after taking what DDS has delivered already: until the topics are quiet
+for 0.2 s, 10 s at most; a second signal stops at once), after ``--duration`` seconds, or once every
+topic has ``--trials`` messages; the bag is then closed properly.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from typing import Sequence
@@ -27,6 +27,7 @@ from ..data.bag import STORAGES, BagError
 from .ros_args import qos_depth, run_executable
 
 NODE_NAME = "affordance_recorder"
+DRAIN_LIMIT = 10.0  # seconds at most of taking what is queued after a stop signal
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -49,44 +50,43 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from rclpy.clock import Clock, ClockType
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
+    from ..nodes import shutdown
     from ..nodes.bag_recorder import BagRecorder
 
     context = rclpy.Context()
-    rclpy.init(args=["record", *ros_args], context=context)
     node = recorder = None
-    try:
-        node = rclpy.create_node(NODE_NAME, context=context)
-        recorder = BagRecorder(node, args.bag, args.storage, args.qos_depth, args.flush_period, args.trials)
-        stop = recorder.done
-
-        def on_signal(signum, frame):
-            if not stop.done():
-                stop.set_result(signal.Signals(signum).name)
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        if args.duration > 0:
-            node.create_timer(args.duration, lambda: stop.done() or stop.set_result("duration"),
-                              clock=Clock(clock_type=ClockType.STEADY_TIME))
-        print(f"record: recording {', '.join(recorder.writer.topics.values())} into {args.bag} "
-              f"({args.storage})", flush=True)
-        started = time.monotonic()
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
+    # SIGINT/SIGTERM ask to stop (rclpy's own handler would shut the context down at once, and what DDS has
+    # acknowledged to the robot but the recorder has not taken yet would be lost); a second one stops at once
+    with shutdown.StopSignals() as signals:
+        shutdown.init(args=["record", *ros_args], context=context)
         try:
-            # Short waits: a signal handler runs only when the wait returns to Python.
-            while not stop.done():
-                executor.spin_once(timeout_sec=0.1)
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
+            node = rclpy.create_node(NODE_NAME, context=context)
+            recorder = BagRecorder(node, args.bag, args.storage, args.qos_depth, args.flush_period, args.trials)
+            stop = recorder.done
+            if args.duration > 0:
+                node.create_timer(args.duration, lambda: stop.done() or stop.set_result("duration"),
+                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
+            print(f"record: recording {', '.join(recorder.writer.topics.values())} into {args.bag} "
+                  f"({args.storage})", flush=True)
+            started = time.monotonic()
+            executor = SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            try:
+                shutdown.spin_until(executor, lambda: signals.requested or stop.done())
+                if signals.requested:  # take what was delivered already: the robot was told it arrived
+                    taken = shutdown.drain(executor, lambda: sum(recorder.counts.values()), lambda: signals.count > 1,
+                                           limit=DRAIN_LIMIT)
+                    print(f"record: {signals.name}: took {taken} more messages that were queued", flush=True)
+            except ExternalShutdownException:
+                pass
+            finally:
+                executor.shutdown()
         finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-            executor.shutdown()
-    finally:
-        if recorder is not None:
-            recorder.close()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown(context=context)
+            if recorder is not None:
+                recorder.close()
+            if node is not None:
+                node.destroy_node()
+            rclpy.try_shutdown(context=context)
     counts = recorder.counts
     print(f"record: wrote {sum(counts.values())} messages in {time.monotonic() - started:.1f} s to {args.bag}: "
           + ", ".join(f"{counts[k]} on {recorder.writer.topics[k]}" for k in GROUPS), flush=True)

@@ -12,7 +12,8 @@ when it was recorded and pairs and times out trials exactly as offline import do
 Waits for a subscriber on each topic first (like the simulated robot), so nothing is lost.
 ``--confirm`` also keeps every trial the bag holds whole (its three parts, one trial_id) until the
 learner confirms it on ``--status-topic``, sends it again after ``--resend-timeout`` seconds, and
-exits (status 1, naming them) if some are still unconfirmed after ``--confirm-timeout``. A trial the
+exits (status 1, naming them) if some are still unconfirmed after ``--confirm-timeout`` or were given
+up (re-sent ``TrialPublisher``'s ``max_resends`` times without an answer). A trial the
 recording itself lost to a timeout is then stored as well: a re-send comes all at once.
 """
 
@@ -147,11 +148,18 @@ def _confirmed(node, context, trials, timeout: float) -> bool:
     print(f"replay: {trials.summary()}", flush=True)
     for trial_id, reason in list(trials.rejected.items())[:10]:
         print(f"replay: rejected trial '{trial_id[:80]}': {reason[:300]}", file=sys.stderr)
-    unconfirmed = trials.unconfirmed
+    unconfirmed, given_up = trials.unconfirmed, list(trials.given_up)
     if unconfirmed:
         print(f"replay: error: {len(unconfirmed)} trials were not confirmed within {timeout:g} s: "
-              + ", ".join(unconfirmed[:10]) + (", ..." if len(unconfirmed) > 10 else ""), file=sys.stderr)
-    return not unconfirmed
+              + _some(unconfirmed), file=sys.stderr)
+    if given_up:  # not confirmed either: re-sent max_resends times without an answer
+        print(f"replay: error: {len(given_up)} trials were given up, not confirmed after {trials.max_resends} "
+              f"re-sends: " + _some(given_up), file=sys.stderr)
+    return not unconfirmed and not given_up
+
+
+def _some(trial_ids: list[str]) -> str:
+    return ", ".join(t[:80] for t in trial_ids[:10]) + (", ..." if len(trial_ids) > 10 else "")
 
 
 def _interrupt(signum, frame):

@@ -196,6 +196,26 @@ def test_export_refuses_to_overwrite_and_to_write_a_database(tmp_path):
     assert out.returncode == 2 and "affordance-ros import" in out.stderr
 
 
+
+def test_export_never_replaces_a_file_made_while_it_wrote_its_own(tmp_path, monkeypatch):
+    """docs/offline.md: existing files are never overwritten. Another program makes the file between export's check
+    and its rename (an export of 200,000 cases takes seconds to write): export fails, the file stays. Was: the file
+    was replaced (os.replace), 'wrote 200000 cases to out.csv'."""
+    import affordance_ros.core.network as network
+    from affordance_ros.core import DataError
+    from affordance_ros.data.offline import write_csv
+
+    out, fsync = tmp_path / "out.csv", network.os.fsync
+
+    def meanwhile(fd):
+        fsync(fd)
+        out.write_text("made meanwhile")
+    monkeypatch.setattr(network.os, "fsync", meanwhile)
+    with pytest.raises(DataError, match="exists already"):
+        write_csv(out, sampled_records(3), CONFIG)
+    assert out.read_text() == "made meanwhile"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]  # the temporary file is gone
+
 # ---------------------------------------------------------------- bad bags
 @pytest.fixture
 def database(tmp_path):

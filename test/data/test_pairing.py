@@ -178,6 +178,27 @@ def test_a_clock_that_starts_over_restarts_data_time():
     assert len(asm.expire(now=6.1)) == 1
 
 
+
+def test_two_senders_whose_clocks_are_hours_apart_do_not_time_out_each_others_trials():
+    """A bag of 2023 replayed while a robot streams now (or a robot whose clock was never set): their parts take
+    turns. Was: each turn moved data time by two years, forward or back, and every trial waiting was dropped
+    ('while the header stamps moved on'): here all of them."""
+    now, old = 1_795_000_000.0, 1_700_000_000.0
+    parts = []
+    for k in range(5):
+        for kind, payload in (("action", "tap"), ("object", OBJ), ("effect", EFF)):
+            parts += [(0.1 * k, kind, f"live{k}", now + k, payload), (0.1 * k, kind, f"bag{k}", old + k, payload)]
+    events = feed(TrialAssembler(trial_timeout=5.0), parts)
+    assert sorted(events) == sorted([f"tap live{k}" for k in range(5)] + [f"tap bag{k}" for k in range(5)])
+    # trials missing a part are still dropped, trial_timeout after the last turn of the clocks
+    asm = TrialAssembler(trial_timeout=5.0)
+    assert feed(asm, [(0.0, "action", "lost", now, "tap"), (0.1, "action", "b", old, "tap"),
+                      (0.2, "object", "c", now + 4.0, OBJ), (0.3, "object", "d", now + 8.9, OBJ)]) == []
+    assert asm.pending == 4
+    assert feed(asm, [(0.4, "object", "e", now + 9.1, OBJ)]) == [
+        "dropped lost (stamps)", "dropped b (stamps)", "dropped c (stamps)"]
+    assert asm.pending == 2
+
 def test_bad_settings():
     with pytest.raises(ValueError, match="trial_timeout"):
         TrialAssembler(trial_timeout=0)

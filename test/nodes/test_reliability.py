@@ -6,6 +6,7 @@ on one database. In every case: nothing confirmed is lost, no crash, no hang, th
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -624,6 +625,52 @@ def test_re_sends_are_bounded_then_the_trial_is_given_up_and_reported(ros):
     # each re-send waits twice as long as the one before: more than 1, 2, 4 s (at the next tick: every 0.5 s)
     assert [k for k, n in enumerate(sent) if n] == [2, 7, 16]
 
+
+
+def test_trials_given_up_together_are_logged_in_one_line(ros, monkeypatch):
+    """A learner gone for good: a stream's trials are given up a tick's batch at a time, each batch in one line
+    (was: a line per trial, 1090 lines and 122 kB of log for a simulated robot of 3000 trials at 2000 Hz whose
+    learner was killed)."""
+    warnings = []
+    logger = type("Logger", (), {"warning": lambda self, text, **kw: warnings.append(text),
+                                 "info": lambda self, text, **kw: None})()
+    trials = TrialPublisher(ros.client_node, resend_timeout=1.0, max_resends=1)  # no learner answers
+    monkeypatch.setattr(ros.client_node, "get_logger", lambda: logger)
+    for k in range(300):
+        trials.publish(f"t{k:03d}", "tap", {"color": 1.0}, {"obj_vel": 1.0})
+    now = time.monotonic()
+    for step in range(20):
+        trials.resend_due(now + 0.5 * step)
+    trials.destroy()
+    assert len(trials.given_up) == 300 and trials.pending == 0
+    gave_up = [w for w in warnings if w.startswith("gave up")]
+    assert len(gave_up) == 2, warnings  # 200 trials a tick at most (MAX_RESEND_BATCH)
+    assert gave_up[0] == ("gave up on 200 trials ('t000', 't001', 't002', 't003', 't004', ...): not confirmed after "
+                          "1 re-sends (the first; given_up has each one's reason)")
+
+
+def test_a_robot_whose_trials_are_all_rejected_logs_a_line_per_kind_and_period(ros, monkeypatch):
+    """A robot with a sensor the learner does not know: the learner rejects every trial, and the robot's log says
+    so once, then how many more, as the learner's own log does (was: a line per trial, 300 here)."""
+    warnings = []
+    logger = type("Logger", (), {"warning": lambda self, text, **kw: warnings.append(text),
+                                 "info": lambda self, text, **kw: None})()
+    learner = ros.learner()
+    trials = TrialPublisher(ros.client_node, resend_timeout=5.0)
+    monkeypatch.setattr(ros.client_node, "get_logger", lambda: logger)
+    wait_for(lambda: trials.learner_present() and all(p.get_subscription_count() for p in trials.publishers.values()),
+             what="the learner")
+    for k in range(300):
+        trials.publish(f"t{k:03d}", "tap", {"colour": 1.0}, {"obj_vel": 1.0})
+    wait_for(lambda: len(trials.rejected) == 300, what="300 answers")
+    trials.destroy()  # tells what it held back
+    assert learner.counts["rejected_parts"] == 300
+    assert warnings[0] == ("the learner rejected trial 't000': unknown sensor 'colour'; the object sensors are "
+                           "['color', 'shape', 'size']")
+    # the others counted, told once their 5 s are over (or at destroy): every one of the 299, in a few lines
+    assert all(re.match(r"\d+ more like that in the last \d+ s; the latest: the learner rejected trial 't\d+'", w)
+               for w in warnings[1:]), warnings
+    assert sum(int(w.split()[0]) for w in warnings[1:]) == 299 and len(warnings) <= 6, warnings
 
 def test_a_robot_recorded_without_a_learner_ends_as_the_recipe_says(tmp_path):
     # docs/offline.md: `affordance-ros record robot_bag` while `simulated_robot -p wait_for:=affordance_recorder` runs

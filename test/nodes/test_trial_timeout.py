@@ -9,7 +9,7 @@ from conftest import MONTESANO_CONFIG, wait_for
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data.intake import TrialIntake
 from affordance_ros.data.pairing import PartValidator, TrialAssembler
-from affordance_ros.msg import Action
+from affordance_ros.msg import Action, Features
 
 OBJECT = (["color", "shape", "size"], [5.0, 0.0, 10.0])
 EFFECT = (["obj_vel", "obj_hand_vel", "hand_vel", "contact"], [10.0, 5.0, 0.0, 5.0])
@@ -52,3 +52,25 @@ def test_the_node_drops_a_trial_whose_parts_stop_coming(ros):
     wait_for(lambda: learner.counts["dropped_incomplete"] == 1, timeout=5.0, what="the trial to be dropped")
     time.sleep(0.2)
     assert learner.intake.pending == 0 and learner.manager.store.count() == 0
+
+
+def test_a_robot_and_a_bag_of_another_year_sent_at_once_lose_no_trial(ros):
+    """A robot streaming now and a replay of a bag recorded in 2023 (or a robot whose clock was never set), their
+    parts taking turns. Was: each turn moved the node's data time by two years, forward or back, and it dropped
+    every trial waiting ('no ... part while the header stamps moved on by trial_timeout'): none was stored."""
+    learner = ros.learner()
+    publishers = {"action": ros.publisher(Action, "action"), "object": ros.publisher(Features, "object_features"),
+                  "effect": ros.publisher(Features, "effects")}
+    now = ros.client_node.get_clock().now().nanoseconds // 10**9
+    for k in range(4):
+        for kind, make in (("action", lambda i: Action(trial_id=i, action="tap")),
+                           ("object", lambda i: Features(trial_id=i, names=OBJECT[0], values=OBJECT[1])),
+                           ("effect", lambda i: Features(trial_id=i, names=EFFECT[0], values=EFFECT[1]))):
+            for trial_id, sec in ((f"live{k}", now), (f"bag{k}", 1_700_000_000 + k)):
+                msg = make(trial_id)
+                msg.header.stamp.sec = sec
+                publishers[kind].publish(msg)
+                count = learner.counts[f"received_{kind}"]
+                wait_for(lambda: learner.counts[f"received_{kind}"] > count, what=f"the {kind} part of {trial_id}")
+    wait_for(lambda: learner.manager.store.count() == 8, timeout=10.0, what="the 8 trials stored")
+    assert learner.counts["dropped_incomplete"] == 0

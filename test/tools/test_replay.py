@@ -1,14 +1,16 @@
 """Bags and the live graph: a replayed bag gives the node the cases offline import gives;
 the simulated robot recorded into a bag gives the cases the node stored live."""
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import CLI, MONTESANO_CONFIG, wait_for
+from conftest import CLI, MONTESANO_CONFIG, NodeProcess, exit_status, wait_for
 
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data.bag import BagWriter, action_message, features_message, to_nanoseconds
@@ -181,3 +183,43 @@ def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial
     assert "24 trials confirmed stored, 1 rejected, 0 duplicate, 0 unconfirmed" in player.stdout, player.stdout
     assert "rejected trial 'kick': unknown action 'kick'" in player.stderr
     assert {f"id{k}" for k in range(24)} <= {r.trial_id for r in learner.manager.store.records()}
+
+
+def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledged(tmp_path):
+    """A robot without a learner ends once DDS acknowledged its trials, which are then in the recorder's reader
+    queue, not yet in the bag; the recorder SIGTERMed then (docs/offline.md: `kill %1` after the robot) takes
+    them first. Was: 2056 of 3000 trials recorded, the rest lost (the recorder stopped spinning at the signal)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+    bag = tmp_path / "bag"
+    recorder = NodeProcess([CLI, "record", str(bag), "--storage", "mcap"], tmp_path / "record.log", env=env)
+    robot = NodeProcess([str(REPLAY.parent / "simulated_robot"), "--ros-args", "-p", "count:=3000", "-p",
+                         "rate:=10000.0", "-p", "wait_for:=affordance_recorder", "-p", "confirm:=false"],
+                        tmp_path / "robot.log", env=env)
+    try:
+        assert exit_status(robot, 120) == 0, (tmp_path / "robot.log").read_text()
+        recorder.send_signal(signal.SIGTERM)  # at once: what the robot sent was acknowledged, so it is "there"
+        assert exit_status(recorder, 30) == 0, (tmp_path / "record.log").read_text()
+    finally:
+        for process in (robot, recorder):
+            if process.poll() is None:
+                process.kill()
+    out = (tmp_path / "record.log").read_text()
+    assert "wrote 9000 messages" in out, out
+    assert len(read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG)).records) == 3000
+
+
+def test_replay_with_confirm_fails_naming_the_trials_it_gave_up(ros, tmp_path):
+    """Subscribers that never confirm (no learner, a recorder or a planner listens): every trial is sent again
+    until it is given up, and the replay says so and exits 1 as for trials still unconfirmed (was: exit 0, the
+    summary's '5 given up' the only trace)."""
+    from affordance_ros.msg import Action, Features
+
+    bag, _ = robot_bag(tmp_path / "bag")
+    for topic, kind in (("action", Action), ("object_features", Features), ("effects", Features)):
+        ros.client_node.create_subscription(kind, topic, lambda msg: None, 100)
+    player = subprocess.run([CLI, "replay", str(bag), "--rate", "20", "--confirm", "--resend-timeout", "0.1"],
+                            capture_output=True, text=True, timeout=90)
+    assert player.returncode == 1, player.stderr + player.stdout
+    assert "0 trials confirmed stored, 0 rejected, 0 duplicate, 0 unconfirmed, 25 given up" in player.stdout
+    assert re.search(r"error: 25 trials were given up, not confirmed after 10 re-sends: id0, id1, .*, \.\.\.$",
+                     player.stderr, re.M), player.stderr
