@@ -183,6 +183,21 @@ def _check_types(config, cases, prior_model) -> None:
                         "AffordanceNetwork: AffordanceNetwork.load(path)")
 
 
+def _check_prior_model(prior_model: AffordanceNetwork, opts: LearningOptions) -> None:
+    """ModelFormatError for a prior model that learning would not use: without CPTs (a configuration), with
+    ``prior_strength`` 0 (it counts as that many cases: none), or with method 'discrete' (only EM takes a prior).
+    """
+    if not prior_model.parameterised:
+        raise ModelFormatError("the prior model has no learned CPTs (a configuration?): give a model learning wrote")
+    if not opts.prior_strength > 0:
+        raise ModelFormatError("a prior model counts as prior_strength cases, and prior_strength is 0: it would not "
+                               "be used; give prior_strength > 0, how many cases its knowledge is worth (learn "
+                               "--prior-strength N, or the configuration's learning block)")
+    if opts.method != "em":
+        raise ModelFormatError(f"a prior model is used by EM only, and the method is '{opts.method}': it would not be "
+                               "used; learn with method 'em' (--method em), or without the prior model")
+
+
 def missing_data_warnings(config: AffordanceNetwork, cases: CaseSet, options: LearningOptions) -> list[str]:
     """What the configuration expects and no case has (``cases.missing_data``), but the variables
     ``options.latent`` names: DataError saying so, or with ``options.allow_missing`` the warning to give.
@@ -279,18 +294,3 @@ def format_arcs(arcs) -> list[str]:
 __all__ = ["AffordanceLearner", "LearnResult", "STRUCTURES", "condition_priors", "condition_supports",
            "conditions_within_parents",
            "format_arcs", "learning_config", "missing_data_warnings"]
-
-
-def _check_prior_model(prior_model: AffordanceNetwork, opts: LearningOptions) -> None:
-    """ModelFormatError for a prior model that learning would not use: without CPTs (a configuration), with
-    ``prior_strength`` 0 (it counts as that many cases: none), or with method 'discrete' (only EM takes a prior).
-    """
-    if not prior_model.parameterised:
-        raise ModelFormatError("the prior model has no learned CPTs (a configuration?): give a model learning wrote")
-    if not opts.prior_strength > 0:
-        raise ModelFormatError("a prior model counts as prior_strength cases, and prior_strength is 0: it would not "
-                               "be used; give prior_strength > 0, how many cases its knowledge is worth (learn "
-                               "--prior-strength N, or the configuration's learning block)")
-    if opts.method != "em":
-        raise ModelFormatError(f"a prior model is used by EM only, and the method is '{opts.method}': it would not be "
-                               "used; learn with method 'em' (--method em), or without the prior model")
