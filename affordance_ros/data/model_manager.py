@@ -63,11 +63,8 @@ class ModelManager:
     def __init__(self, config_path: str | Path, database_path: str | Path, model_path: str | Path,
                  online_learning: bool = False, limits: SizeLimits = SizeLimits(), owner: str | None = None):
         self.config_path, self.database_path, self.model_path = Path(config_path), Path(database_path), Path(model_path)
-        for name, path, example in (("database_path", self.database_path, "cases.db"),
-                                    ("model_path", self.model_path, "model.json")):
-            if path.is_dir():  # (SQLite would say 'unable to open database file'; a learn could never write there)
-                raise StartupError(f"{name} '{path}' is a folder, not a file: give the file's path in it "
-                                   f"(e.g. {path / example})")
+        _not_a_folder("database_path", self.database_path, "cases.db")
+        _not_a_folder("model_path", self.model_path, "model.json")
         try:
             self.config = AffordanceNetwork.load(self.config_path, what="configuration")
             LearningOptions.from_mapping(self.config.learning)  # (a mistake there is told now, not at a learn)
@@ -228,6 +225,14 @@ class FileIdentity:
         except FileNotFoundError:
             return None
         return cls(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def _not_a_folder(parameter: str, path: Path, example: str) -> None:
+    """StartupError for a folder given as a file (SQLite would say 'unable to open database file'; a learn could
+    never write a model there)."""
+    if path.is_dir():
+        raise StartupError(f"{parameter} '{path}' is a folder, not a file: give the file's path in it "
+                           f"(e.g. {path / example})")
 
 
 def table_problem(network: AffordanceNetwork, limit: int = MAX_TABLE_ENTRIES) -> str:
