@@ -665,8 +665,8 @@ def test_a_robot_whose_trials_are_all_rejected_logs_a_line_per_kind_and_period(r
     wait_for(lambda: len(trials.rejected) == 300, what="300 answers")
     trials.destroy()  # tells what it held back
     assert learner.counts["rejected_parts"] == 300
-    assert warnings[0] == ("the learner rejected trial 't000': unknown sensor 'colour'; the object sensors are "
-                           "['color', 'shape', 'size']")
+    assert warnings[0] == ("the learner rejected trial 't000': unknown sensor 'colour' (did you mean 'color'?); the "
+                           "object sensors are ['color', 'shape', 'size']")
     # the others counted, told once their 5 s are over (or at destroy): every one of the 299, in a few lines
     assert all(re.match(r"\d+ more like that in the last \d+ s; the latest: the learner rejected trial 't\d+'", w)
                for w in warnings[1:]), warnings

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from conftest import CLI, MONTESANO_CONFIG, NodeProcess, exit_status, wait_for
 
 from affordance_ros.core import AffordanceNetwork
@@ -185,6 +186,7 @@ def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial
     assert {f"id{k}" for k in range(24)} <= {r.trial_id for r in learner.manager.store.records()}
 
 
+@pytest.mark.ros  # (no ros fixture: two executables, a robot and a recorder, over DDS)
 def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledged(tmp_path):
     """A robot without a learner ends once DDS acknowledged its trials, which are then in the recorder's reader
     queue, not yet in the bag; the recorder SIGTERMed then (docs/offline.md: `kill %1` after the robot) takes
