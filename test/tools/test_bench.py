@@ -378,3 +378,28 @@ def test_startup_quick(tmp_path):
         assert 0 < row["imports"] and 0 < row["cpu"] and 0 < row["wall"] and row["ratio_to_numpy_import"] > 0, name
     assert len(table_rows((tmp_path / "startup_table.md").read_text())) == 2
     assert "peer `python -c \"import numpy\"`" in stdout
+
+
+def test_a_faults_run_that_fails_keeps_its_nodes_logs(tmp_path, capsys):
+    """Was: a run that raised (a robot that did not end within 300 s, seen once in CI) took the logs that would
+    say why with the temporary folder; now they are copied into --out, the databases left out."""
+    from affordance_ros.tools.bench.faults import logs_kept_on_failure
+
+    run, out = tmp_path / "run", tmp_path / "out"
+    (run / "kill00" / "ros_home" / "log").mkdir(parents=True)
+    out.mkdir()
+    (run / "kill00" / "simulated_robot.log").write_text("sent 150 trials\n")
+    (run / "kill00" / "ros_home" / "log" / "learner.log").write_text("stored\n")
+    (run / "kill00" / "cases.db").write_bytes(b"SQLite format 3\0")
+    with pytest.raises(subprocess.TimeoutExpired):
+        with logs_kept_on_failure(str(run), out):
+            raise subprocess.TimeoutExpired(["simulated_robot"], 300)
+    printed = capsys.readouterr().err  # the end of each node's log: CI's output is all that stays of its machine
+    assert "--- the end of kill00/simulated_robot.log:\nsent 150 trials\n" in printed
+    assert str(out / "failed_run") in printed
+    kept = out / "failed_run" / "kill00"
+    assert (kept / "simulated_robot.log").read_text() == "sent 150 trials\n"
+    assert (kept / "ros_home" / "log" / "learner.log").exists() and not (kept / "cases.db").exists()
+    with logs_kept_on_failure(str(run), tmp_path / "elsewhere"):
+        pass  # nothing kept when the run ends well
+    assert not (tmp_path / "elsewhere").exists()
