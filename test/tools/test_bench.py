@@ -380,26 +380,29 @@ def test_startup_quick(tmp_path):
     assert "peer `python -c \"import numpy\"`" in stdout
 
 
-def test_a_faults_run_that_fails_keeps_its_nodes_logs(tmp_path, capsys):
+def test_a_bench_run_that_fails_keeps_its_nodes_logs(tmp_path, capsys):
     """Was: a run that raised (a robot that did not end within 300 s, seen once in CI) took the logs that would
-    say why with the temporary folder; now they are copied into --out, the databases left out."""
-    from affordance_ros.tools.bench.faults import logs_kept_on_failure
+    say why with its temporary folder; now they are copied into --out, the databases left out (bench faults and
+    bench dds, whose nodes ``dds.launch`` starts), and the folder is removed all the same."""
+    from affordance_ros.tools.bench.dds import run_folder
 
-    run, out = tmp_path / "run", tmp_path / "out"
-    (run / "kill00" / "ros_home" / "log").mkdir(parents=True)
+    out = tmp_path / "out"
     out.mkdir()
-    (run / "kill00" / "simulated_robot.log").write_text("sent 150 trials\n")
-    (run / "kill00" / "ros_home" / "log" / "learner.log").write_text("stored\n")
-    (run / "kill00" / "cases.db").write_bytes(b"SQLite format 3\0")
     with pytest.raises(subprocess.TimeoutExpired):
-        with logs_kept_on_failure(str(run), out):
+        with run_folder("faults", out) as folder:
+            run = Path(folder) / "kill00"
+            (run / "ros_home" / "log").mkdir(parents=True)
+            (run / "simulated_robot.log").write_text("sent 150 trials\n")
+            (run / "ros_home" / "log" / "learner.log").write_text("stored\n")
+            (run / "cases.db").write_bytes(b"SQLite format 3\0")
             raise subprocess.TimeoutExpired(["simulated_robot"], 300)
+    assert not Path(folder).exists()
     printed = capsys.readouterr().err  # the end of each node's log: CI's output is all that stays of its machine
     assert "--- the end of kill00/simulated_robot.log:\nsent 150 trials\n" in printed
-    assert str(out / "failed_run") in printed
+    assert f"bench faults: a run failed; the logs of its nodes are kept in {out / 'failed_run'}" in printed
     kept = out / "failed_run" / "kill00"
     assert (kept / "simulated_robot.log").read_text() == "sent 150 trials\n"
     assert (kept / "ros_home" / "log" / "learner.log").exists() and not (kept / "cases.db").exists()
-    with logs_kept_on_failure(str(run), tmp_path / "elsewhere"):
-        pass  # nothing kept when the run ends well
-    assert not (tmp_path / "elsewhere").exists()
+    with run_folder("dds", tmp_path / "elsewhere") as folder:
+        (Path(folder) / "learner_node.log").write_text("stopping\n")  # nothing kept when the run ends well
+    assert not (tmp_path / "elsewhere").exists() and not Path(folder).exists()

@@ -17,9 +17,12 @@ stays on this host, in a domain of its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,6 +42,7 @@ from .common import (
 
 ROBOT_RATE = 10000.0   # the simulated robot's largest allowed rate: "full speed"
 LEARNER = "/affordance_learner"
+LOG_TAIL = 40  # lines of each node's log printed when a run fails
 
 
 def bench_env(tmp: Path) -> dict:
@@ -62,6 +66,26 @@ def launch(name: str, params: dict, tmp: Path, env: dict) -> subprocess.Popen:
         args += ["-p", f"{key}:={value}"]
     log = open(tmp / f"{name}.log", "w")
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+@contextlib.contextmanager
+def run_folder(bench: str, out: Path):
+    """The temporary folder of a run of ``bench`` (the nodes' logs ``launch`` writes, ROS_HOME, databases),
+    removed at the end. A run that fails (a node that does not end in time, ...) first leaves its logs and ROS
+    logs in ``out``/failed_run, and the end of each node's log on stderr (all a CI machine that is gone keeps)."""
+    with tempfile.TemporaryDirectory(prefix=f"affordance-bench-{bench}-") as tmpdir:
+        try:
+            yield tmpdir
+        except BaseException:
+            kept = out / "failed_run"
+            shutil.copytree(tmpdir, kept, ignore=shutil.ignore_patterns("*.db", "*.db-*", "*.lock"),
+                            dirs_exist_ok=True)
+            for log in sorted(kept.glob("*/*.log")):
+                tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
+                print(f"--- the end of {log.relative_to(kept)}:", *tail, sep="\n", file=sys.stderr)
+            print(f"bench {bench}: a run failed; the logs of its nodes are kept in {kept}", file=sys.stderr,
+                  flush=True)
+            raise
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 15.0) -> int:
@@ -267,7 +291,7 @@ def run(args) -> int:
           f"learn, {calls} predict calls")
     print(f"machine: {machine_line()}")
     bursts, services = [], {}
-    with tempfile.TemporaryDirectory(prefix="affordance-bench-dds-") as tmpdir:
+    with run_folder("dds", out) as tmpdir:
         env = bench_env(Path(tmpdir))
         os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
         client = ServiceClient()

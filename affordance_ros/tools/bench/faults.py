@@ -21,12 +21,8 @@ this process injects the faults and reads the database.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import signal
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,10 +37,9 @@ from .common import (
     ros_node_importable,
     write_results,
 )
-from .dds import bench_env, launch, stop_process
+from .dds import bench_env, launch, run_folder, stop_process
 
 ROBOT_RATE = 10000.0
-LOG_TAIL = 40  # lines of each node's log printed when a run fails
 
 
 def _count(db: Path) -> int:
@@ -207,7 +202,7 @@ def run(args) -> int:
           "at the edges (a removed database, transitions during a learn, floods, ...)")
     print(f"machine: {machine_line()}")
     kills = []
-    with tempfile.TemporaryDirectory(prefix="affordance-bench-faults-") as tmpdir, logs_kept_on_failure(tmpdir, out):
+    with run_folder("faults", out) as tmpdir:
         env = bench_env(Path(tmpdir))
         os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
         for r in range(runs):
@@ -243,23 +238,6 @@ def run(args) -> int:
     table = markdown_table(["fault", "figure"], rows)
     write_results(out, "faults", table, args.quick, {"kills": kills, "stops": stopped, "flood": flooded, **found})
     return 0
-
-
-@contextlib.contextmanager
-def logs_kept_on_failure(tmpdir: str, out: Path):
-    """A run that fails (a node that does not end in time, ...) leaves its nodes' logs and ROS logs in
-    ``out``/failed_run (the temporary folder they are in is removed), and the end of each node's log on
-    stderr (all a CI machine that is gone keeps)."""
-    try:
-        yield
-    except BaseException:
-        kept = out / "failed_run"
-        shutil.copytree(tmpdir, kept, ignore=shutil.ignore_patterns("*.db", "*.db-*", "*.lock"), dirs_exist_ok=True)
-        for log in sorted(kept.glob("*/*.log")):
-            tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
-            print(f"--- the end of {log.relative_to(kept)}:", *tail, sep="\n", file=sys.stderr)
-        print(f"bench faults: a run failed; the logs of its nodes are kept in {kept}", file=sys.stderr, flush=True)
-        raise
 
 
 def edge_runs(tmp: Path, env: dict, quick: bool, n: int) -> dict:
