@@ -119,8 +119,11 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     import rclpy  # (here: the command line's other commands need no ROS)
     from rclpy.executors import SingleThreadedExecutor
 
+    from ..nodes.qos import dds_profiles
+
     context = rclpy.Context()
-    rclpy.init(args=["call", *ros_args], context=context)
+    with dds_profiles():  # (messages within one frame: read as the context is made)
+        rclpy.init(args=["call", *ros_args], context=context)
     node = rclpy.create_node("affordance_call", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
