@@ -180,8 +180,8 @@ def _confirmed(trials, timeout: float) -> bool:
                                       f"{trials.spool.path} sends them again)" if trials.spool else ""),
               file=sys.stderr)
     if given_up:  # not confirmed either: the learner did not take them max_resends times while it took later ones
-        print(f"replay: error: {len(given_up)} trials were given up, not confirmed after {trials.max_resends} "
-              f"re-sends while the learner confirmed later ones: " + _some(given_up), file=sys.stderr)
+        print(f"replay: error: {len(given_up)} trials were given up after {trials.max_resends} re-sends the learner "
+              "did not take: " + _some(given_up), file=sys.stderr)
     return not unconfirmed and not given_up
 
 
