@@ -7,13 +7,19 @@ their answers are to be sent again at once, not when each one's back-off timer e
 ``resend_timeout``: the last trial was confirmed 2-30 s after a 20 s outage before).
 
 ``LearnerLink`` says when the learner is back: its answers' topic was matched again (a learner appeared,
-or one restarted: ``current_count_change`` > 0), a trial topic was subscribed to again (a learner activated),
-or it answered after a silence longer than ``silence``; ``back`` stays set until the robot has seen every
+or one restarted: ``current_count_change`` > 0), or a trial topic was subscribed to again (a learner activated,
+or rediscovered); ``back`` stays set until the robot has seen every
 endpoint it needs matched and takes it (``take_return``), ``SETTLE`` seconds after the latest of those signs at
 the earliest: a learner's endpoints are matched one by one, and the trials are sent again once, after the last.
 ``ResendPacer`` then sends the waiting trials again in order, at most ``window`` of them unanswered at a time
 (a trial re-sent counts as unanswered for ``release`` seconds at most): as fast as the learner confirms them,
 never a burst that floods a slow link.
+
+An answer after a silence is not such a sign: a learner that stayed matched (an outage shorter than the lease, a
+database locked for a while) gets from DDS what the robot's writers kept for it, and a re-send of every waiting
+trial then doubles the traffic on a link that has just come back (and under a learner answering 'retry' it
+came at every burst of answers). While the learner is silent, ``silent(now)`` makes the trials due on their
+back-off all the same.
 """
 
 from __future__ import annotations
@@ -75,8 +81,6 @@ class LearnerLink:
         self.changed()
 
     def answered(self, now: float) -> None:
-        if now - self.last_answer > self.silence:
-            self.came_back()
         self.last_answer = now
 
     def silent(self, now: float) -> bool:

@@ -123,7 +123,7 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     context = rclpy.Context()
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):  # (as the simulated robot's; read at the init)
         rclpy.init(args=["replay", *ros_args], context=context)
-    node = trials = None
+    node = trials = spinning = None
     executor = SingleThreadedExecutor(context=context)
     previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -132,7 +132,8 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
             trials = TrialPublisher(node, args.resend_timeout, args.qos_depth, args.status_topic,
                                     spool_path=args.spool, spool_limit=args.spool_limit)
             executor.add_node(node)  # answers and re-sends while playing (a full spool waits for answers)
-            threading.Thread(target=executor.spin, name="affordance_replay_spin", daemon=True).start()
+            spinning = threading.Thread(target=executor.spin, name="affordance_replay_spin", daemon=True)
+            spinning.start()
         player = BagPlayer(node, messages, publish_clock=args.clock, qos_depth=args.qos_depth, trials=trials)
         if args.min_subscribers > 0 and not player.subscribers_ready(args.min_subscribers):
             print(f"replay: waiting for {args.min_subscribers} subscriber(s) on {', '.join(player.publishers)}",
@@ -156,6 +157,8 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
         executor.shutdown()
+        if spinning is not None:
+            spinning.join(10.0)
         if trials is not None:
             trials.destroy()
         if node is not None:

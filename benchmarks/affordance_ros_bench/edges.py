@@ -716,7 +716,9 @@ def keep_all_flooder(seconds: float, topic: str = "action") -> None:
 
     from affordance_ros.msg import Action
     from affordance_ros.nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, trial_qos
-    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
+    # (Fast DDS's default message size: a robot of another program, whose large datagrams fill the learner's reader
+    # in bursts; capped at 1400 bytes, as this package's, the learner kept up with it here)
+    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD, max_message_size=None):
         context = ros_context()
         node = rclpy.create_node("affordance_keep_all_flood", context=context)
         publisher = node.create_publisher(Action, topic, trial_qos())
