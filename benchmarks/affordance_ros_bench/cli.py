@@ -18,6 +18,7 @@ BENCHMARKS = {
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
     "faults": ("faults", "fault injection: kill -9 mid-stream and restart, stops under load, malformed flood"),
+    "link": ("link", "a robot on WiFi: two hosts (network namespaces) and a link that loses, delays and cuts frames"),
     "scenario": ("scenario", "the tools and hands scenarios: ours against every baseline; evaluate's time"),
     "em": ("em", "SQUAREM vs plain EM (montesano 10k); a latent variable in asia and alarm (start, n_init)"),
     "scale": ("scale", "~/learn through the node from 10k to 1M stored cases: time and peak memory"),
@@ -26,7 +27,7 @@ BENCHMARKS = {
     "exploration": ("exploration", "trials chosen by information gain vs random and round robin: learning curves"),
     "startup": ("startup", "the installed command's start-up: --help and predict, wall and import time, modules"),
 }
-NEEDS_ROS = ("dds", "faults", "scale")
+NEEDS_ROS = ("dds", "faults", "link", "scale")
 NEEDS_PGMPY = ("pgmpy",)
 
 

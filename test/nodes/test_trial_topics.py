@@ -206,7 +206,8 @@ def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_use
         path = os.environ["FASTDDS_DEFAULT_PROFILES_FILE"]
         root = ET.parse(path).getroot()
     assert "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ and not os.path.exists(path)
-    assert said == ("DDS messages sent of at most 1400 bytes; DDS readers hold at most 100 samples each; "
+    assert said == ("DDS messages sent of at most 1400 bytes, announced every 1 s; DDS readers hold at most 100 "
+                    "samples each; "
                     "DDS writers send a heartbeat every 0.1 s while unacknowledged; "
                     "services wait up to 1.5 s for a new caller's reply reader")
 
@@ -229,6 +230,7 @@ def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_use
     properties = {p.find("{*}name").text: p.find("{*}value").text for p in root.iter() if p.tag.endswith("property")}
     assert properties == {"fastdds.max_message_size": "1400"}
     assert not [e for e in root.iter() if e.tag.endswith(("builtinTransports", "userTransports"))]
+    assert duration(next(e for e in root.iter() if e.tag.endswith("leaseAnnouncement"))) == ("1", "0")
 
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profiles.xml")  # the user's own: left alone
     with dds_profiles(reader_samples=100) as said:
