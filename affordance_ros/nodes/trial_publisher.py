@@ -172,8 +172,7 @@ class TrialPublisher:
         if problem:
             raise ValueError(problem)
         with self._lock:
-            if trial_id not in self.waiting.trials and self.waiting.full:
-                self.waiting.add(trial_id, messages, 0.0)  # (raises SpoolFull, saying why)
+            self.waiting.check_room(trial_id)  # (before the spool is written)
             for publisher, _ in messages:
                 self._by_topic.setdefault(publisher.topic_name, publisher)
             self.waiting.add(trial_id, self.spool.add(trial_id, messages) if self.spool else messages,

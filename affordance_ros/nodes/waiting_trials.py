@@ -60,11 +60,9 @@ class WaitingTrials:
     def add(self, trial_id: str, messages: Sequence, now: float, sent: bool = True) -> None:
         """Keep ``messages`` of ``trial_id`` (a new trial, or more messages of one waiting; ``sent``: they were
         published now). SpoolFull when ``limit`` trials wait and this one is new."""
+        self.check_room(trial_id)
         kept = self.trials.get(trial_id)
         if kept is None:
-            if len(self.trials) >= self.limit:
-                raise SpoolFull(f"{len(self.trials)} trials wait for the learner's answer (spool_limit {self.limit}): "
-                                f"not taking trial '{trial_id[:80]}' until it confirms some")
             self._sequence += 1
             self.trials[trial_id] = Sent(list(messages), self._sequence, now)
             return
@@ -76,6 +74,12 @@ class WaitingTrials:
     @property
     def full(self) -> bool:
         return len(self.trials) >= self.limit
+
+    def check_room(self, trial_id: str) -> None:
+        """SpoolFull if ``trial_id`` is a new trial and ``limit`` trials wait."""
+        if trial_id not in self.trials and len(self.trials) >= self.limit:
+            raise SpoolFull(f"{len(self.trials)} trials wait for the learner's answer (spool_limit {self.limit}): "
+                            f"not taking trial '{trial_id[:80]}' until it confirms some")
 
     def due(self, now: float, silent: bool, queued: Callable[[str], bool]) -> tuple[list, list]:
         """(the ``Sent`` to send again now, marked sent; the ids given up now), at most ``MAX_RESEND_BATCH`` trials;

@@ -829,8 +829,9 @@ def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
 
 
 def resends() -> dict:
-    """9. a trial no learner ever answers (resend_timeout 1 s): re-sends in its first 8 s and in all before the
-    robot gives it up; and whether ids the middleware would mangle are refused before sending."""
+    """9. a trial no learner ever answers (resend_timeout 1 s): re-sends in its first 8 s and in 1000 s of timer ticks,
+    the longest wait between two, and whether it was given up (never while the learner is silent: issue 35); and
+    whether ids the middleware would mangle are refused before sending."""
     import rclpy
 
     from affordance_ros.nodes.trial_publisher import TrialPublisher
@@ -850,8 +851,9 @@ def resends() -> dict:
         except ValueError:
             refused.append(trial_id)
     close_ros(context, [node])
+    ticks = [0.25 * tick for tick, n in enumerate(sent) if n]
     return {"resends_in_8_s": sum(sent[:33]), "resends_in_all": sum(sent), "given_up": list(trials.given_up),
-            "seconds_until_given_up": gave_up,
+            "seconds_until_given_up": gave_up, "longest_wait_s": max(b - a for a, b in zip(ticks, ticks[1:])),
             "mangled_ids_refused": len(refused), "mangled_ids": 3}
 
 
