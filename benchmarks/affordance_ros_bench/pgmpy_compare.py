@@ -158,7 +158,6 @@ def _pgmpy_version() -> str:
     return pgmpy.__version__
 
 
-
 def add_arguments(parser) -> None:
     parser.add_argument("--iterations", type=int, help="EM iterations to time (default 2, quick 1)")
 
