@@ -71,7 +71,7 @@ class AffordanceClient:
                 sensors: Mapping[str, float] | None = None, timeout: float | None = None):
         """The posterior of ``query`` (variable names or the groups "action", "object", "effect") given the
         labels ``values`` and the sensor readings ``sensors``: a core ``Prediction``."""
-        return self.wait(self._predict(query, values, sensors, timeout))
+        return self._wait(self._predict(query, values, sensors, timeout))
 
     def predict_async(self, query, values=None, sensors=None, timeout=None) -> Future:
         """``predict``, without waiting: a Future of the Prediction."""
@@ -82,7 +82,7 @@ class AffordanceClient:
                       timeout: float | None = None):
         """Every action ranked for the desired ``effects`` {effect variable: label} on the object described
         by ``values`` and ``sensors``: a core ``ActionRanking`` (its ``message`` says why the actions tie)."""
-        return self.wait(self._select_action(effects, values, sensors, strategy, timeout))
+        return self._wait(self._select_action(effects, values, sensors, strategy, timeout))
 
     def select_action_async(self, effects, values=None, sensors=None, strategy="expected", timeout=None) -> Future:
         """``select_action``, without waiting: a Future of the ActionRanking."""
@@ -93,7 +93,7 @@ class AffordanceClient:
         """Which trial would teach the model the most: every action (or ``actions``) on every candidate object
         (a ``core.suggest.Candidate``, or a mapping {name: reading or label}), best first (the ``top`` best):
         core ``TrialSuggestions``."""
-        return self.wait(self._suggest_trial(candidates, actions, criterion, top, timeout))
+        return self._wait(self._suggest_trial(candidates, actions, criterion, top, timeout))
 
     def suggest_trial_async(self, candidates, actions=None, criterion="information_gain", top=None,
                             timeout=None) -> Future:
@@ -109,11 +109,11 @@ class AffordanceClient:
         KeyboardInterrupt, once the node has stopped it: it keeps its current model)."""
         call = self._learn_call(structure, progress, timeout, learn_timeout)
         try:
-            return self.wait(call, cancel_on_interrupt=False)
+            return self._wait(call, cancel_on_interrupt=False)
         except KeyboardInterrupt:
             call.stop("the learn was cancelled; the node keeps its current model")
             try:
-                return self.wait(call)  # (the learn ended before the cancel came) a second Ctrl-C: at once
+                return self._wait(call)  # (the learn ended before the cancel came) a second Ctrl-C: at once
             except LearningCancelled as stopped:
                 raise KeyboardInterrupt(str(stopped)) from None
 
@@ -162,7 +162,7 @@ class AffordanceClient:
         return LearnCall(self.node, self.callback_group, self.learn_client, f"{self.learner}/learn", self.refusals,
                          structure, self._timeout(timeout), check_timeout(learn_timeout, "learn_timeout"), progress)
 
-    def wait(self, call, cancel_on_interrupt: bool = True):
+    def _wait(self, call, cancel_on_interrupt: bool = True):
         """Start ``call`` (a ServiceCall or LearnCall; again: no matter) and return its result, spinning the node
         meanwhile when nothing else does; raises what the call ended with. Interrupted (Ctrl-C), the call is
         cancelled unless ``cancel_on_interrupt`` is False."""

@@ -117,8 +117,8 @@ class LearnCall(Ticking):
         elif self.phase == "goal" and self.expired(now):
             self.fail(LearnerUnavailable(f"no answer from {self.name} within {self.timeout:g} s", self.name))
         elif self.phase == "result" and now - self.phase_started >= self.learn_timeout:
-            self.stop(f"no result within {self.learn_timeout:g} s: the learn was cancelled; the node keeps its "
-                      "current model")
+            self.stop(f"no result within {self.learn_timeout:g} s (learn_timeout): the learn was cancelled; the node "
+                      "keeps its current model")
         elif self.phase == "cancel" and now - self.phase_started >= CANCEL_WAIT:
             self.fail(LearnerUnavailable(f"{self.name} did not stop the cancelled learn within {CANCEL_WAIT:g} s",
                                          self.name))
