@@ -42,6 +42,9 @@ def __getattr__(name):
     if name == "TrialPublisher":
         from .nodes.trial_publisher import TrialPublisher
         return TrialPublisher
+    if name == "STRATEGIES":  # rank_actions' strategies (a planner's choice; the core, no ROS)
+        from .core.predict import STRATEGIES
+        return STRATEGIES
     if name == "__version__":  # setup.cfg's, from the installed metadata (the one place it is written)
         from importlib.metadata import version
         return version(__name__)
