@@ -47,6 +47,9 @@ def __getattr__(name):
     if name in _ROS_EXPORTS:
         import importlib
         return getattr(importlib.import_module(f".nodes.{_ROS_EXPORTS[name]}", __name__), name)
+    if name == "STRATEGIES":  # rank_actions' strategies (a planner's choice; the core, no ROS)
+        from .core.predict import STRATEGIES
+        return STRATEGIES
     if name == "__version__":  # setup.cfg's, from the installed metadata (the one place it is written)
         from importlib.metadata import version
         return version(__name__)

@@ -329,10 +329,13 @@ def test_every_truncation_damaged_byte_or_wrong_value_of_a_model_file_is_a_model
             pass
     doc = json.loads(json.dumps(learned_hands.to_dict()))
     doc["variables"] = doc["variables"][:3] + [{**doc["variables"][3], "values": doc["variables"][3]["values"][:2],
-                                                "cpt": [0.5, 0.5], "counts": [1.0, 1.0], "parents": []}]
+                                                "cpt": [0.5, 0.5], "counts": [1.0, 1.0], "parents": [],
+                                                "draws": [[1.0, 2.0], [3.5, 1.0]], "prior": [1.0, 0.5]}]
     doc["variables"][3]["sensor"] = {**doc["variables"][3]["sensor"],
                                      "means": doc["variables"][3]["sensor"]["means"][:2],
                                      "covariances": doc["variables"][3]["sensor"]["covariances"][:2]}
+    for variable in doc["variables"]:   # (two posterior draws: every value of 200 would be replaced in turn)
+        variable["draws"] = variable["draws"][:2]
     AffordanceNetwork.from_dict(doc)  # (sound: a value-sized effect)
     for where, changed in values_replaced(doc):
         try:
