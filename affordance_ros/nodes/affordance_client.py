@@ -43,7 +43,6 @@ from .replies import predict_request, prediction_of, ranking_of, select_action_r
 
 DEFAULT_LEARNER = "/affordance_learner"
 DEFAULT_TIMEOUT = 10.0
-STRATEGIES = ("expected", "optimistic", "thompson", "cautious")  # how ~/select_action decides (core.rank_actions)
 
 
 class AffordanceClient:
@@ -143,12 +142,8 @@ class AffordanceClient:
         return self._call("predict", predict_request(query, values, sensors), prediction_of, timeout)
 
     def _select_action(self, effects, values, sensors, strategy, timeout) -> ServiceCall:
-        if strategy not in STRATEGIES:
-            raise EvidenceError(f"strategy '{strategy}' is not one of {list(STRATEGIES)}")
-        request = select_action_request(effects, values, sensors)
-        if strategy != "expected":
-            raise EvidenceError(f"strategy '{strategy}': the learner's SelectAction has no strategy yet")
-        return self._call("select_action", request, ranking_of, timeout)
+        return self._call("select_action", select_action_request(effects, values, sensors, strategy), ranking_of,
+                          timeout)
 
     def _suggest_trial(self, candidates, actions, criterion, top, timeout) -> ServiceCall:
         if criterion not in SUGGEST_CRITERIA:
@@ -194,4 +189,4 @@ class AffordanceClient:
         return answer.result()
 
 
-__all__ = ["AffordanceClient", "DEFAULT_LEARNER", "STRATEGIES"]
+__all__ = ["AffordanceClient", "DEFAULT_LEARNER"]

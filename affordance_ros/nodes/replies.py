@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..core import ActionRanking, EvidenceError, Prediction
+from ..core.predict import STRATEGIES
 from ..core.suggest import Candidate, Suggestion, TrialSuggestions
 from ..srv import Predict, SelectAction, SuggestTrial
 from .suggest_service import ranked_by
@@ -61,13 +62,17 @@ def predict_request(query: str | Sequence[str], values=None, sensors=None) -> Pr
     return Predict.Request(query=query, **evidence_fields(values, sensors))
 
 
-def select_action_request(effects: Mapping[str, str], values=None, sensors=None) -> SelectAction.Request:
-    """The SelectAction request: the desired ``effects`` {effect variable: label} on the object described."""
+def select_action_request(effects: Mapping[str, str], values=None, sensors=None,
+                          strategy: str = "expected") -> SelectAction.Request:
+    """The SelectAction request: the desired ``effects`` {effect variable: label} on the object described, the
+    actions ranked by ``strategy``."""
     effects = labels_of(effects, "effect")
     if not effects:
         raise EvidenceError("name at least one desired effect ({effect variable: label})")
+    if not isinstance(strategy, str):
+        raise EvidenceError(f"strategy must be a string (one of {list(STRATEGIES)}), got {strategy!r}")
     return SelectAction.Request(effect_names=list(effects), effect_values=list(effects.values()),
-                                **evidence_fields(values, sensors))
+                                strategy=strategy, **evidence_fields(values, sensors))
 
 
 def candidate_of(item) -> Candidate:
@@ -99,21 +104,41 @@ def suggest_request(candidates: Sequence, actions: Sequence[str] = (), criterion
 
 def prediction_of(response: Predict.Response) -> Prediction:
     """A Predict response as the core's Prediction (``mixtures`` empty: the response does not carry them)."""
-    marginals = {d.variable: dict(zip(d.values, map(float, d.probabilities))) for d in response.marginals}
+    marginals = {d.variable: dict(zip(d.values, map(float, d.probabilities), strict=True))
+                 for d in response.marginals}
     if len(response.most_probable) != len(marginals):
         raise ValueError(f"{len(response.most_probable)} most probable labels for {len(marginals)} marginals")
     readings = {name: {"mean": float(mean), "stddev": float(sd)} for name, mean, sd in
                 zip(response.reading_names, response.reading_means, response.reading_stddevs, strict=True)}
+    labels = [(name, label) for name, dist in marginals.items() for label in dist]
+    stddevs, lows, highs = (spread(response, field, len(labels)) for field in ("stddevs", "interval_lows",
+                                                                              "interval_highs"))
+    stddev, interval = {name: {} for name in marginals}, {name: {} for name in marginals}
+    for (name, label), sd, low, high in zip(labels, stddevs, lows, highs):
+        stddev[name][label], interval[name][label] = sd, (low, high)
     return Prediction(marginals, dict(zip(marginals, response.most_probable)), float(response.joint_probability),
-                      readings)
+                      readings, {}, stddev, interval, dict(zip(marginals, spread(response, "support", len(marginals)))))
 
 
 def ranking_of(response: SelectAction.Response) -> LearnerRanking:
     """A SelectAction response as an ActionRanking (with the learner's ``message``)."""
-    if len(response.actions) != len(response.probabilities):
-        raise ValueError(f"{len(response.actions)} actions and {len(response.probabilities)} probabilities")
+    k = len(response.actions)
+    if len(response.probabilities) != k:
+        raise ValueError(f"{k} actions and {len(response.probabilities)} probabilities")
+    lows, highs = spread(response, "interval_lows", k), spread(response, "interval_highs", k)
     return LearnerRanking(response.action_variable, list(response.actions), [float(p) for p in response.probabilities],
-                          bool(response.tied), message=response.message)
+                          bool(response.tied), spread(response, "stddevs", k), list(zip(lows, highs)),
+                          spread(response, "support", k), response.strategy or "expected",
+                          spread(response, "scores", k), message=response.message)
+
+
+def spread(response, field: str, n: int) -> list:
+    """The ``n`` numbers of ``response.<field>`` (NaN as math.nan itself: answers that do not know compare
+    equal, as the core's do); ValueError when there are not ``n``."""
+    values = list(getattr(response, field))
+    if len(values) != n:
+        raise ValueError(f"{len(values)} {field} for {n} entries")
+    return [math.nan if math.isnan(x) else float(x) for x in values]
 
 
 def suggestions_of(response: SuggestTrial.Response, requested: str) -> TrialSuggestions:

@@ -27,6 +27,7 @@ import sys
 from typing import Sequence
 
 from ..core.options import SUGGEST_CRITERIA
+from ..core.predict import STRATEGIES
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress
 from .ros_args import candidate_objects, count_or_all, name_value_pairs, sensor_readings
@@ -69,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                               description="Every action ranked by p(desired effects | action, object evidence).")
     select.add_argument("--effect", action="append", required=True, metavar="VARIABLE=LABEL",
                         help="a desired effect; repeatable")
+    select.add_argument("--strategy", choices=STRATEGIES, default=STRATEGIES[0],
+                        help="how to rank: expected (the most probable first; default), optimistic (the highest "
+                             "upper credible bound first: learn while doing), thompson (the best under one posterior "
+                             "draw of the CPTs), cautious (the highest lower bound first: when a failure is costly)")
     suggest = which.add_parser("suggest", parents=[common], help="which trial would teach the model the most "
                                                                  "(~/suggest_trial)",
                                description="Every action on every candidate object, ranked by what its effects "
@@ -133,7 +138,7 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
             answer = _json(client.suggest_trial(candidates, args.action, args.criterion,
                                                 args.best or None).to_dict(effects=False))
         else:
-            answer = _ranking(client.select_action(effects, values, sensors))
+            answer = _ranking(client.select_action(effects, values, sensors, args.strategy))
     except (LearnerUnavailable, LearnerRefused, LearningCancelled) as exc:
         raise CallError(str(exc)) from None
     finally:
@@ -147,18 +152,22 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
 
 
 def _ranking(ranking) -> dict:
-    return {"action_variable": ranking.action_variable,
-            "ranking": [{"action": a, "probability": p} for a, p in zip(ranking.actions, ranking.probabilities)],
-            "tied": ranking.tied, **({"message": ranking.message} if ranking.message else {})}
+    """A ranking as JSON: each action with its probability, how sure the model is of it (stddev, 90 % interval,
+    support: null where unknown or, for support, infinite) and its score under the strategy."""
+    ranked = [{"action": a, "probability": p, "stddev": sd, "interval": list(interval), "support": n, "score": score}
+              for a, p, sd, interval, n, score in zip(ranking.actions, ranking.probabilities, ranking.stddevs,
+                                                       ranking.intervals, ranking.support, ranking.scores)]
+    return _json({"action_variable": ranking.action_variable, "strategy": ranking.strategy, "ranking": ranked,
+                  "tied": ranking.tied, **({"message": ranking.message} if ranking.message else {})})
 
 
 def _json(value):
-    """``value`` with every NaN as None (JSON has no NaN)."""
+    """``value`` with every NaN and infinity as None (JSON has neither)."""
     if isinstance(value, dict):
         return {key: _json(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json(item) for item in value]
-    return None if isinstance(value, float) and math.isnan(value) else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _learn(client, args) -> dict:
