@@ -35,6 +35,14 @@ class ActiveExplorer:
         self.asked = self.refused = self.unanswered = 0
         self._waiting_logged = False
 
+    def describe(self) -> str:
+        return (f"active exploration: {self.candidates} candidate objects a trial, the trial chosen by "
+                f"{self.client.srv_name}")
+
+    def summary(self) -> str:
+        return (f"{self.asked} trials asked of {self.client.srv_name} ({self.refused} not chosen: random, "
+                f"{self.unanswered} asked again)")
+
     def step(self) -> None:
         """Ask about the next candidates, unless a question is out or the service is not there yet."""
         if self.asking is not None:

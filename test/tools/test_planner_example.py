@@ -35,13 +35,13 @@ def test_the_planner_prints_the_learners_answers(ros, tmp_path):
     assert len([line for line in script.read_text().splitlines() if line.strip()]) <= 15  # a planner in 15 lines
     lines = run(script)
     ranking = rank_actions(model, {"ObjVel": "fast"}, sensors=SMALL_BOX)
-    assert lines[0] == "to make it move fast: " + ", ".join(
-        f"{a} ({p:.2f})" for a, p in zip(ranking.actions, ranking.probabilities))
+    assert lines[:3] == [f"{a} makes it move fast with probability {p:.2f} (90 %: {low:.2f} to {high:.2f})"
+                         for a, p, (low, high) in zip(ranking.actions, ranking.probabilities, ranking.intervals)]
     fast = predict(model, ["effect"], sensors=SMALL_BOX, values={"Action": ranking.actions[0]}).marginals["ObjVel"]
-    assert lines[1] == f"{ranking.actions[0]}: ObjVel fast with probability {fast['fast']:.2f}"
+    assert lines[3] == f"{ranking.actions[0]}: ObjVel fast with probability {fast['fast']:.2f}"
     best = suggest_trials(model, [Candidate(SMALL_BOX), Candidate({}, {"Shape": "circle", "Size": "big"})],
                           top=1).suggestions[0]
-    assert lines[2] == f"to learn the most: {best.action} on object {best.candidate}" and len(lines) == 3
+    assert lines[4] == f"to learn the most: {best.action} on object {best.candidate}" and len(lines) == 5
 
 
 def test_the_async_planner_prints_the_best_action(ros, tmp_path):
