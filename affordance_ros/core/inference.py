@@ -192,6 +192,15 @@ class JunctionTree:
                    for c in range(len(self.cliques))]
         return Calibration(beliefs, sep_post, log_lik + evidence.log_scale)
 
+    def collected(self, cpts: Sequence[np.ndarray], evidence: Evidence, per_case: bool = False) -> list:
+        """Each clique's table after the collect pass alone (its CPTs and evidence times its children's messages,
+        broadcastable to (*clique cards, K)): at the root p(root clique, evidence), elsewhere p(clique's other
+        variables, the evidence below it | its separator), up to a factor per case, what sampling from the root
+        down needs (``core.posterior.impute``). ``per_case`` as for ``calibrate``.
+        """
+        psi = self._collect(self.clique_tables(cpts, per_case), self.evidence_tables(evidence), evidence.n_cases)[0]
+        return [psi[c] for c in range(len(self.cliques))]
+
     @staticmethod
     def check_possible(log_lik: np.ndarray) -> None:
         """EvidenceError naming the cases whose log-likelihood ``log_lik`` (K,) is not finite (probability zero)."""
