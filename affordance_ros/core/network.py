@@ -617,9 +617,9 @@ def _validate_draws(v: Variable, where: str) -> None:
         raise ModelFormatError(f"{where}: 'draws' and 'prior' need a 'cpt' (they are its posterior)")
     if v.draws is None or v.prior is None:
         raise ModelFormatError(f"{where}: give both 'draws' and 'prior' (the posterior's), or neither")
-    if v.draws.ndim != v.cpt.ndim + 1 or v.draws.shape[1:] != v.cpt.shape or v.draws.shape[0] < 2:
+    if v.draws.ndim != v.cpt.ndim + 1 or v.draws.shape[1:] != v.cpt.shape or v.draws.shape[0] < 1:
         raise ModelFormatError(f"{where}: 'draws' have shape {list(v.draws.shape)}, expected [S, "
-                               f"{', '.join(str(k) for k in v.cpt.shape)}]: S >= 2 draws, each shaped like the cpt")
+                               f"{', '.join(str(k) for k in v.cpt.shape)}]: S >= 1 draws, each shaped like the cpt")
     if v.prior.shape != v.cpt.shape:
         raise ModelFormatError(f"{where}: 'prior' has shape {list(v.prior.shape)}, expected the cpt's "
                                f"{list(v.cpt.shape)}")

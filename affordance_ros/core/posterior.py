@@ -16,8 +16,16 @@ When every value of every case is seen (labels), the posterior is the Dirichlet 
 it. Otherwise the chain starts at EM's CPTs, near the posterior's mode, runs ``BURN_IN`` sweeps, then keeps one
 sweep in ``THIN``: for each kept sweep, the counts of the imputed values (``Variable.draws``; the pseudo-counts are
 ``Variable.prior``). A CPT drawn from Dirichlet(draw + prior) is a draw of the exact posterior (the imputed values
-and CPTs of a sweep are a draw of their joint posterior, and the CPTs given the values are that Dirichlet). This
-runs once per learn; a query never samples.
+and CPTs of a sweep are a draw of their joint posterior, and the CPTs given the values are that Dirichlet): the
+imputations carry what the readings leave unknown about the values, each Dirichlet what a finite number of
+cases leaves unknown about the CPTs, so ``DRAWS`` imputations, each drawn from ``ENSEMBLE / DRAWS`` times, give
+the answers' ``ENSEMBLE`` CPT sets. This runs once per learn; a query never samples.
+
+A sweep costs about what an E-step of EM does, for every case. Beyond ``EXACT_CASES`` cases the chain runs on a
+random subset of that many (``scaled_to``): the posterior is then centred on all the cases' expected counts (EM's),
+with each imputation's deviation from the subset's mean imputation grown by sqrt(cases / subset) (the spread that
+the unknown values add grows as the number of cases, its share of the counts' spread stays), a large-sample
+approximation where the exact posterior is nearly Gaussian; the model's metadata says so.
 
 Answers (``DrawEnsemble``): the S posterior CPTs (drawn from the kept Dirichlets with a fixed seed, once per model)
 form one network with a hidden variable ``DRAW`` (S values, uniform) that is a parent of every variable; one exact
@@ -50,9 +58,11 @@ from .inference import JunctionTree
 from .network import AffordanceNetwork, Variable
 from .progress import Progress, report
 
-DRAWS = 200          # posterior draws a learn keeps (the learning option posterior_draws)
-BURN_IN = 20         # sweeps from EM's CPTs before the first draw kept
-THIN = 2             # sweeps per draw kept
+DRAWS = 50           # imputations a learn keeps (the learning option posterior_draws)
+BURN_IN = 20         # sweeps from EM's CPTs before the first imputation kept
+THIN = 2             # sweeps per imputation kept
+ENSEMBLE = 200       # CPT sets drawn from the imputations' Dirichlets to answer under (at least one per imputation)
+EXACT_CASES = 1000   # cases the chain runs on: a random subset of this many when there are more (scaled_to)
 LEVEL = 0.90         # the credible intervals' probability
 DRAW = "~draw"       # the ensemble's variable whose value says which draw's CPTs hold
 ENSEMBLE_SEED = 20   # the CPTs drawn from a model's Dirichlets: the same answers every time the model is loaded
@@ -160,12 +170,16 @@ class PosteriorSample:
     thin: int
     seed: int
     seconds: float
+    subset: int | None = None
 
     def metadata(self, n_cases: int) -> dict:
-        """The model's metadata entry "posterior": how the draws were made, from how many cases."""
+        """The model's metadata entry "posterior": how the draws were made, from how many cases (``sampled_cases``:
+        the subset the chain ran on, when it was one; ``scaled_to``).
+        """
         return {"method": "gibbs", "draws": len(next(iter(self.draws.values()))[0]), "burn_in": self.burn_in,
                 "thin": self.thin, "sweeps": self.sweeps, "seed": self.seed, "num_cases": int(n_cases),
-                "online_updates": 0, "seconds": round(self.seconds, 4)}
+                **({"sampled_cases": self.subset} if self.subset else {}), "online_updates": 0,
+                "seconds": round(self.seconds, 4)}
 
 
 def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np.ndarray], draws: int = DRAWS,
@@ -177,8 +191,8 @@ def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np
     ``CaseEvidence.chunks``); ``prior``: the pseudo-counts of every CPT (``dirichlet_prior``). The chain starts at
     ``model``'s CPTs. ``progress`` hears of every sweep as phase "posterior" (``core.progress``).
     """
-    if draws < 2:
-        raise ModelFormatError(f"posterior draws must be at least 2, got {draws}")
+    if draws < 1:
+        raise ModelFormatError(f"posterior draws must be at least 1, got {draws}")
     start = time.perf_counter()
     rng = np.random.default_rng([int(seed), 32])
     tree = JunctionTree(model)
@@ -208,6 +222,18 @@ def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np
 def _all_seen(evidence: Evidence) -> bool:
     """Whether every variable of every case is given by label (one-hot likelihoods): nothing is hidden."""
     return all(lik is not None and np.all(np.count_nonzero(lik, axis=1) == 1) for lik in evidence.likelihoods)
+
+
+def scaled_to(sample: PosteriorSample, expected: Mapping[str, np.ndarray], n_cases: int, subset: int
+              ) -> PosteriorSample:
+    """``sample``, drawn from ``subset`` of ``n_cases`` cases, as the posterior of all of them (the module docstring):
+    each draw's counts = ``expected`` {variable: all cases' expected counts (EM's)} + its deviation from the mean of
+    the draws x sqrt(n_cases / subset), at least 0.
+    """
+    grow = math.sqrt(n_cases / subset)
+    draws = {name: (np.maximum(expected[name] + (d - d.mean(axis=0)) * grow, 0.0), a)
+             for name, (d, a) in sample.draws.items()}
+    return dataclasses.replace(sample, draws=draws, subset=subset)
 
 
 def with_draws(model: AffordanceNetwork, sample: PosteriorSample, n_cases: int) -> AffordanceNetwork:
@@ -242,14 +268,17 @@ def update_draws(network: AffordanceNetwork, draws: Sequence[np.ndarray], prior:
 
 # ------------------------------------------------------------------ answers
 class DrawEnsemble:
-    """A model's posterior CPT draws as one network (the module docstring), built once per model."""
+    """A model's posterior as ``n_draws`` CPT sets in one network (the module docstring), built once per model: set j
+    drawn from Dirichlet(draw j mod S + prior), with a fixed seed (the same answers whenever the model is loaded).
+    """
 
     def __init__(self, model: AffordanceNetwork):
         if not has_draws(model):
             raise ModelFormatError(_MISSING_POSTERIOR)
         rng = np.random.default_rng(ENSEMBLE_SEED)
-        self.n_draws = model.variables[0].draws.shape[0]
-        self.cpts = [dirichlet_rows(v.draws + v.prior, rng) for v in model.variables]
+        self.n_draws = max(ENSEMBLE, model.variables[0].draws.shape[0])
+        which = np.arange(self.n_draws) % model.variables[0].draws.shape[0]
+        self.cpts = [dirichlet_rows(v.draws[which] + v.prior, rng) for v in model.variables]
         variables = [dataclasses.replace(v, parents=(DRAW, *v.parents), cpt=cpt, counts=None, draws=None, prior=None,
                                          sensor=None)
                      for v, cpt in zip(model.variables, self.cpts)]
@@ -313,6 +342,6 @@ def support(mean: np.ndarray, stddev: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(spread_total), np.nan, np.maximum(n, 0.0))
 
 
-__all__ = ["DRAW", "DRAWS", "LEVEL", "DrawEnsemble", "PosteriorSample", "dirichlet_prior", "dirichlet_rows",
-           "draw_posterior", "has_draws", "impute", "missing_posterior", "spread", "support", "update_draws",
-           "with_draws"]
+__all__ = ["DRAW", "DRAWS", "ENSEMBLE", "EXACT_CASES", "LEVEL", "DrawEnsemble", "PosteriorSample",
+           "dirichlet_prior", "dirichlet_rows", "draw_posterior", "has_draws", "impute", "missing_posterior",
+           "scaled_to", "spread", "support", "update_draws", "with_draws"]

@@ -32,6 +32,8 @@ OBJECTS = 10            # objects (each with a random action) per truth; every e
 TARGET = (0.85, 0.95)
 CONFIDENCE = 0.999
 
+pytestmark = pytest.mark.posterior
+
 
 def coverages(mode: str, trials: int, seed: int) -> tuple[float, float]:
     """(coverage of the model's intervals, of EM's expected counts as a Dirichlet) over one truth's queries."""
