@@ -333,11 +333,11 @@ class AffordanceNetwork:
 
     @property
     def engine(self):
-        """The compiled exact-inference engine (a junction tree), built once per network."""
+        """The compiled exact-inference engine (a junction tree), built once per structure (``junction_tree``)."""
         if self._engine is None:
             if not self.parameterised:
                 raise ModelFormatError("the network has no learned parameters yet: learn it first")
-            self._engine = JunctionTree(self)
+            self._engine = junction_tree(self)
         return self._engine
 
     # -------------------------------------------------------------- derivation
@@ -434,6 +434,23 @@ def _read_json(path: Path, what: str):
 
 def _floats(array) -> np.ndarray | None:
     return None if array is None else np.asarray(array, dtype=float)
+
+
+_TREES: dict = {}
+_MAX_TREES = 64
+
+
+def junction_tree(network: AffordanceNetwork) -> JunctionTree:
+    """The junction tree of ``network``'s structure, compiled once for all networks with the same variables, values
+    and parents (the CPTs are passed to each of its calls): online learning makes a new network per case.
+    """
+    key = tuple((v.name, len(v.values), v.parents) for v in network.variables)
+    found = _TREES.get(key)
+    if found is None:
+        if len(_TREES) >= _MAX_TREES:
+            _TREES.pop(next(iter(_TREES)))
+        found = _TREES[key] = JunctionTree(network)
+    return found
 
 
 def unknown_sensor(network: AffordanceNetwork, name: str) -> EvidenceError:
