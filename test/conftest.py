@@ -43,6 +43,9 @@ MONTESANO_CONFIG = default_config_path()
 # install/affordance_ros, .venv, a pip venv), else beside the interpreter, else on PATH.
 CLI = shutil.which("affordance-ros", path=os.pathsep.join(
     [str(share_directory().parents[1] / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+# The benchmarks' command (benchmarks/, not part of the package): beside the interpreter (.venv), else on PATH.
+BENCH = shutil.which("affordance-ros-bench", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                                   os.environ.get("PATH", "")]))
 
 
 def committed_events(intake, writer, timeout=20.0):
@@ -122,6 +125,26 @@ def collect_rclpy():
     yield
     if "rclpy" in sys.modules:
         gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def learn_without_posterior(request, monkeypatch):
+    """Learning in this process draws no posterior (``posterior_draws`` 0) unless the test is marked ``posterior`` or
+    asks for draws itself (the learner's options or the configuration's learning block): the sampler costs about a
+    hundred E-steps per learn, and most tests learn to test something else (this kept the core tests' time as it
+    was). Nodes and commands the tests start learn with the product's default."""
+    if request.node.get_closest_marker("posterior") is not None:
+        return
+    from affordance_ros.core import AffordanceLearner
+    options = AffordanceLearner.options
+
+    def without_posterior(self, config):
+        chosen = options(self, config)
+        if "posterior_draws" in self.params or "posterior_draws" in config.learning:
+            return chosen
+        return chosen.replace(posterior_draws=0)
+
+    monkeypatch.setattr(AffordanceLearner, "options", without_posterior)
 
 
 def pytest_configure(config):

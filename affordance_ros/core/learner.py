@@ -20,7 +20,7 @@ from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork, SensorModel
 from .options import STRUCTURES, LearningOptions
 from .parameters import EMResult, family_priors, fit_discrete, fit_em, log_likelihood
-from .posterior import dirichlet_prior, draw_posterior, with_draws
+from .posterior import EXACT_CASES, dirichlet_prior, draw_posterior, scaled_to, with_draws
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
@@ -144,9 +144,8 @@ class AffordanceLearner:
             model, structure_result, structural_rounds = structural_em(model, observed, fit_parameters, opts,
                                                                        progress, fixed)
         if opts.posterior_draws:
-            prior = posterior_prior(model, opts, prior_model)
-            sample = draw_posterior(model, observed.chunks, prior, opts.posterior_draws, opts.seed, progress=progress)
-            model = with_draws(model, sample, cases.n_cases)
+            model = with_draws(model, _posterior(model, observed, posterior_prior(model, opts, prior_model), opts,
+                                                 progress), cases.n_cases)
         em_result = fitted["em"]
         if em_result is not None:
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
@@ -190,6 +189,21 @@ def posterior_prior(model: AffordanceNetwork, opts: LearningOptions, prior_model
     for name, counts in condition_priors(model).items():
         extra[model.index(name)] = extra[model.index(name)] + counts
     return dirichlet_prior(model, opts.prior, extra, condition_supports(model))
+
+
+def _posterior(model: AffordanceNetwork, observed: CaseEvidence, prior: list, opts: LearningOptions,
+               progress: Progress):
+    """The posterior draws of ``model``'s CPTs given the cases of ``observed`` (``core.posterior``): the chain on
+    every case, or on a random subset of ``EXACT_CASES`` of them scaled to all (``scaled_to``).
+    """
+    n = observed.n_cases
+    if n <= EXACT_CASES:
+        return draw_posterior(model, observed.chunks, prior, opts.posterior_draws, opts.seed, progress=progress)
+    rows = np.sort(np.random.default_rng([opts.seed, 33]).choice(n, EXACT_CASES, replace=False))
+    subset = CaseEvidence(observed.cases.take(rows), observed.network)
+    sample = draw_posterior(model, subset.chunks, prior, opts.posterior_draws, opts.seed, progress=progress)
+    expected = {v.name: np.maximum(v.counts - a, 0.0) for v, a in zip(model.variables, prior)}
+    return scaled_to(sample, expected, n, EXACT_CASES)
 
 
 def _check_types(config, cases, prior_model) -> None:

@@ -333,11 +333,11 @@ class AffordanceNetwork:
 
     @property
     def engine(self):
-        """The compiled exact-inference engine (a junction tree), built once per network."""
+        """The compiled exact-inference engine (a junction tree), built once per structure (``junction_tree``)."""
         if self._engine is None:
             if not self.parameterised:
                 raise ModelFormatError("the network has no learned parameters yet: learn it first")
-            self._engine = JunctionTree(self)
+            self._engine = junction_tree(self)
         return self._engine
 
     # -------------------------------------------------------------- derivation
@@ -434,6 +434,23 @@ def _read_json(path: Path, what: str):
 
 def _floats(array) -> np.ndarray | None:
     return None if array is None else np.asarray(array, dtype=float)
+
+
+_TREES: dict = {}
+_MAX_TREES = 64
+
+
+def junction_tree(network: AffordanceNetwork) -> JunctionTree:
+    """The junction tree of ``network``'s structure, compiled once for all networks with the same variables, values
+    and parents (the CPTs are passed to each of its calls): online learning makes a new network per case.
+    """
+    key = tuple((v.name, len(v.values), v.parents) for v in network.variables)
+    found = _TREES.get(key)
+    if found is None:
+        if len(_TREES) >= _MAX_TREES:
+            _TREES.pop(next(iter(_TREES)))
+        found = _TREES[key] = JunctionTree(network)
+    return found
 
 
 def unknown_sensor(network: AffordanceNetwork, name: str) -> EvidenceError:
@@ -617,9 +634,9 @@ def _validate_draws(v: Variable, where: str) -> None:
         raise ModelFormatError(f"{where}: 'draws' and 'prior' need a 'cpt' (they are its posterior)")
     if v.draws is None or v.prior is None:
         raise ModelFormatError(f"{where}: give both 'draws' and 'prior' (the posterior's), or neither")
-    if v.draws.ndim != v.cpt.ndim + 1 or v.draws.shape[1:] != v.cpt.shape or v.draws.shape[0] < 2:
+    if v.draws.ndim != v.cpt.ndim + 1 or v.draws.shape[1:] != v.cpt.shape or v.draws.shape[0] < 1:
         raise ModelFormatError(f"{where}: 'draws' have shape {list(v.draws.shape)}, expected [S, "
-                               f"{', '.join(str(k) for k in v.cpt.shape)}]: S >= 2 draws, each shaped like the cpt")
+                               f"{', '.join(str(k) for k in v.cpt.shape)}]: S >= 1 draws, each shaped like the cpt")
     if v.prior.shape != v.cpt.shape:
         raise ModelFormatError(f"{where}: 'prior' has shape {list(v.prior.shape)}, expected the cpt's "
                                f"{list(v.cpt.shape)}")

@@ -77,9 +77,10 @@ class LearningOptions:
                                 "any other variable, or sensor column, without data is an error")
     allow_missing: bool = _option(False, "learn even when a configured variable or sensor column has no data at all "
                                          "(a warning instead of the error; such a variable is learned as latent)")
-    posterior_draws: int = _option(200, "draws of the exact posterior of the CPTs a learn keeps with the model (a "
-                                        "Gibbs sampler over the hidden values): what answers' standard deviations, "
-                                        "credible intervals and the strategies but 'expected' come from; 0: none")
+    posterior_draws: int = _option(50, "draws of the exact posterior of the CPTs a learn keeps with the model "
+                                       "(imputations of the hidden values by a Gibbs sampler, each a Dirichlet of "
+                                       "CPTs): what answers' standard deviations, credible intervals and the "
+                                       "strategies but 'expected' come from; 0: none")
     entity_column: str | None = _option(None, "a column of the cases that is not a variable (e.g. object_id) "
                                               "naming the entity (object, tool, hand) each trial is about: "
                                               "sensors cluster entities, not their repeated readings, and the "
@@ -90,8 +91,6 @@ class LearningOptions:
             _choice(name, getattr(self, name), choices)
         for name in ("max_parents", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em", "posterior_draws"):
             object.__setattr__(self, name, _integer(name, getattr(self, name)))
-        if self.posterior_draws == 1:
-            raise ModelFormatError("learning option 'posterior_draws' must be 0 (none) or at least 2, got 1")
         for name in ("max_iter", "n_init"):
             object.__setattr__(self, name, _integer(name, getattr(self, name), minimum=1))
         for name in ("prior", "prior_strength"):

@@ -12,21 +12,32 @@ sampler that alternates
 2. every CPT row from its Dirichlet given the counts of the imputed values plus the prior's pseudo-counts (the same
    pseudo-counts EM's M-step adds, ``dirichlet_prior``).
 
-It starts at EM's CPTs, near the posterior's mode, runs ``BURN_IN`` sweeps, then keeps one sweep in ``THIN``: for
-each kept sweep, the counts of the imputed values (``Variable.draws``; the pseudo-counts are ``Variable.prior``). A
-CPT drawn from Dirichlet(draw + prior) is a draw of the exact posterior (the imputed values and CPTs of a sweep are
-a draw of their joint posterior, and the CPTs given the values are that Dirichlet). This runs once per learn; a
-query never samples.
+When every value of every case is seen (labels), the posterior is the Dirichlet of the counts, and one sweep makes
+it. Otherwise the chain starts at EM's CPTs, near the posterior's mode, runs ``BURN_IN`` sweeps, then keeps one
+sweep in ``THIN``: for each kept sweep, the counts of the imputed values (``Variable.draws``; the pseudo-counts are
+``Variable.prior``). A CPT drawn from Dirichlet(draw + prior) is a draw of the exact posterior (the imputed values
+and CPTs of a sweep are a draw of their joint posterior, and the CPTs given the values are that Dirichlet): the
+imputations carry what the readings leave unknown about the values, each Dirichlet what a finite number of
+cases leaves unknown about the CPTs, so ``DRAWS`` imputations, each drawn from ``ENSEMBLE / DRAWS`` times, give
+the answers' ``ENSEMBLE`` CPT sets. This runs once per learn; a query never samples.
+
+A sweep costs about what an E-step of EM does, for every case. Beyond ``EXACT_CASES`` cases the chain runs on a
+random subset of that many (``scaled_to``): the posterior is then centred on all the cases' expected counts (EM's),
+with each imputation's deviation from the subset's mean imputation grown by sqrt(cases / subset) (the spread that
+the unknown values add grows as the number of cases, its share of the counts' spread stays), a large-sample
+approximation where the exact posterior is nearly Gaussian; the model's metadata says so.
 
 Answers (``DrawEnsemble``): the S posterior CPTs (drawn from the kept Dirichlets with a fixed seed, once per model)
 form one network with a hidden variable ``DRAW`` (S values, uniform) that is a parent of every variable; one exact
 query of (query, DRAW) gives p(query | evidence, CPTs of draw s) for every s at once, through the same query engine
 as ``predict``. Standard deviations and 90 % credible intervals are those of these S answers.
 
-Online learning between learns (``update_draws``): each new case is imputed under every draw's CPTs and added to
-that draw's counts (one more step 1-2 per draw, the earlier cases' imputations held). The draws stay as diverse as
-they were, so they never become surer than the learn made them; they do not reweigh the earlier cases' imputations
-by what the new case says of them (the exact update would), so they lag a little behind the CPTs until the next learn.
+Online learning between learns (``update_draws``): each new case's values are imputed under CPTs drawn from every
+draw's Dirichlet and added to that draw's counts (steps 1 and 2 once more per draw, the earlier cases' imputations
+held). The draws stay as diverse as the learn made them, so they never become surer than it did about the earlier
+cases; what they leave out is the reweighing of the earlier cases' imputations by what the new cases say of them
+(the exact update would do it, at a cost that grows with every case), so they lag behind the exact posterior until
+the next learn draws it again.
 """
 
 from __future__ import annotations
@@ -47,9 +58,11 @@ from .inference import JunctionTree
 from .network import AffordanceNetwork, Variable
 from .progress import Progress, report
 
-DRAWS = 200          # posterior draws a learn keeps (the learning option posterior_draws)
-BURN_IN = 20         # sweeps from EM's CPTs before the first draw kept
-THIN = 2             # sweeps per draw kept
+DRAWS = 50           # imputations a learn keeps (the learning option posterior_draws)
+BURN_IN = 20         # sweeps from EM's CPTs before the first imputation kept
+THIN = 2             # sweeps per imputation kept
+ENSEMBLE = 200       # CPT sets drawn from the imputations' Dirichlets to answer under (at least one per imputation)
+EXACT_CASES = 1000   # cases the chain runs on: a random subset of this many when there are more (scaled_to)
 LEVEL = 0.90         # the credible intervals' probability
 DRAW = "~draw"       # the ensemble's variable whose value says which draw's CPTs hold
 ENSEMBLE_SEED = 20   # the CPTs drawn from a model's Dirichlets: the same answers every time the model is loaded
@@ -92,11 +105,12 @@ def dirichlet_rows(alpha: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def impute(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence, rng: np.random.Generator,
            per_case: bool = False) -> np.ndarray:
     """Every variable's value in every case drawn jointly from p(values | the case's evidence, ``cpts``), codes
-    (K, n): the tree calibrated on all cases at once, then each clique (root first) drawn given the values its
-    separator with its parent already has. ``per_case``: case k under CPTs of its own (``cpts[i][k]``).
+    (K, n): the tree's collect pass on all cases at once, then each clique (root first) drawn from its collected
+    table at the values its separator with its parent already has (backward sampling: no distribute pass).
+    ``per_case``: case k under CPTs of its own (``cpts[i][k]``).
     """
-    cal = tree.calibrate(cpts, evidence, per_case)
     n_cases = evidence.n_cases
+    tables = tree.collected(cpts, evidence, per_case)
     codes = np.zeros((n_cases, len(tree.cards)), dtype=np.int64)
     done: set = set()
     rows = np.arange(n_cases)
@@ -106,7 +120,7 @@ def impute(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence, r
         free = [a for a, v in enumerate(clique) if v not in done]
         if not free:
             continue
-        table = np.transpose(cal.beliefs[c], (*known, *free, len(clique)))
+        table = np.broadcast_to(tables[c], (*tree.shapes[c], n_cases)).transpose((*known, *free, len(clique)))
         if known:   # the rows at the values already drawn: (K, *free cards)
             table = table[(*(codes[:, clique[a]] for a in known), Ellipsis, rows)].reshape(n_cases, -1)
         else:
@@ -156,12 +170,16 @@ class PosteriorSample:
     thin: int
     seed: int
     seconds: float
+    subset: int | None = None
 
     def metadata(self, n_cases: int) -> dict:
-        """The model's metadata entry "posterior": how the draws were made, from how many cases."""
+        """The model's metadata entry "posterior": how the draws were made, from how many cases (``sampled_cases``:
+        the subset the chain ran on, when it was one; ``scaled_to``).
+        """
         return {"method": "gibbs", "draws": len(next(iter(self.draws.values()))[0]), "burn_in": self.burn_in,
                 "thin": self.thin, "sweeps": self.sweeps, "seed": self.seed, "num_cases": int(n_cases),
-                "online_updates": 0, "seconds": round(self.seconds, 4)}
+                **({"sampled_cases": self.subset} if self.subset else {}), "online_updates": 0,
+                "seconds": round(self.seconds, 4)}
 
 
 def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np.ndarray], draws: int = DRAWS,
@@ -173,15 +191,15 @@ def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np
     ``CaseEvidence.chunks``); ``prior``: the pseudo-counts of every CPT (``dirichlet_prior``). The chain starts at
     ``model``'s CPTs. ``progress`` hears of every sweep as phase "posterior" (``core.progress``).
     """
-    if draws < 2:
-        raise ModelFormatError(f"posterior draws must be at least 2, got {draws}")
+    if draws < 1:
+        raise ModelFormatError(f"posterior draws must be at least 1, got {draws}")
     start = time.perf_counter()
     rng = np.random.default_rng([int(seed), 32])
     tree = JunctionTree(model)
     n = len(model)
     cpts = [v.cpt for v in model.variables]
     kept = [np.empty((draws, *np.shape(a))) for a in prior]
-    sweeps = burn_in + draws * thin
+    sweeps = 1 if all(_all_seen(chunk) for chunk in evidence_chunks()) else burn_in + draws * thin
     for sweep in range(sweeps):
         counts = [np.zeros(np.shape(a)) for a in prior]
         for chunk in evidence_chunks():
@@ -191,11 +209,31 @@ def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np
                     counts[i] += family_counts_of(model, codes, i)
         cpts = [dirichlet_rows(c + a, rng) for c, a in zip(counts, prior)]
         report(progress, "posterior", sweep + 1)
-        if sweep >= burn_in and (sweep - burn_in) % thin == thin - 1:
+        if sweeps == 1:    # every value seen: the imputation is the cases themselves, the posterior a Dirichlet
+            for i, c in enumerate(counts):
+                kept[i][:] = c
+        elif sweep >= burn_in and (sweep - burn_in) % thin == thin - 1:
             for i, c in enumerate(counts):
                 kept[i][(sweep - burn_in) // thin] = c
     return PosteriorSample({name: (k, np.asarray(a, dtype=float)) for name, k, a in zip(model.names, kept, prior)},
                            sweeps, burn_in, thin, int(seed), time.perf_counter() - start)
+
+
+def _all_seen(evidence: Evidence) -> bool:
+    """Whether every variable of every case is given by label (one-hot likelihoods): nothing is hidden."""
+    return all(lik is not None and np.all(np.count_nonzero(lik, axis=1) == 1) for lik in evidence.likelihoods)
+
+
+def scaled_to(sample: PosteriorSample, expected: Mapping[str, np.ndarray], n_cases: int, subset: int
+              ) -> PosteriorSample:
+    """``sample``, drawn from ``subset`` of ``n_cases`` cases, as the posterior of all of them (the module docstring):
+    each draw's counts = ``expected`` {variable: all cases' expected counts (EM's)} + its deviation from the mean of
+    the draws x sqrt(n_cases / subset), at least 0.
+    """
+    grow = math.sqrt(n_cases / subset)
+    draws = {name: (np.maximum(expected[name] + (d - d.mean(axis=0)) * grow, 0.0), a)
+             for name, (d, a) in sample.draws.items()}
+    return dataclasses.replace(sample, draws=draws, subset=subset)
 
 
 def with_draws(model: AffordanceNetwork, sample: PosteriorSample, n_cases: int) -> AffordanceNetwork:
@@ -205,40 +243,42 @@ def with_draws(model: AffordanceNetwork, sample: PosteriorSample, n_cases: int) 
     return out
 
 
-def update_draws(model: AffordanceNetwork, evidence: Evidence, seed) -> dict:
-    """{variable: (draws (S, *CPT shape), prior)}: ``model``'s draws after the cases of ``evidence`` (the module
-    docstring): every case's values imputed under each draw's CPTs (those of ``DrawEnsemble``), their counts added
-    to that draw's.
+def update_draws(network: AffordanceNetwork, draws: Sequence[np.ndarray], prior: Sequence[np.ndarray],
+                 evidence: Evidence, rng: np.random.Generator) -> list:
+    """The draws (S, *CPT shape) of every variable after the cases of ``evidence`` (the module docstring): for each
+    draw, CPTs drawn from Dirichlet(draw + prior), the cases' values imputed under them, their counts added to the
+    draw. ``network``: the model's structure (its junction tree).
     """
-    ensemble = DrawEnsemble.of(model)
-    rng = np.random.default_rng(seed)
-    tree = model.engine
-    n_draws = ensemble.n_draws
-    draws = [np.array(v.draws, dtype=float) for v in model.variables]
-    per_draw = max(1, _IMPUTE_CASES // n_draws)
-    for start in range(0, evidence.n_cases, per_draw):
-        part = evidence.take(slice(start, start + per_draw))
+    tree = network.engine
+    n_draws = len(draws[0])
+    draws = [np.array(d, dtype=float) for d in draws]
+    per_part = max(1, _IMPUTE_CASES // n_draws)
+    for start in range(0, evidence.n_cases, per_part):
+        part = evidence.take(slice(start, start + per_part))
+        cpts = [dirichlet_rows(d + a, rng) for d, a in zip(draws, prior)]
         # case b under draw s is row b * S + s
         repeated = part.take(np.repeat(np.arange(part.n_cases), n_draws))
-        cpts = [np.tile(t, (part.n_cases,) + (1,) * (t.ndim - 1)) for t in ensemble.cpts]
-        codes = impute(tree, cpts, repeated, rng, per_case=True)
+        tiled = [np.tile(t, (part.n_cases,) + (1,) * (t.ndim - 1)) for t in cpts]
+        codes = impute(tree, tiled, repeated, rng, per_case=True)
         which = np.tile(np.arange(n_draws), part.n_cases)
-        for i in range(len(model)):
-            axes = [*model.parent_indices(i), i]
-            np.add.at(draws[i], (which, *(codes[:, a] for a in axes)), 1.0)
-    return {v.name: (d, v.prior) for v, d in zip(model.variables, draws)}
+        for i, d in enumerate(draws):
+            np.add.at(d, (which, *(codes[:, a] for a in (*network.parent_indices(i), i))), 1.0)
+    return draws
 
 
 # ------------------------------------------------------------------ answers
 class DrawEnsemble:
-    """A model's posterior CPT draws as one network (the module docstring), built once per model."""
+    """A model's posterior as ``n_draws`` CPT sets in one network (the module docstring), built once per model: set j
+    drawn from Dirichlet(draw j mod S + prior), with a fixed seed (the same answers whenever the model is loaded).
+    """
 
     def __init__(self, model: AffordanceNetwork):
         if not has_draws(model):
             raise ModelFormatError(_MISSING_POSTERIOR)
         rng = np.random.default_rng(ENSEMBLE_SEED)
-        self.n_draws = model.variables[0].draws.shape[0]
-        self.cpts = [dirichlet_rows(v.draws + v.prior, rng) for v in model.variables]
+        self.n_draws = max(ENSEMBLE, model.variables[0].draws.shape[0])
+        which = np.arange(self.n_draws) % model.variables[0].draws.shape[0]
+        self.cpts = [dirichlet_rows(v.draws[which] + v.prior, rng) for v in model.variables]
         variables = [dataclasses.replace(v, parents=(DRAW, *v.parents), cpt=cpt, counts=None, draws=None, prior=None,
                                          sensor=None)
                      for v, cpt in zip(model.variables, self.cpts)]
@@ -272,16 +312,18 @@ def spread(draws: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndar
     if np.isnan(np.add.reduce(draws, axis=None)):
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)   # an all-NaN slice: its NaN answer says it already
-            bounds = np.nanquantile(draws, [tail, 1.0 - tail], axis=-1)
+            bounds = np.nanquantile(draws, [tail, 1.0 - tail], axis=-1, method="weibull")
             return np.nanmean(draws, axis=-1), np.nanstd(draws, axis=-1, ddof=1), np.moveaxis(bounds, 0, -1)
     n = draws.shape[-1]
     mean = np.add.reduce(draws, axis=-1) / n
     stddev = np.sqrt(np.add.reduce((draws - mean[..., None]) ** 2, axis=-1) / max(n - 1, 1))
     ordered = np.sort(draws, axis=-1)
     bounds = []
-    for q in (tail, 1.0 - tail):    # numpy's default (linear) quantile, without its overhead per call
-        at = q * (n - 1)
-        below = min(int(at), n - 1)
+    # the order statistic at q (S + 1) (numpy's "weibull" quantile): an interval between those at tail (S + 1) and
+    # (1 - tail)(S + 1) holds the next draw with probability level; the default q (S - 1) gave 0.891 at S = 200
+    for q in (tail, 1.0 - tail):
+        at = min(max(q * (n + 1) - 1.0, 0.0), n - 1.0)
+        below = int(at)
         above = min(below + 1, n - 1)
         bounds.append(ordered[..., below] + (at - below) * (ordered[..., above] - ordered[..., below]))
     return mean, stddev, np.stack(bounds, axis=-1)
@@ -300,6 +342,6 @@ def support(mean: np.ndarray, stddev: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(spread_total), np.nan, np.maximum(n, 0.0))
 
 
-__all__ = ["DRAW", "DRAWS", "LEVEL", "DrawEnsemble", "PosteriorSample", "dirichlet_prior", "dirichlet_rows",
-           "draw_posterior", "has_draws", "impute", "missing_posterior", "spread", "support", "update_draws",
-           "with_draws"]
+__all__ = ["DRAW", "DRAWS", "ENSEMBLE", "EXACT_CASES", "LEVEL", "DrawEnsemble", "PosteriorSample",
+           "dirichlet_prior", "dirichlet_rows", "draw_posterior", "has_draws", "impute", "missing_posterior",
+           "scaled_to", "spread", "support", "update_draws", "with_draws"]

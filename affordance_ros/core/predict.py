@@ -401,7 +401,7 @@ class ActionRanking:
 
 def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: Mapping[str, float] | None = None,
                  values: Mapping[str, str] | None = None, action: str | None = None, strategy: str = "expected",
-                 rng=None) -> ActionRanking:
+                 rng=None, uncertainty: bool = True) -> ActionRanking:
     """Rank every action for producing the desired effect labels, by ``strategy``.
 
     ``effects`` maps effect variables to wanted labels; ``sensors``/``values`` describe the object (any evidence
@@ -410,7 +410,8 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     credible bound first: tries what might be best, to learn while doing), ``thompson`` (the best under one draw of
     the CPTs from their posterior: explores in proportion to the chance of being best), ``cautious`` (the highest
     lower bound first: when a failure is costly). All but ``expected`` need the model's posterior draws. ``rng``
-    (None, an int seed or a numpy Generator) breaks ties and draws thompson's CPTs.
+    (None, an int seed or a numpy Generator) breaks ties and draws thompson's CPTs. ``uncertainty`` False (with
+    ``expected`` only) leaves the standard deviations, intervals and support NaN, at the cost of the ranking alone.
     """
     check_model(model)
     if strategy not in STRATEGIES:
@@ -418,6 +419,8 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
                             f"of {list(STRATEGIES)}")
     if strategy != "expected" and not has_draws(model):
         raise missing_posterior(f"strategy '{strategy}'")
+    if strategy != "expected" and not uncertainty:
+        raise EvidenceError(f"strategy '{strategy}' ranks by the posterior: it needs uncertainty=True")
     if not effects:
         raise EvidenceError("name at least one desired effect (variable=label)")
     actions = model.group("action") if action is None else [model[action].name]
@@ -437,7 +440,7 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     batch = predict_batch(model, list(wanted), batch_sensors, batch_values, uncertainty=False)
     at = (slice(None), *[wanted[n] for n in batch.variables])
     probability = batch.joint[at]
-    draws = _wanted_draws(model, batch_sensors, batch_values, batch.variables, at)
+    draws = _wanted_draws(model if uncertainty else None, batch_sensors, batch_values, batch.variables, at)
     mean, stddev, interval = spread(draws)
     rng = np.random.default_rng(rng)
     scores = _scores(strategy, probability, interval, draws, rng)
@@ -452,8 +455,10 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
 
 
 def _wanted_draws(model: AffordanceNetwork, sensors: dict, values: dict, variables: list, at: tuple) -> np.ndarray:
-    """p(wanted effects | action, evidence) under every posterior draw, (actions, S); (actions, 1) NaN without draws."""
-    if not has_draws(model):
+    """p(wanted effects | action, evidence) under every posterior draw, (actions, S); (actions, 1) NaN without draws
+    (or without a model: not asked).
+    """
+    if model is None or not has_draws(model):
         return np.full((len(next(iter(values.values()))), 1), np.nan)
     ensemble = DrawEnsemble.of(model)
     cases = CaseSet.from_columns(model, {**sensors, **values})

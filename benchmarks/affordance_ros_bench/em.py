@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from ...core import (
+from affordance_ros.core import (
     AffordanceNetwork,
     CaseSet,
     LearningOptions,
@@ -30,12 +30,13 @@ from ...core import (
     log_likelihood,
     sample_cases,
 )
-from ...core.ground_truth import sample_values
-from ...core.inference import JunctionTree
-from ...core.parameters import EMResult, plain_em
-from ...data.formats.bif import read_bif, write_bif
-from .common import best_time, fmt_seconds, machine_line, markdown_table, output_dir, write_results
+from affordance_ros.core.ground_truth import sample_values
+from affordance_ros.core.inference import JunctionTree
+from affordance_ros.core.parameters import EMResult, plain_em
+from affordance_ros.data.formats.bif import read_bif, write_bif
+
 from .inference import network_text
+from .report import best_time, fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 LATENT = (("asia", "either"), ("alarm", "LVFAILURE"))
 

@@ -1,6 +1,6 @@
 """Active exploration against random and round-robin trials (issue 21): learning curves, and the time of a ranking.
 
-    affordance-ros bench exploration [--quick] [--reps N] [--jobs N] [--out DIR]
+    affordance-ros-bench exploration [--quick] [--reps N] [--jobs N] [--out DIR]
 
 Two worlds (``core.worlds``): the montesano ground truth (a new one per seed; learned with its structure
 fixed and its sensors known: the CPTs are learned) and the tools scenario (config/tools.json and its learning
@@ -39,13 +39,21 @@ import numpy as np
 from scipy.special import entr
 from scipy.stats import binom
 
-from ...core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, benchmark_network, predict_batch
-from ...core.ground_truth import sample_values
-from ...core.online import OnlineEM
-from ...core.suggest import Candidate, suggest_trials
-from ...core.worlds import NetworkWorld, Objects, ScenarioWorld
-from ...share import share_directory
-from .common import machine_line, markdown_table, output_dir, pyplot, write_results
+from affordance_ros.core import (
+    AffordanceError,
+    AffordanceLearner,
+    AffordanceNetwork,
+    CaseSet,
+    benchmark_network,
+    predict_batch,
+)
+from affordance_ros.core.ground_truth import sample_values
+from affordance_ros.core.online import OnlineEM
+from affordance_ros.core.suggest import Candidate, suggest_trials
+from affordance_ros.core.worlds import NetworkWorld, Objects, ScenarioWorld
+from affordance_ros.share import share_directory
+
+from .report import machine_line, markdown_table, output_dir, pyplot, write_results
 
 WORLDS = ("montesano", "tools")
 STRATEGIES = ("active", "parameter_gain", "random", "round_robin")
@@ -267,6 +275,13 @@ def summarise(runs: list, checkpoints) -> dict:
         out[key] = np.nanmean(values, axis=0).tolist()
         out[f"sem_{key}"] = (np.nanstd(values, axis=0) / np.sqrt(len(runs))).tolist()
     return out
+
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--resume", metavar="RESULTS_JSON",
+                        help="keep the runs of an earlier exploration_results.json, run only the seeds it lacks "
+                             "(the same checkpoints and settings)")
 
 
 def run(args) -> int:
