@@ -42,6 +42,7 @@ def resolved(future: Future, timeout=120.0):
     return future.result()
 
 
+@pytest.mark.posterior
 def test_the_blocking_calls_answer_with_the_core_types_what_the_model_answers(ros, tmp_path):
     learner, model = learned_node(ros, tmp_path, 300)
     node, client = planner(ros, timeout=60.0)

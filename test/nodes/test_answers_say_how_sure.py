@@ -14,6 +14,9 @@ from affordance_ros.core import AffordanceNetwork, predict, rank_actions
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.srv import SelectAction
 
+# the node's learns draw the posterior of the CPTs (conftest.py's learn_without_posterior turns it off otherwise),
+# but for the test of a model without it
+pytestmark = pytest.mark.posterior
 SERVICE = "/affordance_learner/select_action"
 SMALL_BOX = {"color": 5.1, "shape": 5.0, "size": 0.1}
 SEED = 7

@@ -59,6 +59,7 @@ def test_a_robot_with_a_task_does_what_select_action_ranks_first_and_reports_its
     assert "of 60 trials succeeded" in task.summary() and sum(task.chosen.values()) == 60
 
 
+@pytest.mark.posterior
 def test_without_a_model_it_acts_at_random_until_the_learn_it_asks_for(ros, tmp_path):
     learner = ros.learner(select_seed=1)
     task = run_task(ros, learner, 45, strategy="optimistic", learn_every=20)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import learned_node
 
 from affordance_ros.core import predict, rank_actions
@@ -29,6 +30,7 @@ def run(script: Path) -> list[str]:
     return result.stdout.splitlines()
 
 
+@pytest.mark.posterior
 def test_the_planner_prints_the_learners_answers(ros, tmp_path):
     _, model = learned_node(ros, tmp_path, 300)
     script = example(tmp_path, "planner.py")
@@ -44,6 +46,7 @@ def test_the_planner_prints_the_learners_answers(ros, tmp_path):
     assert lines[4] == f"to learn the most: {best.action} on object {best.candidate}" and len(lines) == 5
 
 
+@pytest.mark.posterior
 def test_the_async_planner_prints_the_best_action(ros, tmp_path):
     _, model = learned_node(ros, tmp_path, 300)
     lines = run(example(tmp_path, "async_planner.py"))
