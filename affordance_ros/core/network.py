@@ -400,8 +400,9 @@ class AffordanceNetwork:
             raise ModelFormatError(f"malformed model ({type(exc).__name__}: {_clipped(exc)})") from None
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the JSON atomically: readers see the old file or the new one, never half."""
-        write_json_atomic(path, self.to_dict())
+        """Write the JSON (``model_text``) atomically: readers see the old file or the new one, never half."""
+        with written_atomically(path) as f:
+            f.write(model_text(self))
 
     @classmethod
     def load(cls, path: str | os.PathLike, what: str = "model file") -> "AffordanceNetwork":
@@ -673,6 +674,22 @@ def current_umask() -> int:
     mask = os.umask(0o022)  # (elsewhere: set and restore it)
     os.umask(mask)
     return mask
+
+
+def model_text(network: AffordanceNetwork) -> str:
+    """The model file's JSON: indented by one space, but every variable's posterior ``draws`` on one line (they are
+    most of the numbers: one per line made a montesano model of 300 cases 260 kB instead of 60 kB).
+    """
+    doc = network.to_dict()
+    draws = {}
+    for j, variable in enumerate(doc["variables"]):
+        if "draws" in variable:
+            draws[f"@draws {j}@"] = json.dumps(variable["draws"], separators=(",", ":"))
+            variable["draws"] = f"@draws {j}@"
+    text = json.dumps(doc, indent=1)
+    for mark, array in draws.items():
+        text = text.replace(json.dumps(mark), array, 1)
+    return text
 
 
 def write_json_atomic(path: str | os.PathLike, doc) -> None:

@@ -228,10 +228,11 @@ def scaled_to(sample: PosteriorSample, expected: Mapping[str, np.ndarray], n_cas
               ) -> PosteriorSample:
     """``sample``, drawn from ``subset`` of ``n_cases`` cases, as the posterior of all of them (the module docstring):
     each draw's counts = ``expected`` {variable: all cases' expected counts (EM's)} + its deviation from the mean of
-    the draws x sqrt(n_cases / subset), at least 0.
+    the draws x sqrt(n_cases / subset), at least 0, to 0.01.
     """
     grow = math.sqrt(n_cases / subset)
-    draws = {name: (np.maximum(expected[name] + (d - d.mean(axis=0)) * grow, 0.0), a)
+    # (to 0.01 of a case: the file writes short numbers, and what is in memory is what is in the file)
+    draws = {name: (np.round(np.maximum(expected[name] + (d - d.mean(axis=0)) * grow, 0.0), 2), a)
              for name, (d, a) in sample.draws.items()}
     return dataclasses.replace(sample, draws=draws, subset=subset)
 
