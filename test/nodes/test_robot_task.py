@@ -61,11 +61,13 @@ def test_a_robot_with_a_task_does_what_select_action_ranks_first_and_reports_its
 
 @pytest.mark.posterior
 def test_without_a_model_it_acts_at_random_until_the_learn_it_asks_for(ros, tmp_path):
-    learner = ros.learner(select_seed=1)
+    learner = ros.learner(select_seed=1, online_learning=True)
     task = run_task(ros, learner, 45, strategy="optimistic", learn_every=20)
-    # trials 1-20 before any model: random (counted); then a learn of those 20, and the learner ranks
+    # trials 1-20 before any model: random (counted); then a learn of those 20, and the learner ranks (online
+    # updates in between keep the posterior draws optimistic needs)
     assert task.unranked == 20 and len(task.regrets) == 45
     assert learner.counts["learn_ok"] == task.learns == 2 and learner.counts["select_ok"] >= 25
+    assert learner.counts["online_updates"] >= 20
 
 
 @pytest.mark.parametrize("params, message", [

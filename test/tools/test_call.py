@@ -105,7 +105,8 @@ def test_call_learn_predict_and_select_action(ros, tmp_path):
                                  "optimistic").stdout)
     assert optimistic["strategy"] == "optimistic"
     scores = [r["score"] for r in optimistic["ranking"]]
-    assert scores == sorted(scores, reverse=True)
+    # best first (actions whose scores tie, to rounding, come in an order drawn at random)
+    assert all(a >= b - 1e-9 * abs(a) for a, b in zip(scores, scores[1:])), scores
     assert scores == pytest.approx([r["interval"][1] for r in optimistic["ranking"]], rel=1e-12)
     assert all(r["stddev"] > 0 and r["support"] > 0 and set(r) == {"action", "probability", "stddev", "interval",
                                                                      "support", "score"} for r in optimistic["ranking"])
