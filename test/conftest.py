@@ -127,6 +127,26 @@ def collect_rclpy():
         gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def learn_without_posterior(request, monkeypatch):
+    """Learning in this process draws no posterior (``posterior_draws`` 0) unless the test is marked ``posterior`` or
+    asks for draws itself (the learner's options or the configuration's learning block): the sampler costs about a
+    hundred E-steps per learn, and most tests learn to test something else (this kept the core tests' time as it
+    was). Nodes and commands the tests start learn with the product's default."""
+    if request.node.get_closest_marker("posterior") is not None:
+        return
+    from affordance_ros.core import AffordanceLearner
+    options = AffordanceLearner.options
+
+    def without_posterior(self, config):
+        chosen = options(self, config)
+        if "posterior_draws" in self.params or "posterior_draws" in config.learning:
+            return chosen
+        return chosen.replace(posterior_draws=0)
+
+    monkeypatch.setattr(AffordanceLearner, "options", without_posterior)
+
+
 def pytest_configure(config):
     """pytest without a path from the repository root reads no test/pytest.ini (the tests' time limits, the 'ros'
     marker): say how to run them instead."""
