@@ -48,7 +48,7 @@ from .ros_args import OneLineParser, candidate_objects, name_value_pairs, sensor
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
 LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
-                 "fit_sensors", "n_init", "em_acceleration", "prior_strength", "allow_missing")
+                 "fit_sensors", "n_init", "em_acceleration", "prior_strength", "allow_missing", "posterior_draws")
 # pyAgrum opens XMLBIF files by this extension only (it refuses .xml and .xmlbif); pgmpy reads any name
 PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
 # what a file --out refuses to replace holds, told by its first bytes
