@@ -48,7 +48,7 @@ def test_learn_then_predict(files):
               "--sensor", "obj_vel=10.2", "--sensor", "hand_vel=0.3", "--value", "Shape=box")
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
-    assert set(answer) == {"marginals", "most_probable", "joint_probability"}
+    assert set(answer) == {"marginals", "most_probable", "joint_probability", "stddevs", "intervals", "support"}
     assert list(answer["marginals"]["Action"]) == ["grasp", "tap", "touch"]
     assert sum(answer["marginals"]["Action"].values()) == pytest.approx(1.0)
     assert answer["most_probable"]["Action"] == max(answer["marginals"]["Action"],
