@@ -37,6 +37,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from .errors import DataError
+from .gaussian import LOG_2PI
 
 # fewest readings of the condition with the most that give the sensor a spread to learn from
 MIN_CONDITION_READINGS = 3
@@ -390,7 +391,7 @@ def pooled_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int, 
                 continue
             variance = spreads(train, weight)[which[test]]
             r2 = residuals[test] ** 2
-            core, wide = (-0.5 * np.sum(r2 / (scale * variance) + np.log(2 * np.pi * scale * variance), axis=1)
+            core, wide = (-0.5 * np.sum(r2 / (scale * variance) + LOG_2PI + np.log(scale * variance), axis=1)
                           for scale in (1.0, WIDE_VARIANCE))
             total += float(np.sum(np.logaddexp(np.log1p(-WIDE_SHARE) + core, np.log(WIDE_SHARE) + wide)))
         return total

@@ -16,10 +16,11 @@ import numpy as np
 
 from .cases import CaseEvidence, CaseSet, missing_data
 from .conditions import own_condition_prior, own_condition_support
+from .em import EMResult
 from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork, SensorModel
 from .options import STRUCTURES, LearningOptions
-from .parameters import EMResult, family_priors, fit_discrete, fit_em, log_likelihood
+from .parameters import family_priors, fit_discrete, fit_em, log_likelihood
 from .posterior import EXACT_CASES, dirichlet_prior, draw_posterior, scaled_to, with_draws
 from .progress import Progress, report
 from .sensors import fit_sensors

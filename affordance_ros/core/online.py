@@ -17,10 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from .cases import CaseSet
+from .em import normalise_counts
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
 from .network import AffordanceNetwork
-from .parameters import family_priors, normalise_counts
+from .parameters import family_priors
 from .posterior import has_draws, update_draws
 
 

@@ -23,7 +23,7 @@ from .cases import CaseSet
 from .errors import EvidenceError, did_you_mean
 from .gaussian import log_density, log_sum_exp_rows
 from .network import AffordanceNetwork, SensorModel, out_of_range, unknown_sensor
-from .numbers import is_finite_number
+from .number_checks import is_finite_number
 from .posterior import DrawEnsemble, has_draws, missing_posterior, spread, support
 from .query import posterior, posterior_in_chunks
 

@@ -41,7 +41,7 @@ from scipy.special import digamma, entr, xlogy
 from .errors import EvidenceError
 from .evidence import evidence_from_log_likelihoods
 from .network import AffordanceNetwork, Variable
-from .numbers import is_finite_number
+from .number_checks import is_finite_number
 from .options import SUGGEST_CRITERIA
 from .posterior import has_draws
 from .predict import check_model, posterior_spreads, predict_readings

@@ -12,8 +12,8 @@ import time
 import numpy as np
 
 from affordance_ros.core import benchmark_network, fit_em, sample_cases
+from affordance_ros.core.em import rms_difference
 from affordance_ros.core.online import OnlineEM
-from affordance_ros.core.parameters import rms_difference
 
 from .environment import PLAIN_EM
 from .report import machine, output_dir

@@ -18,6 +18,7 @@ stays on this host, in a domain of its own.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ from .report import fmt_seconds, machine_line, markdown_table, output_dir, write
 
 ROBOT_RATE = 10000.0   # the simulated robot's largest allowed rate: "full speed"
 LEARNER = "/affordance_learner"
+CLIENT_NUMBERS = itertools.count()
 LOG_TAIL = 40  # lines of each node's log printed when a run fails
 
 
@@ -126,7 +128,8 @@ class ServiceClient:
     def __init__(self):
         import rclpy
         self.context = ros_context()
-        self.node = rclpy.create_node("affordance_bench_client", context=self.context)
+        # a name of its own: two clients of one process under one name make rcl warn of a publisher registered twice
+        self.node = rclpy.create_node(f"affordance_bench_client_{next(CLIENT_NUMBERS)}", context=self.context)
         from rclpy.executors import SingleThreadedExecutor
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)

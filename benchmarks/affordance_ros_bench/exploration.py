@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -273,10 +274,11 @@ def summarise(runs: list, checkpoints) -> dict:
     out = {}
     for key in METRICS:
         values = np.array([run[key] for run in runs], dtype=float)
-        out[key] = np.nanmean(values, axis=0).tolist()
-        out[f"sem_{key}"] = (np.nanstd(values, axis=0) / np.sqrt(len(runs))).tolist()
+        with warnings.catch_warnings():  # a checkpoint where no run has a figure yet is NaN, as it should be
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[key] = np.nanmean(values, axis=0).tolist()
+            out[f"sem_{key}"] = (np.nanstd(values, axis=0) / np.sqrt(len(runs))).tolist()
     return out
-
 
 
 def add_arguments(parser) -> None:
@@ -289,7 +291,7 @@ def run(args) -> int:
     out = output_dir(args.out)
     reps = args.reps or (1 if args.quick else 10)
     checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
-    earlier = earlier_runs(args.resume, checkpoints) if getattr(args, "resume", None) else {}
+    earlier = earlier_runs(args.resume, checkpoints) if args.resume else {}
     jobs = [(world, strategy, seed) for world in WORLDS for strategy in STRATEGIES for seed in range(reps)
             if (world, strategy, seed) not in earlier]
     start = time.perf_counter()

@@ -32,8 +32,8 @@ from affordance_ros.core import (
     predict_batch,
     sample_cases,
 )
+from affordance_ros.core.em import rms_difference
 from affordance_ros.core.ground_truth import parent_weights, random_cpts, weighted_rms
-from affordance_ros.core.parameters import rms_difference
 
 from .report import machine, machine_line, markdown_table, output_dir, pyplot, write_json
 

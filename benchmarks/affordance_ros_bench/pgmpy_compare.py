@@ -24,9 +24,9 @@ import numpy as np
 from scipy.stats import norm
 
 from affordance_ros.core import benchmark_network, benchmark_structure, fit_discrete, sample_cases
+from affordance_ros.core.em import normalise_counts
 from affordance_ros.core.evidence import evidence_from_log_likelihoods
 from affordance_ros.core.inference import JunctionTree
-from affordance_ros.core.parameters import normalise_counts
 
 from .report import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
 
@@ -156,7 +156,6 @@ def compare(n_cases: int, iterations: int, seed: int = 0) -> dict:
 def _pgmpy_version() -> str:
     import pgmpy
     return pgmpy.__version__
-
 
 
 def add_arguments(parser) -> None:

@@ -426,14 +426,14 @@ def test_benchmarks_sections_13_and_14_give_the_figures_of_their_results_files()
     """docs/benchmarks.md §14's tables are docs/bench/decisions_results.json's, as bench decisions prints them, and
     §13's coverage of every cell is docs/bench/posterior_results.json's (a rerun copied into docs/bench without the
     text, or the reverse, fails here)."""
-    from affordance_ros_bench.decisions import _table
+    from affordance_ros_bench.decisions import results_table
 
     repo = Path(__file__).resolve().parents[2]
     text = (repo / "docs" / "benchmarks.md").read_text()
     section = text[text.index("## 14. Deciding while learning"):text.index("## Machine")]
     results = json.loads((repo / "docs" / "bench" / "decisions_results.json").read_text())
     assert f"**{results['reps']} seeds**" in section
-    for line in _table(results, results["checkpoints"]).splitlines():
+    for line in results_table(results, results["checkpoints"]).splitlines():
         if line.startswith("| ") and not line.startswith("| strategy"):
             assert line in section, line
     posterior = json.loads((repo / "docs" / "bench" / "posterior_results.json").read_text())

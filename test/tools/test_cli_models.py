@@ -158,6 +158,11 @@ def test_predict_top_k_shows_the_most_probable_labels_of_a_long_marginal(tmp_pat
         assert mixture["means"][0] == pytest.approx(whole["mixtures"]["Effect"]["means"][
             model["Effect"].values.index(best[0][0])])
         assert answer["readings"] == whole["readings"]  # (of the whole mixture)
+        for key in ("stddevs", "intervals"):  # how sure, of the labels shown
+            assert list(answer[key]["Effect"]) == [label for label, _ in best]
+            assert answer[key]["Effect"] == {label: whole[key]["Effect"][label] for label, _ in best}
+            assert list(answer[key]["Action"]) == list(answer["marginals"]["Action"])
+        assert answer["support"] == whole["support"]
         if top is None:  # 4 labels: all, in the model's order
             assert list(answer["marginals"]["Action"]) == list(model["Action"].values)
             assert set(answer["omitted"]) == {"Effect"}
