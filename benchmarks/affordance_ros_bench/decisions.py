@@ -354,6 +354,8 @@ def _plot(results: dict, checkpoints, path) -> None:
             if s["curve_sem"]:
                 sem = np.array(s["curve_sem"])
                 ax.fill_between(x, mean - sem, mean + sem, color=colours[policy], alpha=0.2)
+        learning = [max(s["curve"]) for policy, s in results["worlds"][world].items() if policy != "random"]
+        ax.set_ylim(0, 1.6 * max(learning))   # (random's straight line leaves the plot: its slope is in the table)
         ax.set_title(f"{world}: cumulative regret", fontsize=10)
         ax.set_xlabel("trials")
         ax.grid(alpha=0.3)
