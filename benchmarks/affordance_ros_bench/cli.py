@@ -84,6 +84,7 @@ def run_all(argv: list) -> int:
 
 def main(argv: list | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # a run's progress shows as it happens, also through a pipe
     if not argv or argv[0] in ("-h", "--help"):
         print(usage(), end="")
         return 0 if argv else 2

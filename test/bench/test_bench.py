@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BENCH
+from conftest import BENCH, interrupted
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -483,3 +483,17 @@ def test_a_bench_run_that_fails_keeps_its_nodes_logs(tmp_path, capsys):
     with run_folder("dds", tmp_path / "elsewhere") as folder:
         (Path(folder) / "learner_node.log").write_text("stopping\n")  # nothing kept when the run ends well
     assert not (tmp_path / "elsewhere").exists() and not Path(folder).exists()
+
+
+def test_a_bench_says_what_it_is_and_ctrl_c_ends_it_in_one_line(tmp_path):
+    listed = subprocess.run([BENCH], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 2 and "paper " in listed.stdout and "all " in listed.stdout  # no name: the list
+    mistake = subprocess.run([BENCH, "paper", "--nope"], capture_output=True, text=True, timeout=60)
+    assert mistake.returncode == 2 and "affordance-ros-bench paper: error: unrecognized arguments: --nope" in \
+        mistake.stderr
+    unknown = subprocess.run([BENCH, "papers"], capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and unknown.stderr.splitlines()[-1] == \
+        "affordance-ros-bench: error: no benchmark 'papers'"
+    status, _, stderr = interrupted([BENCH, "paper", "--out", tmp_path / "bench"], "bench paper:")
+    assert status == 130, stderr
+    assert "Traceback" not in stderr and stderr.splitlines()[-1] == "affordance-ros-bench paper: interrupted"

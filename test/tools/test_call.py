@@ -7,8 +7,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import CLI, sampled_records, wait_for, write_config
-from test_cli import interrupted
+from conftest import CLI, interrupted, sampled_records, wait_for, write_config
 
 from affordance_ros.data.storage import CaseStore
 
