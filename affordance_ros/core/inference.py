@@ -200,14 +200,6 @@ class JunctionTree:
                    for c in range(len(self.cliques))]
         return Calibration(beliefs, sep_post, log_lik + evidence.log_scale)
 
-    def collected(self, cpts: Sequence[np.ndarray], evidence: Evidence, per_case: bool = False) -> list:
-        """Each clique's table after the collect pass alone, (*clique cards, K) or broadcastable: p(the clique's
-        variables outside its separator, the evidence below | the separator), up to a factor per case (at the root
-        p(root clique, evidence)): what sampling from the root down needs. ``per_case`` as for ``calibrate``.
-        """
-        psi = self._collect(self.clique_tables(cpts, per_case), self.evidence_tables(evidence), evidence.n_cases)[0]
-        return [psi[c] for c in range(len(self.cliques))]
-
     @staticmethod
     def check_possible(log_lik: np.ndarray) -> None:
         """EvidenceError naming the cases whose log-likelihood ``log_lik`` (K,) is not finite
@@ -353,6 +345,15 @@ class StreamingEStep(JunctionTreeEStep):
         self._pending_scale = 0.0
         counts, total = super().__call__(cpts)
         return counts, total + self._pending_scale
+
+
+def collected(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence, per_case: bool = False) -> list:
+    """Each clique's table after ``tree``'s collect pass alone, (*clique cards, K) or broadcastable: p(the clique's
+    variables outside its separator, the evidence below | the separator), up to a factor per case (at the root
+    p(root clique, evidence)): what sampling from the root down needs. ``per_case`` as for ``calibrate``.
+    """
+    psi = tree._collect(tree.clique_tables(cpts, per_case), tree.evidence_tables(evidence), evidence.n_cases)[0]
+    return [psi[c] for c in range(len(tree.cliques))]
 
 
 def joint_posterior(tree: JunctionTree, cal: Calibration, query: Sequence[int]) -> np.ndarray:

@@ -54,7 +54,7 @@ import numpy as np
 
 from .errors import ModelFormatError
 from .evidence import Evidence
-from .inference import JunctionTree
+from .inference import JunctionTree, collected
 from .network import AffordanceNetwork, Variable
 from .progress import Progress, report
 
@@ -110,7 +110,7 @@ def impute(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence, r
     ``per_case``: case k under CPTs of its own (``cpts[i][k]``).
     """
     n_cases = evidence.n_cases
-    tables = tree.collected(cpts, evidence, per_case)
+    tables = collected(tree, cpts, evidence, per_case)
     codes = np.zeros((n_cases, len(tree.cards)), dtype=np.int64)
     done: set = set()
     rows = np.arange(n_cases)

@@ -208,21 +208,21 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     columns = {name: np.atleast_1d(column) for name, column in {**(sensors or {}), **(values or {})}.items()}
     query_idx = [model.index(n) for n in names]
     if not columns:
-        chunks = [(slice(0, 1), {}, [])]
-        return _answer(model, names, posterior(model, query_idx, {}), _spreads(model, names, 1, chunks, uncertainty))
+        spreads = posterior_spreads(model, names, 1, [(slice(0, 1), {}, [])], uncertainty)
+        return _answer(model, names, posterior(model, query_idx, {}), spreads)
     try:
         cases = CaseSet.from_columns(model, columns)
     except ValueError as exc:
         raise EvidenceError(str(exc)) from None
     if cases.n_cases == 0:  # no cases, no rows (as numpy answers an empty array)
         return _answer(model, names, np.empty((0, *[model.variables[i].card for i in query_idx])),
-                       _spreads(model, names, 0, [], False))
+                       posterior_spreads(model, names, 0, [], False))
     joint = posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases))
-    spreads = _spreads(model, names, cases.n_cases, _evidence_chunks(model, cases), uncertainty)
+    spreads = posterior_spreads(model, names, cases.n_cases, _evidence_chunks(model, cases), uncertainty)
     return _answer(model, names, joint, spreads)
 
 
-def _spreads(model: AffordanceNetwork, names: list, n_cases: int, chunks, uncertainty: bool = True) -> tuple:
+def posterior_spreads(model: AffordanceNetwork, names: list, n_cases: int, chunks, uncertainty: bool = True) -> tuple:
     """({var: stddevs (K, card)}, {var: intervals (K, card, 2)}, {var: support (K,)}) of the marginals of ``names``
     for ``n_cases`` cases whose evidence comes in ``chunks`` (as ``posterior_in_chunks`` takes them): from the
     answers under every posterior draw, a part of the cases at a time; NaN without draws or ``uncertainty``.
@@ -278,7 +278,7 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
     check_model(model)
     names = model.resolve_query(query)
     likelihoods, hard = _one_case(model, sensors or {}, values or {})
-    spreads = _spreads(model, names, 1, [(slice(0, 1), likelihoods, hard)], uncertainty)
+    spreads = posterior_spreads(model, names, 1, [(slice(0, 1), likelihoods, hard)], uncertainty)
     batch = _answer(model, names, posterior(model, [model.index(n) for n in names], likelihoods, hard), spreads)
     marginals = {name: dict(zip(model[name].values, batch.marginals[name][0].tolist())) for name in names}
     best = {name: model[name].values[code] for name, code in zip(names, batch.most_probable[0].tolist())}

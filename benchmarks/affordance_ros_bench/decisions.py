@@ -293,7 +293,7 @@ def run(args) -> int:
     for w in WORLDS:
         results["worlds"][w] = {p: summarise([done[w, p, s] for s in range(reps)], checkpoints) for p in POLICIES}
     results["targets"] = targets(results["worlds"]["lockin"], checkpoints)
-    table = _table(results, checkpoints)
+    table = results_table(results, checkpoints)
     _plot(results, checkpoints, out / "decisions_regret.png")
     write_results(out, "decisions", table, args.quick, results)
     print(f"wrote {out / 'decisions_regret.png'}")
@@ -312,7 +312,7 @@ def targets(lockin: dict, checkpoints) -> dict:
                                                         and final[last] <= TARGETS["thompson_final"])}
 
 
-def _table(results: dict, checkpoints) -> str:
+def results_table(results: dict, checkpoints) -> str:
     text = ""
     first, last = checkpoints[0], checkpoints[-1]
     for world, summary in results["worlds"].items():
@@ -354,6 +354,8 @@ def _plot(results: dict, checkpoints, path) -> None:
             if s["curve_sem"]:
                 sem = np.array(s["curve_sem"])
                 ax.fill_between(x, mean - sem, mean + sem, color=colours[policy], alpha=0.2)
+        learning = [max(s["curve"]) for policy, s in results["worlds"][world].items() if policy != "random"]
+        ax.set_ylim(0, 1.6 * max(learning))   # (random's straight line leaves the plot: its slope is in the table)
         ax.set_title(f"{world}: cumulative regret", fontsize=10)
         ax.set_xlabel("trials")
         ax.grid(alpha=0.3)
@@ -364,4 +366,4 @@ def _plot(results: dict, checkpoints, path) -> None:
     plt.close(fig)
 
 
-__all__ = ["World", "run", "run_one", "summarise"]
+__all__ = ["World", "results_table", "run", "run_one", "summarise"]

@@ -438,6 +438,28 @@ def test_the_regret_of_the_decision_worlds_is_against_the_truth():
     assert montesano.success.shape == (24, 3, 12) and np.all((0 <= montesano.success) & (montesano.success <= 1))
 
 
+def test_benchmarks_sections_13_and_14_give_the_figures_of_their_results_files():
+    """docs/benchmarks.md §14's tables are docs/bench/decisions_results.json's, as bench decisions prints them, and
+    §13's coverage of every cell is docs/bench/posterior_results.json's (a rerun copied into docs/bench without the
+    text, or the reverse, fails here)."""
+    from affordance_ros_bench.decisions import results_table
+
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "docs" / "benchmarks.md").read_text()
+    section = text[text.index("## 14. Deciding while learning"):text.index("## Machine")]
+    results = json.loads((repo / "docs" / "bench" / "decisions_results.json").read_text())
+    assert f"**{results['reps']} seeds**" in section
+    for line in results_table(results, results["checkpoints"]).splitlines():
+        if line.startswith("| ") and not line.startswith("| strategy"):
+            assert line in section, line
+    posterior = json.loads((repo / "docs" / "bench" / "posterior_results.json").read_text())
+    section = text[text.index("## 13. How sure answers are"):text.index("## 14. Deciding while learning")]
+    for mode, label in (("labels", "labels"), ("sigma1", "sensors at sigma 1"), ("sigma3", "sensors at sigma 3")):
+        row = f"| {label}, 10 / 30 / 100 / 300 | " + " / ".join(
+            f"{posterior['cells'][f'{mode} {n}']['model'][0]:.3f}" for n in (10, 30, 100, 300))
+        assert row in section, row
+
+
 def test_startup_quick(tmp_path):
     """--help and predict through the installed command: a wall and an import time each, none of the modules
     only other commands need loaded, the numpy import measured beside them."""

@@ -299,3 +299,21 @@ def test_actions_tied_at_the_top_come_in_random_order_and_say_so(montesano):
     orders = {tuple(rank_actions(model, {"HandVel": "fast"}, rng=seed).actions) for seed in range(12)}
     assert len(orders) > 1 and all(rank_actions(model, {"HandVel": "fast"}, rng=s).tied for s in range(3))
     assert not rank_actions(model, {"ObjVel": "fast"}, rng=0).tied
+
+
+def test_suggested_trials_say_how_sure_as_predict_does(montesano):
+    """score_trials' effect standard deviations are those of the posterior draws, as predict_batch gives them for the
+    same trials (before, the Dirichlet of the counts with the parents held fixed: 0.82-0.88 of the spread for an
+    effect whose parent is an effect, ObjHandVel here)."""
+    from affordance_ros.core.suggest import Candidate, score_trials
+
+    _, config, cases = montesano
+    model = AffordanceLearner(structure="fixed").fit(config, cases.take(slice(0, 150))).model_
+    candidates = [Candidate(sensors={"size": 9.5, "shape": 0.3}), Candidate(values={"Shape": "box", "Size": "small"})]
+    scores = score_trials(model, candidates)
+    actions = model["Action"].values
+    values = {"Action": list(actions) * 2, "Shape": [None] * 3 + ["box"] * 3, "Size": [None] * 3 + ["small"] * 3}
+    sensors = {"size": [9.5] * 3 + [None] * 3, "shape": [0.3] * 3 + [None] * 3}
+    for name in model.group("effect"):
+        np.testing.assert_allclose(scores.effect_stddevs[name], predict_batch(model, [name], sensors, values)
+                                   .stddevs[name], rtol=1e-9)

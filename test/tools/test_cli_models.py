@@ -10,7 +10,7 @@ from test_cli import files, run  # noqa: F401  (the fixture)
 
 from affordance_ros.core import AffordanceNetwork, LearningOptions, predict
 from affordance_ros.share import default_config_path
-from affordance_ros.tools.cli import LEARN_OPTIONS
+from affordance_ros.tools.commands import LEARN_OPTIONS
 
 
 @pytest.mark.parametrize("fmt, name", [("bif", "m.bif"), ("xmlbif", "m.xml"), ("uai", "m.uai")])
@@ -60,9 +60,9 @@ def test_help_describes_every_command_and_option():
     assert "--model MODEL a model file" in " ".join(run("predict", "--help").stdout.split())
     assert "--seed SEED seed of the random draws" in " ".join(run("simulate", "--help").stdout.split())
     top = " ".join(run("--help").stdout.split())
-    assert ("simulate write simulated trials to a CSV file: the simulated robot's or a realistic scenario's "
-            "(montesano, tools, hands, hands_shared, tools_unseen, transfer)") in top, top
-    assert "issue" not in run("bench", "--help").stdout  # (what is meant, not the tracker's numbers)
+    assert "simulate write simulated trials to a CSV file: the simulated robot's or a scenario's" in top
+    scenarios = " ".join(run("simulate", "--help").stdout.split())
+    assert "{montesano,tools,hands,hands_shared,tools_unseen,transfer}" in scenarios, scenarios
 
 
 def test_learn_options_take_help_choices_and_defaults_from_learning_options():
