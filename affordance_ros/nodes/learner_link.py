@@ -36,9 +36,10 @@ SETTLE = 0.2         # seconds after the latest sign that the learner is back be
 
 class LearnerLink:
     """The learner's answers and matches as the robot sees them; ``silent(now)`` when nothing was answered for
-    ``silence`` seconds, ``back`` once the learner came back (see the module's description). ``changed()`` is called
-    after every matched event (``answers_events``, ``trial_topic_events``: the QoS events of the robot's
-    answers subscription and trial publishers), then each of ``listeners`` (others who wait for the learner)."""
+    ``silence`` seconds, ``back`` once the learner came back (see the module's description): ``changed()`` is
+    called ``SETTLE`` seconds after the latest sign. The signs are matched events (``answers_events``,
+    ``trial_topic_events``: the QoS events of the robot's answers subscription and trial publishers); after every
+    matched event each of ``listeners`` is called (others who wait for the learner)."""
 
     def __init__(self, node, silence: float, changed: Callable[[], None], callback_group=None):
         self.node, self.silence, self.changed = node, silence, changed
@@ -47,6 +48,7 @@ class LearnerLink:
         self.answers_matched = 0  # publishers matched on the answers' topic (a learner's ~/stored)
         self.back = False
         self.back_at = 0.0  # when the latest sign came
+        self.settling = False  # the latest sign came less than SETTLE ago
         self._settle = node.create_timer(SETTLE, self._settled, callback_group=callback_group)
         self._settle.cancel()
 
@@ -74,10 +76,12 @@ class LearnerLink:
         ``SETTLE`` seconds, unless another sign comes first."""
         self.back, self.back_at = True, time.monotonic()
         if self._settle is not None:  # (the publishers outlive their TrialPublisher, and their events come here)
+            self.settling = True
             self._settle.reset()
 
     def _settled(self) -> None:
         self._settle.cancel()
+        self.settling = False
         self.changed()
 
     def answered(self, now: float) -> None:
@@ -89,8 +93,7 @@ class LearnerLink:
     def take_return(self, reachable: Callable[[], bool]) -> float | None:
         """Once the learner came back (``SETTLE`` seconds ago at least) and ``reachable()`` says every endpoint is
         matched now: when the latest sign came (the trials sent before it are to be sent again); else None."""
-        if (self.back and time.monotonic() - self.back_at >= SETTLE and self.answers_matched > 0
-                and reachable()):
+        if self.back and not self.settling and self.answers_matched > 0 and reachable():
             self.back = False
             return self.back_at
         return None

@@ -172,6 +172,8 @@ class TrialPublisher:
         if problem:
             raise ValueError(problem)
         with self._lock:
+            if not sent and trial_id in self.waiting.trials:
+                return  # (sent again by its robot: the messages of its first send are kept)
             self.waiting.check_room(trial_id)  # (before the spool is written)
             for publisher, _ in messages:
                 self._by_topic.setdefault(publisher.topic_name, publisher)

@@ -58,8 +58,8 @@ class WaitingTrials:
         self.answers = Counter()
 
     def add(self, trial_id: str, messages: Sequence, now: float, sent: bool = True) -> None:
-        """Keep ``messages`` of ``trial_id`` (a new trial, or more messages of one waiting; ``sent``: they were
-        published now). SpoolFull when ``limit`` trials wait and this one is new."""
+        """Keep ``messages`` of ``trial_id`` (a new trial, or more messages of one waiting, published now if
+        ``sent``). SpoolFull when ``limit`` trials wait and this one is new."""
         self.check_room(trial_id)
         kept = self.trials.get(trial_id)
         if kept is None:
