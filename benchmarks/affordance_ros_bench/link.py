@@ -55,7 +55,7 @@ def faults(quick: bool) -> list[Fault]:
     """The faults of a run (quick: three short ones, for the tests: the code cannot rot)."""
     if quick:
         return [Fault("none"), Fault("10 % of frames lost", {"both": {"loss": 0.1}}),
-                Fault("outage 5 s", steps=[(1.0, CUT), (5.0, BACK)])]
+                Fault("outage 5 s", steps=[(0.1, CUT), (5.0, BACK)])]  # (its few trials are sent within 1 s)
     outage = 60.0
     flaps = [step for _ in range(6) for step in ((0.0 if _ == 0 else 3.0, CUT), (2.0, BACK))]
     found = [
