@@ -107,6 +107,7 @@ venv_tests() {
     local status=0
     pytest_on "$@" test/test_docs.py test/test_layers.py test/test_packaging.py -- || status=$?
     pytest_on "$@" test/core test/data test/tools -- -m ros || status=$?
+    pytest_on "$@" test/bench -- || status=$?
     return "$status"
   fi
 }

@@ -43,6 +43,9 @@ MONTESANO_CONFIG = default_config_path()
 # install/affordance_ros, .venv, a pip venv), else beside the interpreter, else on PATH.
 CLI = shutil.which("affordance-ros", path=os.pathsep.join(
     [str(share_directory().parents[1] / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+# The benchmarks' command (benchmarks/, not part of the package): beside the interpreter (.venv), else on PATH.
+BENCH = shutil.which("affordance-ros-bench", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                                   os.environ.get("PATH", "")]))
 
 
 def committed_events(intake, writer, timeout=20.0):

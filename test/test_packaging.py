@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CLI
 
 import affordance_ros
 from affordance_ros.core import benchmark_network, sample_cases
@@ -162,6 +163,14 @@ def test_the_installed_package_is_the_source_trees_modules():
     assert installed == source
 
 
+def test_the_package_carries_no_benchmark():
+    # the benchmarks are benchmarks/, a distribution of their own (affordance-ros-bench), not in the package
+    assert not [p for p in PACKAGE.rglob("*.py") if "bench" in p.relative_to(PACKAGE).parts]
+    assert importlib.util.find_spec("affordance_ros.tools.bench") is None
+    commands = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
+    assert commands.returncode == 0 and "bench" not in commands.stdout
+
+
 @pytest.mark.skipif(importlib.metadata.distribution("affordance_ros").read_text("RECORD") is None,
                     reason="only a pip (wheel) install has a RECORD; ./test.sh's pip install runs this")
 def test_a_pip_install_holds_the_package_its_scripts_and_its_data_only():
@@ -182,9 +191,6 @@ THIRD_PARTY = {
     "matplotlib": ("matplotlib", "python3-matplotlib"),
     "rosbags": ("rosbags", None),
     "sklearn": ("scikit-learn", "python3-sklearn"),
-    "pandas": ("pandas", "python3-pandas"),
-    "pgmpy": ("pgmpy", None),
-    "pyagrum": ("pyagrum", None),
 }
 # ROS 2 packages the PyPI wheels lack: only the launch files (run by `ros2 launch`) import them
 NOT_ON_PYPI = {"launch", "launch_ros"}
@@ -301,7 +307,7 @@ def model(tmp_path_factory):
                          ids=["help", "predict"])
 def test_help_and_predict_import_no_ros_rosbags_matplotlib_or_scipy(argv, model):
     # (scipy.special alone takes longer to import than the whole of `affordance-ros predict` may take to start;
-    # `affordance-ros bench startup` measures the time)
+    # `affordance-ros-bench startup` measures the time)
     if argv[0] == "predict":
         argv = [*argv, "--model", model]
     result, modules = import_profile(*argv)
@@ -462,6 +468,7 @@ def test_under_all_every_test_runs_against_one_install_at_least():
     assert "test/nodes test/test_interfaces.py \\\n      test/test_packaging.py --" in script
     assert "test/test_docs.py test/test_layers.py test/test_packaging.py --" in script
     assert "test/core test/data test/tools -- -m ros" in script
+    assert 'pytest_on "$@" test/bench --' in script
     everything = _collected("test")  # ids relative to test/ (pytest.ini's folder)
     without_ros = _collected("test", "-m", "not ros")
     core_data_tools = ("core/", "data/", "tools/")
@@ -469,6 +476,7 @@ def test_under_all_every_test_runs_against_one_install_at_least():
     colcon = {t for t in everything if t.startswith(("nodes/", "test_interfaces.py", "test_packaging.py"))}
     venv = {t for t in everything if t.startswith(("test_docs.py", "test_layers.py", "test_packaging.py"))}
     venv |= {t for t in everything - without_ros if t.startswith(core_data_tools)}
+    venv |= {t for t in everything if t.startswith("bench/")}
     assert len(everything) > 500 and len(pip) > 300 and len(colcon) > 100 and len(venv) > 50
     assert everything - (pip | colcon | venv) == set()
 
@@ -515,6 +523,7 @@ def test_the_venv_is_rebuilt_after_an_edit_to_any_file_the_build_reads_and_only_
     read = ["CMakeLists.txt", "README.md", "setup.cfg", "affordance_ros/__init__.py", "affordance_ros/nodes/x.py",
             "msg/A.msg", "new_folder/data.yaml", "tools/setup_cfg_to_cmake.py"]
     not_read = ["test/test_x.py", "docs/x.md", ".ci/run", "test.sh", "demo.sh", "requirements-bench.txt",
+                "benchmarks/pyproject.toml", "benchmarks/affordance_ros_bench/x.py",
                 "tools/setup_bench.sh", "affordance_ros/__pycache__/x.cpython-311.pyc", ".venv/bin/python",
                 "build/CMakeCache.txt", "install/setup.bash", "log/setup_env/x.log"]
     for name in read + not_read:

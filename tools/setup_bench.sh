@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Opt-in: the benchmark-only extras (requirements-bench.txt: pgmpy, for
-# `affordance-ros bench pgmpy`) on top of tools/setup_env.sh's .venv.
+# `affordance-ros-bench pgmpy`) on top of tools/setup_env.sh's .venv.
 # Never needed to build, run or test the package itself (test_bench.py skips
 # the pgmpy comparison when pgmpy is missing). Idempotent; pip runs only when
 # requirements-bench.txt or requirements-ros.txt changed.

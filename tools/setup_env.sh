@@ -45,7 +45,7 @@ die() { echo "setup_env: ERROR: $*" >&2; exit 1; }
 # git, every file but the build's own folders and __pycache__) except those below, which CMakeLists.txt, setup.py
 # and setup.cfg never read or install, and the top-level hidden ones (.ci/, .git*). So a new file or folder counts
 # without being listed here. (Kept: README.md, setup.cfg's long_description; pyproject.toml, read by setuptools.)
-NOT_BUILT=(test docs test.sh demo.sh requirements-bench.txt requirements-colcon.txt tools/setup_bench.sh)
+NOT_BUILT=(test docs test.sh demo.sh benchmarks requirements-bench.txt requirements-colcon.txt tools/setup_bench.sh)
 # input_digests: "sha256  path" of each input (relative to the root, C-sorted): their names and contents.
 input_digests() {
   local x excluded=()
@@ -143,6 +143,19 @@ if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$REQ_HASH" ]]; then
   # The wheels' CMake exports name the wheel builder's include dirs.
   run_step fix-cmake-paths "$VENV/bin/python" tools/fix_wheel_cmake_paths.py "$VENV"
   echo "$REQ_HASH" >"$STAMP"
+fi
+
+# The benchmarks (benchmarks/: not part of the package, a distribution of their own, `affordance-ros-bench`) into
+# .venv whenever a file of theirs changed; their dependency, matplotlib, is in requirements-ros.txt already.
+BENCH_STAMP="$VENV/.affordance_ros-bench-sources.sha256"
+BENCH_HASH="$(find benchmarks -type f -not -path '*/__pycache__/*' -not -path '*.egg-info*' -not -path 'benchmarks/build/*' \
+  | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$BENCH_STAMP" 2>/dev/null || true)" != "$BENCH_HASH" ]]; then
+  rm -f "$BENCH_STAMP"
+  run_step pip-install-benchmarks "$VENV/bin/python" -m pip install --no-input --no-compile --disable-pip-version-check \
+    --no-deps "$ROOT/benchmarks"
+  rm -rf "$ROOT/benchmarks/build" "$ROOT/benchmarks/"*.egg-info
+  echo "$BENCH_HASH" >"$BENCH_STAMP"
 fi
 
 export AMENT_PREFIX_PATH="$VENV"

@@ -29,7 +29,7 @@ _EXPORTS = {
     "FORMAT": "network", "FORMAT_VECTOR": "network", "GROUPS": "network", "SENSOR_GROUPS": "network",
     "AffordanceNetwork": "network", "SensorModel": "network", "Variable": "network",
     "SCORES": "options", "STRUCTURES": "options", "LearningOptions": "options",
-    "EMResult": "parameters", "fit_discrete": "parameters", "fit_em": "parameters", "log_likelihood": "parameters",
+    "EMResult": "em", "fit_discrete": "parameters", "fit_em": "parameters", "log_likelihood": "parameters",
     "ActionRanking": "predict", "BatchPrediction": "predict", "Prediction": "predict", "ReadingPrediction": "predict",
     "predict_batch": "predict", "predict_readings": "predict", "rank_actions": "predict",
     "LearningCancelled": "progress",

@@ -22,7 +22,7 @@ import numpy as np
 from .errors import DataError, EvidenceError, UnknownColumnError, meant, suggestion
 from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
 from .network import AffordanceNetwork, out_of_range, unknown_sensor, written_atomically
-from .numbers import decimal_comma_hint
+from .number_checks import decimal_comma_hint
 
 MISSING = -1
 STREAM_ENTRIES = 1 << 24   # cases x sum of cardinalities above which a learn's evidence is built per chunk

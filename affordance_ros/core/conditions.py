@@ -42,6 +42,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from .errors import DataError
+from .gaussian import LOG_2PI
 
 # fewest readings of the condition with the most that give the sensor a spread to learn from
 MIN_CONDITION_READINGS = 3
@@ -397,7 +398,7 @@ def condition_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: in
                 continue
             cores, wide = spreads(train, weight)
             r2 = residuals[test] ** 2
-            core, wide = (-0.5 * np.sum(r2 / variance + np.log(2 * np.pi * variance), axis=1)
+            core, wide = (-0.5 * np.sum(r2 / variance + LOG_2PI + np.log(variance), axis=1)
                           for variance in (cores[which[test]], wide))
             total += float(np.sum(np.logaddexp(np.log1p(-WIDE_SHARE) + core, np.log(WIDE_SHARE) + wide)))
         return total

@@ -12,6 +12,8 @@ import re
 import numpy as np
 
 from .cases import CaseSet
+from .evidence import Evidence
+from .inference import joint_posterior
 from .network import AffordanceNetwork, SensorModel, Variable
 
 NETWORKS = {
@@ -118,3 +120,25 @@ def sample_cases(network: AffordanceNetwork, n: int, rng: np.random.Generator,
 
 __all__ = ["NETWORKS", "benchmark_structure", "benchmark_network", "random_cpts", "sample_values",
            "sample_cases", "sensor_name"]
+
+
+def parent_weights(truth) -> list:
+    """p(parent configuration) under the truth for every CPT row, shaped like the CPT without its last axis."""
+    engine = truth.engine
+    calibration = engine.calibrate([v.cpt for v in truth.variables], Evidence.empty(len(truth)))
+    weights = []
+    for i, v in enumerate(truth.variables):
+        parents = truth.parent_indices(i)
+        weights.append(joint_posterior(engine, calibration, parents)[0] if parents else np.ones(()))
+    return weights
+
+
+def weighted_rms(learned, truth, weights) -> float:
+    """RMS error with each CPT row counted by how probable its parent configuration is.
+
+    sqrt(sum_i E_pa[sum_v (learned - true)^2] / sum_i r_i): equal to the plain RMS when every
+    parent configuration is equally likely; rows that (almost) never occur count (almost) nothing.
+    """
+    num = sum(float((w * ((a - b) ** 2).sum(axis=-1)).sum()) for a, b, w in zip(learned, truth, weights))
+    den = sum(a.shape[-1] for a in truth)
+    return float(np.sqrt(num / den))

@@ -53,13 +53,16 @@ class JunctionTree:
         cliques, cards = self.cliques, self.cards
         n = len(self.cards)
         self.shapes = [tuple(int(cards[v]) for v in c) for c in cliques]
-        self.home = [min((c for c in range(len(cliques)) if set(self.families[i]) <= set(cliques[c])),
+        self.home = [min((c for c in range(len(cliques))
+                          if set(self.families[i]) <= set(cliques[c])),
                          key=lambda c: np.prod(self.shapes[c])) for i in range(n)]
         self.var_home = [min((c for c in range(len(cliques)) if i in cliques[c]),
                              key=lambda c: np.prod(self.shapes[c])) for i in range(n)]
         # Per variable: how its CPT (axes: parents in declared order, then itself) and
         # its likelihood (card, K) broadcast into its home clique (axes: clique vars, cases).
-        self.cpt_perm, self.cpt_shape, self.lik_shape = [], [], []
+        self.cpt_perm = []
+        self.cpt_shape = []
+        self.lik_shape = []
         for i in range(n):
             axes = [*self.parents[i], i]
             self.cpt_perm.append(tuple(np.argsort(axes)))
@@ -69,7 +72,10 @@ class JunctionTree:
         self.assigned = [[i for i in range(n) if self.home[i] == c] for c in range(len(cliques))]
         # Per non-root clique c with parent p: the separator, the axes to sum out of c (and
         # of p) to reach it, and how a separator array broadcasts into c (and into p).
-        self.sep_axes_c, self.sep_axes_p, self.sep_in_c, self.sep_in_p = {}, {}, {}, {}
+        self.sep_axes_c = {}
+        self.sep_axes_p = {}
+        self.sep_in_c = {}
+        self.sep_in_p = {}
         self.separator = {}
         for c in self.order[1:]:
             p = self.parent[c]
@@ -96,7 +102,9 @@ class JunctionTree:
         return tables
 
     def evidence_tables(self, evidence: Evidence) -> list:
-        """Product of the likelihoods assigned to each clique, broadcastable to (*cards, K), or None."""
+        """Product of the likelihoods assigned to each clique, broadcastable to (*cards, K), or
+        None.
+        """
         tables = []
         for c in range(len(self.cliques)):
             table = None
@@ -166,7 +174,9 @@ class JunctionTree:
         return psi, rho, sep_post, log_lik
 
     def _separator_posterior(self, c: int, d: int, psi, rho, sep_post) -> np.ndarray:
-        """p(separator of child d | evidence), from a sibling's larger separator when one covers it."""
+        """p(separator of child d | evidence), from a larger separator of a sibling if one covers
+        it.
+        """
         sep = set(self.separator[d])
         for e in self.children_by_separator[c]:
             if e == d:
@@ -186,7 +196,9 @@ class JunctionTree:
 
     @staticmethod
     def check_possible(log_lik: np.ndarray) -> None:
-        """EvidenceError naming the cases whose log-likelihood ``log_lik`` (K,) is not finite (probability zero)."""
+        """EvidenceError naming the cases whose log-likelihood ``log_lik`` (K,) is not finite
+        (probability zero).
+        """
         if not np.all(np.isfinite(log_lik)):
             bad = np.flatnonzero(~np.isfinite(log_lik))
             raise EvidenceError(
@@ -198,20 +210,16 @@ class JunctionTree:
         return self._collect(self.clique_tables(cpts), self.evidence_tables(evidence),
                              evidence.n_cases)[3] + evidence.log_scale
 
-    def estep(self, evidence: Evidence, chunk_size: int = 512, readings=None) -> "EStep":
+    def estep(self, evidence: Evidence, chunk_size: int = 512,
+              readings=None) -> JunctionTreeEStep:
         """An E-step over fixed evidence, its likelihood tables prepared once for all iterations."""
-        return EStep(self, evidence, chunk_size, readings)
+        return JunctionTreeEStep(self, evidence, chunk_size, readings)
 
     def expected_counts(self, cpts, evidence: Evidence, chunk_size: int = 512):
-        """Sum over cases of p(family | evidence), each shaped like its CPT; and the total log-lik."""
+        """Sum over cases of p(family | evidence), each shaped like its CPT; the total
+        log-likelihood.
+        """
         return self.estep(evidence, chunk_size)(cpts)
-
-    def _family_from_clique(self, i: int, table: np.ndarray) -> np.ndarray:
-        clique = self.cliques[self.home[i]]
-        family = self.families[i]
-        fam_table = table.sum(axis=tuple(j for j, v in enumerate(clique) if v not in family))
-        # fam_table axes are the family in ascending variable order; CPT order is parents then self.
-        return np.transpose(fam_table, np.argsort(self.cpt_perm[i]))
 
     def marginals(self, cal: Calibration) -> list:
         """p(variable | evidence) for every variable, each (K, card)."""
@@ -222,39 +230,50 @@ class JunctionTree:
         return out
 
 
-class EStep:
-    """Expected family counts for many CPT settings over the same cases (EM's E-step).
+class JunctionTreeEStep:
+    """Expected family counts for many CPT settings over the same cases (an
+    ``estep.EStepBackend``), by the junction tree's two passes over ``chunk_size`` cases at a time.
 
-    With ``readings`` ({variable index: readings (K,), NaN where missing}) each call also
-    returns the posterior-weighted moments of those readings per value, (3, card):
-    sum w, sum w*y, sum w*y^2, for re-estimating the sensor models. A 2-D entry (K, m) is taken
-    as per-case features already (e.g. [1, y, y y^T] of a vector sensor): moments (m, card).
+    With ``readings`` ({variable index: readings (K,), NaN where missing}) each call also leaves in
+    ``moments`` the posterior-weighted moments of those readings per value, (3, card): sum w,
+    sum w*y, sum w*y^2, for re-estimating the sensor models (``core.em_sensors``). A 2-D entry
+    (K, m) is taken as per-case features already (e.g. [1, y, y y^T] of a vector sensor): moments
+    (m, card).
     """
 
-    def __init__(self, tree: JunctionTree, evidence: Evidence, chunk_size: int = 512, readings=None):
+    def __init__(self, tree: JunctionTree, evidence: Evidence, chunk_size: int = 512,
+                 readings=None):
         self.tree = tree
         self.n_cases = evidence.n_cases
+        self.chunk_size = chunk_size
+        self.moments = {}
+        rows = [slice(start, start + chunk_size)
+                for start in range(0, evidence.n_cases, chunk_size)]
+        self.powers = [{i: _reading_powers(x[r]) if x.ndim == 1 else x[r]
+                        for i, x in (readings or {}).items()} for r in rows]
+        self.log_scale = 0.0
+        self.chunks = []
+        self.use_evidence(evidence)
+
+    def use_evidence(self, evidence: Evidence) -> None:
+        """Hold ``evidence``: the same cases' (e.g. under re-estimated sensor models)."""
         self.log_scale = float(evidence.log_scale.sum())
         self.chunks = []
-        readings = readings or {}
-        for start in range(0, evidence.n_cases, chunk_size):
-            rows = slice(start, start + chunk_size)
-            part = evidence.take(rows)
-            powers = {i: _reading_powers(x[rows]) if x.ndim == 1 else x[rows] for i, x in readings.items()}
-            self.chunks.append((part.n_cases, tree.evidence_tables(part), powers))
+        for start, powers in zip(range(0, evidence.n_cases, self.chunk_size), self.powers):
+            part = evidence.take(slice(start, start + self.chunk_size))
+            self.chunks.append((part.n_cases, self.tree.evidence_tables(part), powers))
 
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
         """Total log p(evidence | CPTs), by the collect pass alone."""
         phis = self.tree.clique_tables(cpts)
-        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum()) for n, ev, _ in self._chunks())
+        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum())
+                                    for n, ev, _ in self._chunks())
 
     def _chunks(self):
         return self.chunks
 
     def __call__(self, cpts: Sequence[np.ndarray]):
-        """Expected family counts (shaped like the CPTs) and the total log-likelihood under ``cpts``; with
-        readings, also their posterior-weighted moments.
-        """
+        """Expected family counts (shaped like the CPTs) and the total log-likelihood."""
         tree = self.tree
         phis = tree.clique_tables(cpts)
         clique_counts = [np.zeros(shape) for shape in tree.shapes]
@@ -270,20 +289,33 @@ class EStep:
                 others = tuple(j for j, v in enumerate(tree.cliques[c]) if v != i)
                 posterior = _weighted_sum(psi[c], rho[c], others, keep_batch=True)   # (card, K)
                 moments[i] = moments.get(i, 0.0) + posterior @ power                 # (card, 3)
-        counts = [tree._family_from_clique(i, clique_counts[tree.home[i]]) for i in range(len(cpts))]
-        if moments:
-            return counts, total_ll, {i: m.T for i, m in moments.items()}
+        self.moments = {i: m.T for i, m in moments.items()}
+        counts = [self.family_from_clique(i, clique_counts[tree.home[i]])
+                  for i in range(len(cpts))]
         return counts, total_ll
 
+    def family_from_clique(self, i: int, table: np.ndarray) -> np.ndarray:
+        """Variable i's family table (axes as in its CPT) from its home clique's table."""
+        tree = self.tree
+        clique = tree.cliques[tree.home[i]]
+        family = tree.families[i]
+        fam_table = table.sum(axis=tuple(j for j, v in enumerate(clique) if v not in family))
+        # fam_table axes are the family in ascending variable order; CPT order is parents then self.
+        return np.transpose(fam_table, np.argsort(tree.cpt_perm[i]))
 
-class StreamingEStep(EStep):
-    """An ``EStep`` that holds no evidence tables: each call asks ``evidence_chunks()`` for the evidence
-    again, chunk by chunk (e.g. computed from the readings of a CaseSet), so that memory is bounded by
-    a chunk, not by the number of cases. Costs the evidence computation in every iteration.
+
+class StreamingEStep(JunctionTreeEStep):
+    """A ``JunctionTreeEStep`` that holds no evidence tables: each call asks ``evidence_chunks()``
+    for the evidence again, chunk by chunk (e.g. computed from the readings of a CaseSet), so that
+    memory is bounded by a chunk, not by the number of cases. Costs the evidence computation in
+    every iteration.
     """
 
     def __init__(self, tree: JunctionTree, evidence_chunks, n_cases: int, chunk_size: int = 512):
-        self.tree, self.n_cases, self.chunk_size = tree, n_cases, chunk_size
+        self.tree = tree
+        self.n_cases = n_cases
+        self.chunk_size = chunk_size
+        self.moments = {}
         self._evidence_chunks = evidence_chunks
         self.log_scale = 0.0   # added per chunk instead, into _pending_scale during a pass
         self._pending_scale = 0.0
@@ -365,7 +397,8 @@ def _reading_powers(x: np.ndarray) -> np.ndarray:
     return np.stack([present.astype(float), y, y * y], axis=1)
 
 
-def _weighted_sum(table: np.ndarray, weight: np.ndarray, sum_axes: tuple, keep_batch: bool) -> np.ndarray:
+def _weighted_sum(table: np.ndarray, weight: np.ndarray, sum_axes: tuple,
+                  keep_batch: bool) -> np.ndarray:
     """Sum of table * weight (both broadcastable to (*cards, K)) over ``sum_axes``, and over the
     cases unless ``keep_batch``; one fused pass (BLAS when the weight is per case only).
     """

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 from .cases import CaseEvidence, CaseSet, missing_data
 from .conditions import own_condition_prior, own_condition_support
+from .em import EMResult
 from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork, SensorModel
 from .options import STRUCTURES, LearningOptions
-from .parameters import EMResult, fit_discrete, fit_em, log_likelihood
+from .parameters import fit_discrete, fit_em, log_likelihood
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em

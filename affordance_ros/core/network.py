@@ -25,7 +25,7 @@ import numpy as np
 from .errors import EvidenceError, ModelFormatError, did_you_mean
 from .gaussian import log_density, mixture_weights
 from .inference import JunctionTree
-from .numbers import is_finite_number
+from .number_checks import is_finite_number
 
 FORMAT = "affordance_ros/model/1"
 # /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).

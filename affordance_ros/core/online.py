@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from .cases import CaseSet
+from .em import normalise_counts
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
 from .network import AffordanceNetwork
-from .parameters import family_priors, normalise_counts
+from .parameters import family_priors
 
 
 class OnlineEM:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from .errors import ModelFormatError
 from .network import GROUPS
-from .numbers import is_finite_number
+from .number_checks import is_finite_number
 
 STRUCTURES = ("k2", "mcmc", "fixed")
 SCORES = ("k2", "bdeu", "bic", "cv")

@@ -18,7 +18,7 @@ from .cases import CaseSet
 from .errors import EvidenceError
 from .gaussian import log_density, log_sum_exp_rows
 from .network import AffordanceNetwork, SensorModel, out_of_range, unknown_sensor
-from .numbers import is_finite_number
+from .number_checks import is_finite_number
 from .query import posterior, posterior_in_chunks
 
 # actions whose probabilities differ by at most this fraction of the largest are tied (rounding, not the model)

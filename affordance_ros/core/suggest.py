@@ -39,7 +39,7 @@ from scipy.special import digamma, entr, xlogy
 from .errors import EvidenceError
 from .evidence import evidence_from_log_likelihoods
 from .network import AffordanceNetwork, Variable
-from .numbers import is_finite_number
+from .number_checks import is_finite_number
 from .options import SUGGEST_CRITERIA
 from .predict import check_model, predict_readings
 from .query import posterior

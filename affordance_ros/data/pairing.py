@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork
 from ..core.errors import did_you_mean
 from ..core.network import out_of_range
-from ..core.numbers import is_finite_number
+from ..core.number_checks import is_finite_number
 from .text import quoted
 from .trial import Trial
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ..core import SENSOR_GROUPS, AffordanceNetwork, CaseSet
-from ..core.numbers import is_finite_number
+from ..core.number_checks import is_finite_number
 
 # The topic of each part of a trial, relative to the namespace (the learner subscribes to these names; a robot
 # named in its ``robots`` parameter to these under its name: ``robot/action``).

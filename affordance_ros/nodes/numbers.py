@@ -13,7 +13,7 @@ from __future__ import annotations
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.parameter import Parameter
 
-from ..core.numbers import is_finite_number
+from ..core.number_checks import is_finite_number
 
 
 def number_descriptor(text: str, low: float, high: float, read_only: bool = True) -> ParameterDescriptor:

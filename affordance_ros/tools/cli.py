@@ -40,7 +40,6 @@ from ..data.storage import CaseStoreError
 from ..data.trial import case_set
 from ..share import configuration_file, default_config_path, shipped_configurations
 from . import call, evaluate, record, replay
-from .bench import add_parser as add_bench_parser
 from .executables import INTERRUPTED
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress, ProgressBar, report_line_by_line
@@ -507,7 +506,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(run=cmd_evaluate)
     sim.set_defaults(run=cmd_simulate)
 
-    add_bench_parser(sub)
     return parser
 
 

@@ -9,7 +9,7 @@ import sys
 from typing import Callable, Sequence
 
 from .. import install_hint
-from ..core.numbers import decimal_comma_hint
+from ..core.number_checks import decimal_comma_hint
 from .progress import report_line_by_line
 
 

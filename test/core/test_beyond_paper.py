@@ -8,8 +8,9 @@ import pytest
 from helpers import brute_force_joint, plain
 
 from affordance_ros.core import CaseSet, EvidenceError, benchmark_network, fit_em, predict, rank_actions, sample_cases
+from affordance_ros.core.em import rms_difference
 from affordance_ros.core.online import OnlineEM
-from affordance_ros.core.parameters import family_priors, log_likelihood, rms_difference
+from affordance_ros.core.parameters import family_priors, log_likelihood
 
 
 def error(model, truth):

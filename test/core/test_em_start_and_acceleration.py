@@ -16,9 +16,10 @@ from affordance_ros.core import (
     fit_em,
     sample_cases,
 )
+from affordance_ros.core.em import symmetric_latents
 from affordance_ros.core.evidence import latent_variables
 from affordance_ros.core.ground_truth import random_cpts, sample_values
-from affordance_ros.core.parameters import log_likelihood, symmetric_latents
+from affordance_ros.core.parameters import log_likelihood
 
 
 def latent_cause_network(seed=0):

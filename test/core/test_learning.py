@@ -18,7 +18,7 @@ from affordance_ros.core import (
     fit_em,
     sample_cases,
 )
-from affordance_ros.core.parameters import rms_difference
+from affordance_ros.core.em import rms_difference
 from affordance_ros.core.sensors import fit_sensor
 
 

@@ -6,8 +6,8 @@ from helpers import random_network
 from test_inference import brute_force_counts, random_evidence
 
 from affordance_ros.core import CaseSet, benchmark_network, benchmark_structure, sample_cases
-from affordance_ros.core.estep import SeparatorEStep
 from affordance_ros.core.inference import JunctionTree
+from affordance_ros.core.separator_estep import SeparatorEStep
 
 
 @pytest.mark.parametrize("seed", range(10))

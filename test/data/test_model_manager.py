@@ -7,6 +7,7 @@ import pytest
 from conftest import MONTESANO_CONFIG, committed_events, sampled_records
 
 from affordance_ros.core import AffordanceError, AffordanceNetwork, benchmark_network, benchmark_structure
+from affordance_ros.core.ground_truth import parent_weights, weighted_rms
 from affordance_ros.data.case_writer import CaseWriter
 from affordance_ros.data.intake import TrialIntake
 from affordance_ros.data.learn import learn
@@ -14,7 +15,6 @@ from affordance_ros.data.model_manager import ModelManager, StartupError
 from affordance_ros.data.pairing import TrialAssembler
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.data.training_cases import seen_until, stored_cases
-from affordance_ros.tools.bench.paper import parent_weights, weighted_rms
 
 
 def manager(tmp_path, online=False, config=None) -> ModelManager:

@@ -1,4 +1,4 @@
-"""Fault injection, the fast parts (the full runs: `affordance-ros bench faults`): the learner killed
+"""Fault injection, the fast parts (the full runs: `affordance-ros-bench faults`): the learner killed
 with SIGKILL mid-stream and restarted, stopped by signals, fed malformed messages; damaged files."""
 
 import json

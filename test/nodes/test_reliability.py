@@ -36,7 +36,7 @@ from affordance_ros.nodes.learning import STOP_GRACE
 from affordance_ros.nodes.qos import reply_qos, trial_qos
 from affordance_ros.nodes.trial_publisher import TrialPublisher
 from affordance_ros.srv import Learn, Predict
-from affordance_ros.tools.bench.edges import descendants, running
+from affordance_ros_bench.edges import descendants, running
 
 LEARNER = "/affordance_learner"
 NAME = "affordance_learner: learner"
@@ -431,7 +431,7 @@ def test_a_robot_on_its_own_topics_is_confirmed_at_once_while_a_keep_all_writer_
     learner = start("learner_node", tmp_path, "learner", database_path=tmp_path / "cases.db",
                     model_path=tmp_path / "model.json", status_period=0.0, diagnostics_period=0.0, robots="good")
     robot = Robot(ros, resend_timeout=5.0, robot_name="good")  # TrialPublisher's default resend_timeout
-    code = "from affordance_ros.tools.bench.edges import keep_all_flooder; keep_all_flooder(15.0)"
+    code = "from affordance_ros_bench.edges import keep_all_flooder; keep_all_flooder(15.0)"
     flooder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert flooder.stdout.readline().strip() == "held back"  # the shared reader is full, the writer holds more

@@ -18,6 +18,7 @@ stays on this host, in a domain of its own.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -29,19 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import (
-    close_ros,
-    fmt_seconds,
-    machine_line,
-    markdown_table,
-    output_dir,
-    ros_context,
-    ros_node_importable,
-    write_results,
-)
+from .environment import close_ros, ros_context, ros_node_importable
+from .report import fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 ROBOT_RATE = 10000.0   # the simulated robot's largest allowed rate: "full speed"
 LEARNER = "/affordance_learner"
+CLIENT_NUMBERS = itertools.count()
 LOG_TAIL = 40  # lines of each node's log printed when a run fails
 
 
@@ -55,7 +49,7 @@ def bench_env(tmp: Path) -> dict:
 
 
 def _launcher(name: str) -> Path:
-    from ...share import share_directory
+    from affordance_ros.share import share_directory
     return share_directory().parents[1] / "lib" / "affordance_ros" / name
 
 
@@ -102,7 +96,7 @@ def stop_process(process: subprocess.Popen, timeout: float = 15.0) -> int:
 def store_throughput(db: Path, n_trials: int, tmp: Path, env: dict, timeout: float, settle: float = 3.0) -> dict:
     """Start the robot at full speed; watch the learner's database until all trials are stored,
     or until the robot has exited and nothing more arrived for ``settle`` seconds."""
-    from ...data.storage import CaseStore
+    from affordance_ros.data.storage import CaseStore
     robot = launch("simulated_robot", {"count": n_trials, "rate": ROBOT_RATE, "seed": 1, "sigma": 1.0}, tmp, env)
     first = None            # (time, count) when the first cases were seen
     changed = None          # (time, count) of the latest change
@@ -134,14 +128,15 @@ class ServiceClient:
     def __init__(self):
         import rclpy
         self.context = ros_context()
-        self.node = rclpy.create_node("affordance_bench_client", context=self.context)
+        # a name of its own: two clients of one process under one name make rcl warn of a publisher registered twice
+        self.node = rclpy.create_node(f"affordance_bench_client_{next(CLIENT_NUMBERS)}", context=self.context)
         from rclpy.executors import SingleThreadedExecutor
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
 
     def client(self, srv_type, name: str, timeout: float = 30.0, qos=None):
         """A client of ``name`` (QoS ``qos``, else ``reply_qos()``: a planner's), once its server is there."""
-        from ...nodes.qos import reply_qos
+        from affordance_ros.nodes.qos import reply_qos
         client = self.node.create_client(srv_type, name, qos_profile=qos or reply_qos())
         if not client.wait_for_service(timeout_sec=timeout):
             raise RuntimeError(f"service {name} did not appear within {timeout} s")
@@ -185,7 +180,7 @@ def predict_while_learning(client: ServiceClient, calls: int) -> dict:
     """~/predict round trips while a second client (its own context, in a thread) calls ~/learn back to back."""
     import threading
 
-    from ...srv import Learn, Predict
+    from affordance_ros.srv import Learn, Predict
     learner_client = ServiceClient()
     stop, learns, durations = threading.Event(), [], []
     learn = learner_client.client(Learn, f"{LEARNER}/learn")
@@ -224,7 +219,7 @@ def predict_while_learning(client: ServiceClient, calls: int) -> dict:
 
 def service_figures(client: ServiceClient, calls: int) -> dict:
     """~/learn once, then ``calls`` ~/predict round trips one after the other."""
-    from ...srv import Learn, Predict
+    from affordance_ros.srv import Learn, Predict
     learn = client.client(Learn, f"{LEARNER}/learn")
     t0 = time.perf_counter()
     learned = client.call(learn, Learn.Request(structure=""))
@@ -249,7 +244,7 @@ LEARNER_SETTINGS = (("learner defaults (keep all)", {}), ("learner qos_depth 100
 
 def run_learner(tmp: Path, env: dict, client: ServiceClient, extra: dict, n_trials: int, calls: int) -> tuple:
     """One learner process (a fresh database): the robot's burst, then, if ``calls``, the services."""
-    from ...srv import Learn
+    from affordance_ros.srv import Learn
     tmp.mkdir()
     db = tmp / "cases.db"
     learner = launch("learner_node", {"database_path": db, "model_path": tmp / "model.json",

@@ -33,9 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ...data.pairing import INTERFACE_MAX_LIST_LENGTH
-from .common import close_ros, ros_context
+from affordance_ros.data.pairing import INTERFACE_MAX_LIST_LENGTH
+
 from .dds import ServiceClient, predict_request, stop_process
+from .environment import close_ros, ros_context
 
 LEARNER = "/affordance_learner"
 
@@ -44,7 +45,7 @@ def launch(name: str, params: dict, tmp: Path, env: dict, cpus: str | None = Non
            args: tuple = ()) -> subprocess.Popen:
     """The installed launcher ``name`` with ``params`` (-p name:=value), pinned to ``cpus`` (taskset) if given,
     its output in ``tmp/<log or name>.log``."""
-    from ...share import share_directory
+    from affordance_ros.share import share_directory
     command = [str(share_directory().parents[1] / "lib" / "affordance_ros" / name), *args, "--ros-args"]
     for key, value in params.items():
         command += ["-p", f"{key}:={value}"]
@@ -76,7 +77,7 @@ def wait(predicate, timeout: float, period: float = 0.01) -> bool:
 
 def seed(db: Path, n: int, prefix: str = "s") -> None:
     """A case database of ``n`` trials of the montesano ground truth."""
-    from ...data.storage import CaseStore
+    from affordance_ros.data.storage import CaseStore
     with CaseStore(db) as store:
         store.insert_many([replace(r, stamp=1.0 + k, received=2.0 + k) for k, r in enumerate(records(n, prefix))])
 
@@ -104,7 +105,7 @@ def run_clients(clients: int, calls: int, env: dict, timeout: float = 10.0, serv
                 resend: float = 2.0, reply_depth: int | None = None) -> dict:
     """What ``predict_clients`` measures, unsummed: each client's ``call_predict`` and the server's CPU seconds."""
     server_cpu = cpu_seconds([server]) if server else 0.0
-    code = ("import sys, json; from affordance_ros.tools.bench.edges import call_predict; "
+    code = ("import sys, json; from affordance_ros_bench.edges import call_predict; "
             f"print(json.dumps(call_predict({calls}, {timeout}, {resend}, {reply_depth})))")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
             for _ in range(clients)]
@@ -134,7 +135,7 @@ def call_predict(calls: int, timeout: float, resend: float, reply_depth: int | N
     answered in time."""
     from rclpy.qos import QoSProfile
 
-    from ...srv import Predict
+    from affordance_ros.srv import Predict
     created = time.perf_counter()
     client = ServiceClient()
     predict = client.client(Predict, f"{LEARNER}/predict", timeout=60.0,
@@ -185,7 +186,7 @@ def predict_latency(tmp: Path, env: dict, cases: int, calls: int, rounds: int = 
     four-client runs taking turns ``rounds`` times. How many
     requests the clients sent, against how many the learner answered (its log's count): equal when every
     request lost was lost on its way back."""
-    from ...srv import Learn
+    from affordance_ros.srv import Learn
     tmp.mkdir()
     db = tmp / "cases.db"
     seed(db, cases)
@@ -234,9 +235,9 @@ class Robot:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
-        from ...msg import TrialStatus
-        from ...nodes.qos import trial_qos
-        from ...nodes.trial_publisher import TrialPublisher
+        from affordance_ros.msg import TrialStatus
+        from affordance_ros.nodes.qos import trial_qos
+        from affordance_ros.nodes.trial_publisher import TrialPublisher
         self.context = ros_context()
         self.node = rclpy.create_node("affordance_bench_robot", context=self.context)
         self.trials = TrialPublisher(self.node, resend_timeout=resend_timeout, **kw)
@@ -268,8 +269,8 @@ class Robot:
 
 
 def records(n: int, prefix: str):
-    from ...core.ground_truth import benchmark_network, sample_values
-    from ...data.trial import Trial
+    from affordance_ros.core.ground_truth import benchmark_network, sample_values
+    from affordance_ros.data.trial import Trial
     truth = benchmark_network("montesano", 1.0, 0)
     rng = np.random.default_rng(abs(hash(prefix)) % 2**32)
     codes = sample_values(truth, n, rng)
@@ -285,7 +286,7 @@ def records(n: int, prefix: str):
 
 
 def stored_ids(db: Path) -> set:
-    from ...data.storage import CaseStore, CaseStoreError
+    from affordance_ros.data.storage import CaseStore, CaseStoreError
     try:
         with CaseStore(db, read_only=True) as store:
             return {r.trial_id for r in store.records()}
@@ -331,7 +332,7 @@ def slow_config(path: Path, samples: int) -> Path:
     """The montesano configuration with an MCMC structure search of ``samples`` steps (a slow learn)."""
     import json as json_module
 
-    from ...share import default_config_path
+    from affordance_ros.share import default_config_path
     doc = json_module.loads(default_config_path().read_text())
     doc["learning"] = {"mcmc_samples": samples, "mcmc_burn_in": 1000}
     path.write_text(json_module.dumps(doc))
@@ -347,8 +348,8 @@ def lifecycle(tmp: Path, env: dict, seconds: float) -> dict:
     from lifecycle_msgs.srv import ChangeState, GetState
     from rclpy.action import ActionClient
 
-    from ...action import Learn as LearnAction
-    from ...srv import Learn
+    from affordance_ros.action import Learn as LearnAction
+    from affordance_ros.srv import Learn
     tmp.mkdir()
     db = tmp / "cases.db"
     seed(db, 200)
@@ -503,7 +504,7 @@ def running(pid: int) -> bool:
 def orphaned_worker(tmp: Path, env: dict) -> dict:
     """3. SIGKILL of the node during a ~20 s learn; a restarted node learns; is anything of the old node left,
     and does anything write over the newer model?"""
-    from ...srv import Learn
+    from affordance_ros.srv import Learn
     tmp.mkdir()
     db, model = tmp / "cases.db", tmp / "model.json"
     seed(db, 300)
@@ -615,14 +616,14 @@ def flood(tmp: Path, env: dict, kind: str, seconds: float, rate: float, overload
     from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from ...msg import Action
-    from ...nodes.qos import trial_qos
+    from affordance_ros.msg import Action
+    from affordance_ros.nodes.qos import trial_qos
     tmp.mkdir()
     learner = launch("learner_node", {"database_path": tmp / "cases.db", "model_path": tmp / "model.json",
                                       "status_period": 0.0, "diagnostics_period": 0.5,
                                       **({"robots": "good"} if own_topics else {})}, tmp, env,
                      cpus="0" if overloaded else None)
-    code = ("from affordance_ros.tools.bench.edges import good_trial_robot; "
+    code = ("from affordance_ros_bench.edges import good_trial_robot; "
             f"good_trial_robot('good-{kind}-', robot_name={'good' if own_topics else ''!r})")
     robot = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env=env)
@@ -688,7 +689,7 @@ def good_trial_robot(prefix: str, timeout: float = 120.0, robot_name: str = "") 
     says 'ready' once its writers matched the learner, sends one good trial (on the topics of ``robot_name``,
     '': the shared ones) when 'go' comes on stdin, and prints {"seconds": from sending to its confirmation}
     (null: none within ``timeout``)."""
-    from ...nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles
+    from affordance_ros.nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
         robot = Robot(resend_timeout=1.0, robot_name=robot_name)
     try:
@@ -713,8 +714,8 @@ def keep_all_flooder(seconds: float, topic: str = "action") -> None:
     import rclpy
     from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
-    from ...msg import Action
-    from ...nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, trial_qos
+    from affordance_ros.msg import Action
+    from affordance_ros.nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, trial_qos
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
         context = ros_context()
         node = rclpy.create_node("affordance_keep_all_flood", context=context)
@@ -745,7 +746,7 @@ def held_lock(tmp: Path, env: dict, hold: float, n: int) -> dict:
 
     from diagnostic_msgs.msg import DiagnosticArray
 
-    from ...srv import Learn, Predict
+    from affordance_ros.srv import Learn, Predict
     tmp.mkdir()
     db = tmp / "cases.db"
     seed(db, 200)
@@ -794,7 +795,7 @@ def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
     second from the first one stored to the last one stored and, with confirmations, confirmed (the robot done);
     and the CPU time each side spent per trial (milliseconds: the figure a loaded machine changes least), the
     learner's also by thread (``thread_cpu_seconds``)."""
-    from ...data.storage import CaseStore
+    from affordance_ros.data.storage import CaseStore
     tmp.mkdir()
     db = tmp / "cases.db"
     learner = launch("learner_node", {"database_path": db, "model_path": tmp / "model.json", "status_period": 0.0},
@@ -830,7 +831,7 @@ def resends() -> dict:
     robot gives it up; and whether ids the middleware would mangle are refused before sending."""
     import rclpy
 
-    from ...nodes.trial_publisher import TrialPublisher
+    from affordance_ros.nodes.trial_publisher import TrialPublisher
     context = ros_context()
     node = rclpy.create_node("affordance_bench_resends", context=context)
     trials = TrialPublisher(node, resend_timeout=1.0)
@@ -858,8 +859,8 @@ def smaller(tmp: Path, env: dict) -> dict:
     save over a model file another program replaced."""
     import json as json_module
 
-    from ...share import default_config_path
-    from ...srv import Learn, Predict
+    from affordance_ros.share import default_config_path
+    from affordance_ros.srv import Learn, Predict
     tmp.mkdir()
     db = tmp / "cases.db"
     seed(db, 200)

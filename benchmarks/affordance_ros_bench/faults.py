@@ -27,23 +27,15 @@ import time
 from pathlib import Path
 
 from . import edges
-from .common import (
-    close_ros,
-    fmt_seconds,
-    machine_line,
-    markdown_table,
-    output_dir,
-    ros_context,
-    ros_node_importable,
-    write_results,
-)
 from .dds import bench_env, launch, run_folder, stop_process
+from .environment import close_ros, ros_context, ros_node_importable
+from .report import fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 ROBOT_RATE = 10000.0
 
 
 def _count(db: Path) -> int:
-    from ...data.storage import CaseStore, CaseStoreError
+    from affordance_ros.data.storage import CaseStore, CaseStoreError
     try:
         with CaseStore(db, read_only=True) as store:
             return store.count()
@@ -52,7 +44,7 @@ def _count(db: Path) -> int:
 
 
 def _ids(db: Path) -> set:
-    from ...data.storage import CaseStore
+    from affordance_ros.data.storage import CaseStore
     with CaseStore(db, read_only=True) as store:
         return {r.trial_id for r in store.records()}
 
@@ -138,7 +130,7 @@ def flood(tmp: Path, env: dict, rounds: int) -> dict:
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from ...msg import Action, Features
+    from affordance_ros.msg import Action, Features
     tmp.mkdir()
     db = tmp / "cases.db"
     # The parts are unstamped, so the receive clock times trials out: a learner slowed by the 1 MB parts (a loaded

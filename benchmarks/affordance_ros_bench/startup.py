@@ -1,4 +1,4 @@
-"""`affordance-ros bench startup`: how long the installed command takes to start, and what it imports.
+"""`affordance-ros-bench startup`: how long the installed command takes to start, and what it imports.
 
 Each command (`--help`, and `predict` on a small model) runs as a user runs it, the installed
 `affordance-ros` in a new process: its wall and CPU time (the shortest of a few runs: the least disturbed
@@ -18,8 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ...core import benchmark_network
-from .common import fmt_seconds, markdown_table, output_dir, write_results
+from affordance_ros.core import benchmark_network
+
+from .report import fmt_seconds, markdown_table, output_dir, write_results
 
 # Loaded only by the commands that need them (test/test_packaging.py holds it for --help and predict).
 HEAVY = ("rclpy", "rosbags", "matplotlib", "scipy")
@@ -31,7 +32,7 @@ def installed_command() -> str:
     found = shutil.which("affordance-ros", path=os.pathsep.join([str(Path(sys.executable).parent),
                                                                    os.environ.get("PATH", "")]))
     if found is None:
-        raise SystemExit("affordance-ros bench startup: error: no affordance-ros command installed next to "
+        raise SystemExit("affordance-ros-bench startup: error: no affordance-ros command installed next to "
                          f"{sys.executable} or on PATH")
     return found
 

@@ -1,6 +1,6 @@
 """Active exploration against random and round-robin trials (issue 21): learning curves, and the time of a ranking.
 
-    affordance-ros bench exploration [--quick] [--reps N] [--jobs N] [--out DIR]
+    affordance-ros-bench exploration [--quick] [--reps N] [--jobs N] [--out DIR]
 
 Two worlds (``core.worlds``): the montesano ground truth (a new one per seed; learned with its structure
 fixed and its sensors known: the CPTs are learned) and the tools scenario (config/tools.json and its learning
@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -39,13 +40,21 @@ import numpy as np
 from scipy.special import entr
 from scipy.stats import binom
 
-from ...core import AffordanceError, AffordanceLearner, AffordanceNetwork, CaseSet, benchmark_network, predict_batch
-from ...core.ground_truth import sample_values
-from ...core.online import OnlineEM
-from ...core.suggest import Candidate, suggest_trials
-from ...core.worlds import NetworkWorld, Objects, ScenarioWorld
-from ...share import share_directory
-from .common import machine_line, markdown_table, output_dir, pyplot, write_results
+from affordance_ros.core import (
+    AffordanceError,
+    AffordanceLearner,
+    AffordanceNetwork,
+    CaseSet,
+    benchmark_network,
+    predict_batch,
+)
+from affordance_ros.core.ground_truth import sample_values
+from affordance_ros.core.online import OnlineEM
+from affordance_ros.core.suggest import Candidate, suggest_trials
+from affordance_ros.core.worlds import NetworkWorld, Objects, ScenarioWorld
+from affordance_ros.share import share_directory
+
+from .report import machine_line, markdown_table, output_dir, pyplot, write_results
 
 WORLDS = ("montesano", "tools")
 STRATEGIES = ("active", "parameter_gain", "random", "round_robin")
@@ -264,16 +273,24 @@ def summarise(runs: list, checkpoints) -> dict:
     out = {}
     for key in METRICS:
         values = np.array([run[key] for run in runs], dtype=float)
-        out[key] = np.nanmean(values, axis=0).tolist()
-        out[f"sem_{key}"] = (np.nanstd(values, axis=0) / np.sqrt(len(runs))).tolist()
+        with warnings.catch_warnings():  # a checkpoint where no run has a figure yet is NaN, as it should be
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[key] = np.nanmean(values, axis=0).tolist()
+            out[f"sem_{key}"] = (np.nanstd(values, axis=0) / np.sqrt(len(runs))).tolist()
     return out
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--resume", metavar="RESULTS_JSON",
+                        help="keep the runs of an earlier exploration_results.json, run only the seeds it lacks "
+                             "(the same checkpoints and settings)")
 
 
 def run(args) -> int:
     out = output_dir(args.out)
     reps = args.reps or (1 if args.quick else 10)
     checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
-    earlier = earlier_runs(args.resume, checkpoints) if getattr(args, "resume", None) else {}
+    earlier = earlier_runs(args.resume, checkpoints) if args.resume else {}
     jobs = [(world, strategy, seed) for world in WORLDS for strategy in STRATEGIES for seed in range(reps)
             if (world, strategy, seed) not in earlier]
     start = time.perf_counter()

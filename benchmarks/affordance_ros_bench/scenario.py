@@ -1,6 +1,6 @@
 """The realistic scenarios (issues 10 and 23): ours against every baseline, and what a fold of learning costs.
 
-    affordance-ros bench scenario [--quick] [--reps N] [--jobs N] [--out DIR]
+    affordance-ros-bench scenario [--quick] [--reps N] [--jobs N] [--out DIR]
 
 Trials from ``core.scenarios``: tools (3 tools x 11 objects x 4 actions), hands (3 postures x 2 objects x 4
 actions), hands_shared (the hands' conditions with effects that share structure), tools_unseen (an object's
@@ -24,12 +24,19 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from ...core import AffordanceLearner, AffordanceNetwork
-from ...core.evaluation import evaluate, group_indices, hand_written_baselines, kfold_indices, transfer_indices
-from ...core.scenarios import scenario_cases, simulate
-from ...share import share_directory
-from ..evaluate import every_baseline
-from .common import machine, output_dir
+from affordance_ros.core import AffordanceLearner, AffordanceNetwork
+from affordance_ros.core.evaluation import (
+    evaluate,
+    group_indices,
+    hand_written_baselines,
+    kfold_indices,
+    transfer_indices,
+)
+from affordance_ros.core.scenarios import scenario_cases, simulate
+from affordance_ros.share import share_directory
+from affordance_ros.tools.evaluate import every_baseline
+
+from .report import machine, output_dir
 
 # (scenario, configuration, scheme, targets)
 SETTINGS = [("tools", "tools", "leave-one-object-out", ["Effect"]), ("tools", "tools", "10-fold", ["Effect"]),

@@ -1,7 +1,7 @@
 """Beyond the paper (issue 6): online EM against batch EM after one pass, and sensor models
 re-estimated inside EM when they are only roughly known.
 
-    affordance-ros bench beyond [--quick] [--reps N] [--out DIR]
+    affordance-ros-bench beyond [--quick] [--reps N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import time
 
 import numpy as np
 
-from ...core import benchmark_network, fit_em, sample_cases
-from ...core.online import OnlineEM
-from ...core.parameters import rms_difference
-from .common import PLAIN_EM, machine, output_dir
+from affordance_ros.core import benchmark_network, fit_em, sample_cases
+from affordance_ros.core.em import rms_difference
+from affordance_ros.core.online import OnlineEM
+
+from .environment import PLAIN_EM
+from .report import machine, output_dir
 
 ONLINE_SETTINGS = [("simple", 1.0, 3000), ("simple", 3.0, 3000), ("montesano", 3.0, 3000), ("montesano", 3.0, 10000)]
 ONLINE_QUICK = [("simple", 3.0, 300), ("montesano", 3.0, 300)]

@@ -3,7 +3,7 @@
 Timings are printed and written, never asserted. For numbers comparable with docs/benchmarks.md
 run on one core with one BLAS thread:
 
-    OPENBLAS_NUM_THREADS=1 taskset -c 1 affordance-ros bench perf
+    OPENBLAS_NUM_THREADS=1 taskset -c 1 affordance-ros-bench perf
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ...core import (
+from affordance_ros.core import (
     AffordanceNetwork,
     SensorModel,
     Variable,
@@ -27,18 +27,10 @@ from ...core import (
     predict_batch,
     sample_cases,
 )
-from ...core.ground_truth import random_cpts
-from .common import (
-    PLAIN_EM,
-    best_time,
-    fmt_seconds,
-    machine,
-    machine_line,
-    markdown_table,
-    output_dir,
-    pyplot,
-    write_json,
-)
+from affordance_ros.core.ground_truth import random_cpts
+
+from .environment import PLAIN_EM
+from .report import best_time, fmt_seconds, machine, machine_line, markdown_table, output_dir, pyplot, write_json
 
 SIGMA = 3.0
 CASES_FULL = (300, 1000, 3000, 10000, 30000, 100000)

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core import benchmark_network
-from ...core.ground_truth import sample_values
-from ...data.storage import CaseStore
-from .common import fmt_seconds, machine_line, markdown_table, output_dir, write_results
+from affordance_ros.core import benchmark_network
+from affordance_ros.core.ground_truth import sample_values
+from affordance_ros.data.storage import CaseStore
+
 from .dds import LEARNER, ServiceClient, bench_env, launch, stop_process
+from .report import fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 SIZES_FULL = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 SIZES_QUICK = (2_000,)
@@ -77,7 +78,7 @@ def _children(pid: int) -> list[int]:
 
 
 def learn_once(n_cases: int, tmp: Path, env: dict, client: ServiceClient) -> dict:
-    from ...srv import Learn
+    from affordance_ros.srv import Learn
     db = tmp / f"cases_{n_cases}.db"
     t0 = time.perf_counter()
     write_database(db, n_cases)
@@ -103,9 +104,9 @@ def learn_once(n_cases: int, tmp: Path, env: dict, client: ServiceClient) -> dic
 
 def run(args) -> int:
     try:
-        from ...nodes.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
+        from affordance_ros.nodes.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
     except ImportError as exc:
-        print(f"affordance-ros bench scale: error: the ROS 2 node cannot be imported here ({exc})")
+        print(f"affordance-ros-bench scale: error: the ROS 2 node cannot be imported here ({exc})")
         return 2
     out = output_dir(args.out)
     sizes = (args.cases,) if args.cases else (SIZES_QUICK if args.quick else SIZES_FULL)

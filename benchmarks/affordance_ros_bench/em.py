@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from ...core import (
+from affordance_ros.core import (
     AffordanceNetwork,
     CaseSet,
     LearningOptions,
@@ -30,12 +30,14 @@ from ...core import (
     log_likelihood,
     sample_cases,
 )
-from ...core.ground_truth import sample_values
-from ...core.inference import JunctionTree
-from ...core.parameters import EMResult, plain_em
-from ...data.formats.bif import read_bif, write_bif
-from .common import best_time, fmt_seconds, machine_line, markdown_table, output_dir, write_results
+from affordance_ros.core.em import EMResult, ExpectationMaximisation
+from affordance_ros.core.em_acceleration import PlainEM
+from affordance_ros.core.ground_truth import sample_values
+from affordance_ros.core.inference import JunctionTree
+from affordance_ros.data.formats.bif import read_bif, write_bif
+
 from .inference import network_text
+from .report import best_time, fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 LATENT = (("asia", "either"), ("alarm", "LVFAILURE"))
 
@@ -83,7 +85,8 @@ def latent(name: str, hidden: str, with_pyagrum: bool) -> dict:
     t0 = time.perf_counter()
     estep = JunctionTree(truth).estep(cases.evidence(truth))
     before = EMResult()
-    cpts = plain_em(estep, [v.cpt for v in start.variables], [np.asarray(0.0)] * len(truth), 1e-5, 1000, before)
+    plain = ExpectationMaximisation(estep, [np.asarray(0.0)] * len(truth), 1e-5, 1000, PlainEM())
+    cpts = plain.run([v.cpt for v in start.variables], before)
     out["uniform_before"] = {"log_likelihood": estep.log_likelihood(cpts), "iterations": before.iterations,
                              "seconds": time.perf_counter() - t0, "converged": before.converged}
     for label, n_init in (("default", 1), ("n_init_5", 5)):

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core import (
-    Evidence,
+from affordance_ros.core import (
     LearningOptions,
     benchmark_structure,
     fit_discrete,
@@ -33,10 +32,10 @@ from ...core import (
     predict_batch,
     sample_cases,
 )
-from ...core.ground_truth import random_cpts
-from ...core.inference import joint_posterior
-from ...core.parameters import rms_difference
-from .common import machine, machine_line, markdown_table, output_dir, pyplot, write_json
+from affordance_ros.core.em import rms_difference
+from affordance_ros.core.ground_truth import parent_weights, random_cpts, weighted_rms
+
+from .report import machine, machine_line, markdown_table, output_dir, pyplot, write_json
 
 TOL, MAX_ITER = 1e-3, 100
 RARE_CASES = 10   # a CPT row is "rare" when its parent configuration is expected in fewer cases
@@ -97,32 +96,6 @@ def map_priors(truth, how: str) -> list | None:
     if how == "uniform":
         return [np.full(v.card, 1.0 / v.card) for v in truth.variables]
     return None
-
-
-def parent_weights(truth) -> list:
-    """p(parent configuration) under the truth for every CPT row, shaped like the CPT without its last axis."""
-    engine = truth.engine
-    calibration = engine.calibrate([v.cpt for v in truth.variables], _no_evidence(truth))
-    weights = []
-    for i, v in enumerate(truth.variables):
-        parents = truth.parent_indices(i)
-        weights.append(joint_posterior(engine, calibration, parents)[0] if parents else np.ones(()))
-    return weights
-
-
-def _no_evidence(network):
-    return Evidence.empty(len(network))
-
-
-def weighted_rms(learned, truth, weights) -> float:
-    """RMS error with each CPT row counted by how probable its parent configuration is.
-
-    sqrt(sum_i E_pa[sum_v (learned - true)^2] / sum_i r_i): equal to the plain RMS when every
-    parent configuration is equally likely; rows that (almost) never occur count (almost) nothing.
-    """
-    num = sum(float((w * ((a - b) ** 2).sum(axis=-1)).sum()) for a, b, w in zip(learned, truth, weights))
-    den = sum(a.shape[-1] for a in truth)
-    return float(np.sqrt(num / den))
 
 
 def split_rms(learned, truth, weights, n_cases: int, threshold: float = RARE_CASES) -> tuple:
@@ -392,6 +365,17 @@ def loglik_figure(setting: Setting, reps: list, path: Path) -> None:
 
 
 # ------------------------------------------------------------------ command
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--alpha", type=float, default=1.0,
+                        help="ground-truth CPT rows ~ Dirichlet(alpha) (networks.yaml: 1)")
+    parser.add_argument("--em-init", choices=("uniform", "discrete"), default="uniform",
+                        help="EM's starting CPTs: uniform (fit_em's default) or the Discrete estimate")
+    parser.add_argument("--discrete-map", choices=("true", "uniform", "fitted"), default="true",
+                        help="p(v) in Discrete's MAP assignment: the true marginal (networks.yaml), "
+                             "uniform (nearest mean) or mixture weights fitted to the readings")
+
+
 def run(args) -> int:
     out = output_dir(args.out)
     reps = args.reps or (2 if args.quick else 30)

@@ -43,11 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core import AffordanceNetwork, SensorModel, predict, predict_batch
-from ...core.ground_truth import sample_values
-from ...core.query import posterior
-from ...data.formats.bif import read_bif, write_bif
-from .common import extras_installed, fmt_seconds, machine_line, markdown_table, output_dir, write_results
+from affordance_ros.core import AffordanceNetwork, SensorModel, predict, predict_batch
+from affordance_ros.core.ground_truth import sample_values
+from affordance_ros.core.query import posterior
+from affordance_ros.data.formats.bif import read_bif, write_bif
+
+from .environment import extras_installed
+from .report import fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 NETWORKS = ("asia", "child", "insurance", "alarm", "hailfinder", "win95pts")
 READING_STDDEV = 0.7   # of ``with_sensors``' readings: neighbouring values overlap, the evidence stays soft

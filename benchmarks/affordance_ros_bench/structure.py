@@ -22,12 +22,14 @@ import time
 
 import numpy as np
 
-from ...core import AffordanceNetwork, CaseEvidence, CaseSet, LearningOptions
-from ...core.ground_truth import sample_values
-from ...core.structure import learn_structure
-from ...data.formats.bif import read_bif
-from .common import extras_installed, fmt_seconds, machine_line, markdown_table, output_dir, write_results
+from affordance_ros.core import AffordanceNetwork, CaseEvidence, CaseSet, LearningOptions
+from affordance_ros.core.ground_truth import sample_values
+from affordance_ros.core.structure import learn_structure
+from affordance_ros.data.formats.bif import read_bif
+
+from .environment import extras_installed
 from .inference import network_text
+from .report import fmt_seconds, machine_line, markdown_table, output_dir, write_results
 
 NETWORKS = ("alarm", "insurance")
 

@@ -23,11 +23,12 @@ import warnings
 import numpy as np
 from scipy.stats import norm
 
-from ...core import benchmark_network, benchmark_structure, fit_discrete, sample_cases
-from ...core.evidence import evidence_from_log_likelihoods
-from ...core.inference import JunctionTree
-from ...core.parameters import normalise_counts
-from .common import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
+from affordance_ros.core import benchmark_network, benchmark_structure, fit_discrete, sample_cases
+from affordance_ros.core.em import normalise_counts
+from affordance_ros.core.evidence import evidence_from_log_likelihoods
+from affordance_ros.core.inference import JunctionTree
+
+from .report import fmt_seconds, machine, machine_line, markdown_table, output_dir, write_json
 
 SIGMA = 3.0
 BIN_WIDTH = 2.5
@@ -157,11 +158,15 @@ def _pgmpy_version() -> str:
     return pgmpy.__version__
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("--iterations", type=int, help="EM iterations to time (default 2, quick 1)")
+
+
 def run(args) -> int:
     try:
         import pgmpy  # noqa: F401
     except ImportError:
-        print("affordance-ros bench pgmpy: error: pgmpy is not installed; run tools/setup_bench.sh "
+        print("affordance-ros-bench pgmpy: error: pgmpy is not installed; run tools/setup_bench.sh "
               "(a benchmark-only extra, requirements-bench.txt)")
         return 2
     out = output_dir(args.out)

@@ -1,4 +1,4 @@
-"""`affordance-ros bench ... --quick` through the installed command: the benchmark code cannot rot.
+"""`affordance-ros-bench ... --quick` through the installed command: the benchmark code cannot rot.
 
 Checks that the PNGs, tables and JSON are written and sane; timings are never asserted.
 """
@@ -13,18 +13,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CLI
+from conftest import BENCH
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def bench(*args, out: Path, timeout: float = 600):
-    """Run ``affordance-ros bench ARGS --quick`` into ``out``; what it printed. A bench still running after
+    """Run ``affordance-ros-bench ARGS --quick`` into ``out``; what it printed. A bench still running after
     ``timeout`` seconds (a hang guard: these machines are shared) is killed with every process it started: a
     node left behind would answer the next tests' requests on the same domain."""
-    assert CLI, "affordance-ros is not installed (conftest.CLI: in the bin/ of the install under test, or on PATH)"
+    assert BENCH, "affordance-ros-bench is not installed (tools/setup_env.sh installs benchmarks/ into .venv)"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    with subprocess.Popen([CLI, "bench", *args, "--quick", "--out", str(out)], stdout=subprocess.PIPE,
+    with subprocess.Popen([BENCH, *args, "--quick", "--out", str(out)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, env=env, cwd=out, start_new_session=True) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -306,7 +306,7 @@ def test_exploration_resume_runs_only_the_seeds_an_earlier_run_lacks(quick_explo
     other = json.loads((first / "exploration_results.json").read_text())
     other["checkpoints"] = [25, 50, 100, 150]
     (tmp_path / "other.json").write_text(json.dumps(other))
-    done = subprocess.run([CLI, "bench", "exploration", "--quick", "--resume", str(tmp_path / "other.json"),
+    done = subprocess.run([BENCH, "exploration", "--quick", "--resume", str(tmp_path / "other.json"),
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=400)
     assert done.returncode != 0 and "made with other checkpoints" in done.stderr
 
@@ -334,7 +334,7 @@ def test_the_excess_log_loss_of_a_row_is_what_its_posterior_mean_loses():
     import numpy as np
     from scipy.special import digamma, entr
 
-    from affordance_ros.tools.bench.exploration import excess_log_loss
+    from affordance_ros_bench.exploration import excess_log_loss
 
     for card in (2, 3, 4):
         loss = excess_log_loss(card, 50)
@@ -351,7 +351,7 @@ def test_exploration_scores_are_the_predictive_density_of_the_effects():
     import numpy as np
 
     from affordance_ros.core import predict_batch
-    from affordance_ros.tools.bench.exploration import HELD_OUT, Setting, held_out, scores
+    from affordance_ros_bench.exploration import HELD_OUT, Setting, held_out, scores
 
     setting = Setting("tools", 0)
     rng = np.random.default_rng(1)
@@ -384,7 +384,7 @@ def test_a_bench_run_that_fails_keeps_its_nodes_logs(tmp_path, capsys):
     """Was: a run that raised (a robot that did not end within 300 s, seen once in CI) took the logs that would
     say why with its temporary folder; now they are copied into --out, the databases left out (bench faults and
     bench dds, whose nodes ``dds.launch`` starts), and the folder is removed all the same."""
-    from affordance_ros.tools.bench.dds import run_folder
+    from affordance_ros_bench.dds import run_folder
 
     out = tmp_path / "out"
     out.mkdir()
