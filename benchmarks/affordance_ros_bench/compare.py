@@ -29,8 +29,6 @@ HIGHER_IS_BETTER = {"accuracy": True, "log_loss": False, "euclidean_rmse": False
 SIGNIFICANCE = 0.05
 # a difference within this share of the reference figure (plus 1e-12) is no difference
 TOLERANCE = 1e-6
-# what both runs must share to be compared: the same trials, folds and objects left out
-SIZES = ("repeats", "folds", "objects_left_out", "montesano_trials")
 
 
 def higher_is_better(metric: str) -> bool:
@@ -57,6 +55,8 @@ class FigureChange:
         return self.worse_by > self.threshold
 
     def line(self) -> str:
+        if math.isnan(self.run):
+            return f"{self.setting}: {self.figure} {self.reference:.4f}, not in the run"
         noise = (f"noise {self.threshold:.4g} over {self.data_sets} data sets" if self.data_sets > 1
                  else "one data set: no noise to measure")
         return (f"{self.setting}: {self.figure} {self.reference:.4f} -> {self.run:.4f} "
@@ -70,30 +70,33 @@ def load_results(path: str | Path) -> dict:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise SystemExit(f"affordance-ros-bench scenario: cannot read '{path}': {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict) or "sizes" not in doc:
+    if not (isinstance(doc, dict) and isinstance(doc.get("results"), dict) and isinstance(doc.get("seeds"), dict)):
         raise SystemExit(f"affordance-ros-bench scenario: '{path}' is not the scenario_results.json of a run of "
-                         "this version of the bench (no 'results' with 'sizes')")
+                         "this version of the bench (no 'results' with the 'seeds' of every setting)")
     return doc
 
 
 def figure_changes(run: dict, reference: dict) -> list[FigureChange]:
-    """Every figure of ours the reference has, compared with the run's on the data sets (seeds) both have."""
+    """Every figure of ours the reference has, compared with the run's on the data sets (seeds) of its setting both
+    have."""
     if run["sizes"] != reference["sizes"]:
         raise ValueError(f"the runs are not of the same size: {run['sizes']} against the reference's "
                          f"{reference['sizes']} (compare a --quick run with a --quick reference)")
-    seeds = sorted(set(run["seeds"]) & set(reference["seeds"]))
-    if not seeds:
-        raise ValueError(f"no data set in common: seeds {run['seeds']} against the reference's {reference['seeds']}")
     changes = []
     for setting, figures in reference["results"].items():
+        run_seeds, reference_seeds = run["seeds"].get(setting, []), reference["seeds"][setting]
+        seeds = sorted(set(run_seeds) & set(reference_seeds))
+        if not seeds and setting in run["results"]:
+            raise ValueError(f"no data set of '{setting}' in common: seeds {run_seeds} against the reference's "
+                             f"{reference_seeds}")
         for figure, per_seed in figures.items():
-            ours_ref = np.array([per_seed[reference["seeds"].index(s)]["ours"] for s in seeds], dtype=float)
+            ours_ref = np.array([per_seed[reference_seeds.index(s)]["ours"] for s in seeds or reference_seeds],
+                                dtype=float)
             mine = run["results"].get(setting, {}).get(figure)
             if mine is None:
-                changes.append(FigureChange(setting, figure + " (not in the run)", float(ours_ref.mean()), math.nan,
-                                            math.inf, 0.0, len(seeds)))
+                changes.append(FigureChange(setting, figure, float(ours_ref.mean()), math.nan, math.inf, 0.0, 0))
                 continue
-            ours_run = np.array([mine[run["seeds"].index(s)]["ours"] for s in seeds], dtype=float)
+            ours_run = np.array([mine[run_seeds.index(s)]["ours"] for s in seeds], dtype=float)
             sign = -1.0 if higher_is_better(figure.split(" ", 1)[1]) else 1.0
             worse = sign * (ours_run - ours_ref)
             tolerance = TOLERANCE * float(np.mean(np.abs(ours_ref))) + 1e-12

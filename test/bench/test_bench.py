@@ -191,7 +191,8 @@ def test_scenario_quick(tmp_path):
     assert results["time_10_folds"] > 0 and set(results["results"]) == {
         "tools leave-one-object-out", "tools 10-fold", "hands 10-fold", "hands_shared 10-fold",
         "tools_unseen leave-one-object-out", "transfer learn on hands, test on tools", "montesano 10-fold"}
-    assert results["seeds"] == [0, 1, 2] and results["sizes"]["montesano_trials"] == 300
+    assert results["seeds"]["transfer learn on hands, test on tools"] == list(range(12))   # the transfer: 4 a rep
+    assert results["seeds"]["hands 10-fold"] == [0, 1, 2] and results["sizes"]["montesano_trials"] == 300
     for cost in results["fold_costs"]:     # values per parent configuration: two each (a core, a wide one)
         assert cost["effect_values"] == 2 * cost["parent_configurations"] and cost["peak_mb"] > 0
 @pytest.mark.skipif(importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None,

@@ -8,14 +8,15 @@ import pytest
 
 compare = pytest.importorskip("affordance_ros_bench.compare")
 
-SIZES = {"repeats": 3, "folds": 3, "objects_left_out": 3, "montesano_trials": 300}
+SIZES = {"repeats": 3, "folds": 3, "objects_left_out": 3, "montesano_trials": 300, "transfer_repeats": 10}
 
 
 def results(figures: dict, seeds=(0, 1, 2), sizes=None) -> dict:
     """A scenario_results.json's content: ``figures`` {(setting, figure): ours on every seed}, with a baseline."""
-    out = {"seeds": list(seeds), "sizes": dict(sizes or SIZES), "results": {}}
+    out = {"seeds": {}, "sizes": dict(sizes or SIZES), "results": {}}
     for (setting, figure), values in figures.items():
         out["results"].setdefault(setting, {})[figure] = [{"ours": v, "majority": 0.5} for v in values]
+        out["seeds"][setting] = list(seeds)
     return out
 
 
@@ -77,10 +78,10 @@ def test_floating_point_differences_are_no_difference():
 
 def test_a_figure_the_run_lost_is_shown():
     run = results(changed())
-    del run["results"]["tools 10-fold"]
+    del run["results"]["tools 10-fold"], run["seeds"]["tools 10-fold"]
     change = [c for c in compare.figure_changes(run, results(REFERENCE)) if c.worse]
-    assert [(c.setting, c.figure) for c in change] == [("tools 10-fold", "Effect rmse_dx (not in the run)")]
-    assert math.isnan(change[0].run)
+    assert [(c.setting, c.figure) for c in change] == [("tools 10-fold", "Effect rmse_dx")]
+    assert math.isnan(change[0].run) and change[0].line() == "tools 10-fold: Effect rmse_dx 3.4000, not in the run"
 
 
 def test_one_data_set_shows_every_worsening_beyond_the_tolerance():
@@ -93,5 +94,5 @@ def test_one_data_set_shows_every_worsening_beyond_the_tolerance():
 def test_runs_of_other_sizes_or_data_sets_are_not_compared():
     with pytest.raises(ValueError, match="not of the same size"):
         compare.figure_changes(results(REFERENCE, sizes={**SIZES, "repeats": 10}), results(REFERENCE))
-    with pytest.raises(ValueError, match="no data set in common"):
+    with pytest.raises(ValueError, match="no data set of 'hands 10-fold' in common"):
         compare.figure_changes(results(REFERENCE, seeds=(5, 6, 7)), results(REFERENCE))
