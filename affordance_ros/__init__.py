@@ -2,8 +2,9 @@
 
 ``affordance_ros.core`` is the pure probabilistic library (numpy/scipy, no ROS);
 the node, storage and tools build on it. ``affordance_ros.TrialPublisher`` is the robot-side
-helper that keeps each trial until the learner confirms it (loaded on first use: importing the
-core loads no ROS module).
+helper that keeps each trial until the learner confirms it, ``affordance_ros.AffordanceClient`` the
+planner-side one that asks the learner (its errors ``LearnerUnavailable`` and ``LearnerRefused``); they
+are loaded on first use: importing the core loads no ROS module.
 
 What each install holds (docs/install.md): ``pip install .`` the core, data and tools layers;
 the ``bags`` extra reading and writing rosbag2 bags; the CMake build (colcon, or tools/setup_env.sh's
@@ -38,10 +39,17 @@ def install_hint(missing: str | None) -> str | None:
     return None
 
 
+_ROS_EXPORTS = {"TrialPublisher": "trial_publisher", "AffordanceClient": "affordance_client",
+                "LearnerUnavailable": "learner_calls", "LearnerRefused": "learner_calls"}
+
+
 def __getattr__(name):
-    if name == "TrialPublisher":
-        from .nodes.trial_publisher import TrialPublisher
-        return TrialPublisher
+    if name in _ROS_EXPORTS:
+        import importlib
+        return getattr(importlib.import_module(f".nodes.{_ROS_EXPORTS[name]}", __name__), name)
+    if name == "STRATEGIES":  # rank_actions' strategies (a planner's choice; the core, no ROS)
+        from .core.predict import STRATEGIES
+        return STRATEGIES
     if name == "__version__":  # setup.cfg's, from the installed metadata (the one place it is written)
         from importlib.metadata import version
         return version(__name__)

@@ -6,6 +6,7 @@ a pip install without ROS runs the others (``-m "not ros"``, see test.sh). Disco
 in a domain of this run (./test.sh sets one; a bare `pytest` run gets one from its process id).
 """
 
+import contextlib
 import fcntl
 import gc
 import json
@@ -14,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -127,6 +129,26 @@ def collect_rclpy():
         gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def learn_without_posterior(request, monkeypatch):
+    """Learning in this process draws no posterior (``posterior_draws`` 0) unless the test is marked ``posterior`` or
+    asks for draws itself (the learner's options or the configuration's learning block): the sampler costs about a
+    hundred E-steps per learn, and most tests learn to test something else (this kept the core tests' time as it
+    was). Nodes and commands the tests start learn with the product's default."""
+    if request.node.get_closest_marker("posterior") is not None:
+        return
+    from affordance_ros.core import AffordanceLearner
+    options = AffordanceLearner.options
+
+    def without_posterior(self, config):
+        chosen = options(self, config)
+        if "posterior_draws" in self.params or "posterior_draws" in config.learning:
+            return chosen
+        return chosen.replace(posterior_draws=0)
+
+    monkeypatch.setattr(AffordanceLearner, "options", without_posterior)
+
+
 def pytest_configure(config):
     """pytest without a path from the repository root reads no test/pytest.ini (the tests' time limits, the 'ros'
     marker): say how to run them instead."""
@@ -210,3 +232,41 @@ def assert_distributions(response, expected_variables, config):
         assert best in dist.values
     assert len(response.most_probable) == len(expected_variables)
     assert 0.0 < response.joint_probability <= 1.0
+
+
+def interrupted(args, ready, cwd=None, env=None, timeout=120):
+    """Run ``args`` until ``ready`` shows in its output (or ``ready()`` is true), then Ctrl-C it as a terminal does
+    (SIGINT to its process group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell
+    runs it: what the command prints through a pipe must show when it happens."""
+    env = {name: value for name, value in (os.environ if env is None else env).items() if name != "PYTHONUNBUFFERED"}
+    env["PYTHONFAULTHANDLER"] = "1"  # (SIGABRT: every thread's stack on stderr)
+    process = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=cwd, env=env, start_new_session=True)
+    seen = {"stdout": [], "stderr": []}
+    readers = [threading.Thread(target=lambda name=name: seen[name].extend(iter(getattr(process, name).readline, "")),
+                                daemon=True) for name in seen]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    while not (ready() if callable(ready) else ready in "".join(seen["stdout"] + seen["stderr"])):
+        assert process.poll() is None, f"ended before it showed {ready!r}: {''.join(seen['stderr'])}"
+        assert time.monotonic() < deadline, f"no {ready!r} within {timeout} s"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        status = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # where it is stuck, and nothing of it left running for the next tests
+        os.killpg(process.pid, signal.SIGABRT)
+        try:
+            process.wait(timeout=10)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # (the group ended with it)
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            for reader in readers:
+                reader.join(timeout=10)
+        raise AssertionError(f"{args[1:3]} did not end within 60 s of SIGINT; its stderr ends:\n"
+                             + "".join(seen["stderr"])[-6000:]) from None
+    for reader in readers:
+        reader.join(timeout=10)
+    return status, "".join(seen["stdout"]), "".join(seen["stderr"])

@@ -90,6 +90,10 @@ EXPECTED_FIELDS = {
         ('reading_names', 'sequence<string>'),     # appended (issue 10): predicted readings
         ('reading_means', 'sequence<double>'),
         ('reading_stddevs', 'sequence<double>'),
+        ('stddevs', 'sequence<double>'),           # appended (issue 32): how sure the model is, per label
+        ('interval_lows', 'sequence<double>'),
+        ('interval_highs', 'sequence<double>'),
+        ('support', 'sequence<double>'),           # per marginal
     ],
     SelectAction.Request: [
         ('sensor_names', 'sequence<string, 100000>'),
@@ -98,6 +102,7 @@ EXPECTED_FIELDS = {
         ('variable_values', 'sequence<string, 100000>'),
         ('effect_names', 'sequence<string, 100000>'),
         ('effect_values', 'sequence<string, 100000>'),
+        ('strategy', 'string'),                    # appended (issue 32)
     ],
     SelectAction.Response: [
         ('success', 'boolean'),
@@ -106,6 +111,12 @@ EXPECTED_FIELDS = {
         ('actions', 'sequence<string>'),
         ('probabilities', 'sequence<double>'),
         ('tied', 'boolean'),
+        ('strategy', 'string'),                    # appended (issue 32): what was ranked by, how sure
+        ('scores', 'sequence<double>'),
+        ('stddevs', 'sequence<double>'),
+        ('interval_lows', 'sequence<double>'),
+        ('interval_highs', 'sequence<double>'),
+        ('support', 'sequence<double>'),
     ],
 }
 

@@ -313,6 +313,19 @@ def test_help_and_predict_import_no_ros_rosbags_matplotlib_or_scipy(argv, model)
     result, modules = import_profile(*argv)
     assert result.returncode == 0, result.stderr
     assert modules & {"rclpy", "rosbags", "matplotlib", "scipy"} == set()
+    if argv == ["--help"]:  # the list of commands needs nothing but Python: it starts at once
+        assert "numpy" not in modules and "learn " in result.stdout and "simulate " in result.stdout
+
+
+def test_no_command_lists_the_commands_and_a_command_mistyped_says_which_exist():
+    listed = subprocess.run([CLI], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 2 and listed.stderr == ""
+    assert [line.split()[0] for line in listed.stdout.splitlines() if line.startswith("  ")] == [
+        "learn", "predict", "suggest", "import", "export", "replay", "record", "call", "export-model", "import-model",
+        "show", "evaluate", "simulate"]
+    assert max(map(len, listed.stdout.splitlines())) <= 100
+    typo = subprocess.run([CLI, "lern"], capture_output=True, text=True, timeout=60)
+    assert typo.returncode == 2 and "invalid choice: 'lern'" in typo.stderr and len(typo.stderr.splitlines()) == 1
 
 
 def test_without_rosbags_csv_files_work_and_bags_say_to_install_the_bags_extra(tmp_path, model):

@@ -91,13 +91,19 @@ class JunctionTree:
                                       for c, kids in self.children.items()}
 
     # ---------------------------------------------------------------- passes
-    def clique_tables(self, cpts: Sequence[np.ndarray]) -> list:
-        """Product of the CPTs assigned to each clique, (*clique cards, 1); no case dimension."""
+    def clique_tables(self, cpts: Sequence[np.ndarray], per_case: bool = False) -> list:
+        """Product of the CPTs assigned to each clique, (*clique cards, 1); ``per_case``: each case with CPTs of its
+        own, ``cpts[i]`` (K, *CPT shape), the tables (*clique cards, K).
+        """
         tables = []
         for c, shape in enumerate(self.shapes):
             table = np.ones((*shape, 1))
             for i in self.assigned[c]:
-                table = table * np.transpose(cpts[i], self.cpt_perm[i]).reshape(self.cpt_shape[i])
+                if per_case:
+                    cpt = np.transpose(cpts[i], (*(1 + a for a in self.cpt_perm[i]), 0))
+                    table = table * cpt.reshape((*self.cpt_shape[i][:-1], -1))
+                else:
+                    table = table * np.transpose(cpts[i], self.cpt_perm[i]).reshape(self.cpt_shape[i])
             tables.append(table)
         return tables
 
@@ -186,10 +192,10 @@ class JunctionTree:
                 return sep_post[e].sum(axis=axes)
         return _weighted_sum(psi[c], rho[c], self.sep_axes_p[d], keep_batch=True)
 
-    def calibrate(self, cpts: Sequence[np.ndarray], evidence: Evidence) -> Calibration:
-        """p(clique | evidence) for every clique and case, and each case's log-likelihood."""
+    def calibrate(self, cpts: Sequence[np.ndarray], evidence: Evidence, per_case: bool = False) -> Calibration:
+        """p(clique | evidence) for every clique and case, each case's log-likelihood; ``per_case``: clique_tables'."""
         psi, rho, sep_post, log_lik = self._propagate(
-            self.clique_tables(cpts), self.evidence_tables(evidence), evidence.n_cases)
+            self.clique_tables(cpts, per_case), self.evidence_tables(evidence), evidence.n_cases)
         beliefs = [np.broadcast_to(psi[c] * rho[c], (*self.shapes[c], evidence.n_cases))
                    for c in range(len(self.cliques))]
         return Calibration(beliefs, sep_post, log_lik + evidence.log_scale)
@@ -339,6 +345,15 @@ class StreamingEStep(JunctionTreeEStep):
         self._pending_scale = 0.0
         counts, total = super().__call__(cpts)
         return counts, total + self._pending_scale
+
+
+def collected(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence, per_case: bool = False) -> list:
+    """Each clique's table after ``tree``'s collect pass alone, (*clique cards, K) or broadcastable: p(the clique's
+    variables outside its separator, the evidence below | the separator), up to a factor per case (at the root
+    p(root clique, evidence)): what sampling from the root down needs. ``per_case`` as for ``calibrate``.
+    """
+    psi = tree._collect(tree.clique_tables(cpts, per_case), tree.evidence_tables(evidence), evidence.n_cases)[0]
+    return [psi[c] for c in range(len(tree.cliques))]
 
 
 def joint_posterior(tree: JunctionTree, cal: Calibration, query: Sequence[int]) -> np.ndarray:

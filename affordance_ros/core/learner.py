@@ -12,13 +12,16 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .cases import CaseEvidence, CaseSet, missing_data
 from .conditions import own_condition_prior, own_condition_support
 from .em import EMResult
 from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork, SensorModel
 from .options import STRUCTURES, LearningOptions
-from .parameters import fit_discrete, fit_em, log_likelihood
+from .parameters import family_priors, fit_discrete, fit_em, log_likelihood
+from .posterior import EXACT_CASES, dirichlet_prior, draw_posterior, scaled_to, with_draws
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
@@ -141,6 +144,9 @@ class AffordanceLearner:
         if opts.structural_em and opts.structure != "fixed":
             model, structure_result, structural_rounds = structural_em(model, observed, fit_parameters, opts,
                                                                        progress, fixed)
+        if opts.posterior_draws:
+            model = with_draws(model, _posterior(model, observed, posterior_prior(model, opts, prior_model), opts,
+                                                 progress), cases.n_cases)
         em_result = fitted["em"]
         if em_result is not None:
             ll, iterations, converged = em_result.log_likelihood, em_result.iterations, em_result.converged
@@ -153,6 +159,8 @@ class AffordanceLearner:
             converged=converged, duration=duration, structure=opts.structure, em=em_result,
             structure_result=structure_result, arc_probabilities=arc_probabilities, warnings=warnings)
         metadata = dict(config.metadata)
+        if "posterior" in model.metadata:
+            metadata["posterior"] = model.metadata["posterior"]
         metadata["learned"] = {
             "num_cases": cases.n_cases, "structure": opts.structure, "score": opts.score,
             "method": opts.method, "prior": opts.prior, "log_likelihood": ll, "iterations": iterations,
@@ -169,6 +177,34 @@ class AffordanceLearner:
                                                         for (a, b), p in arc_probabilities.items()}
         self.model_ = AffordanceNetwork(model.variables, metadata, config.learning)
         return self
+
+
+def posterior_prior(model: AffordanceNetwork, opts: LearningOptions, prior_model: AffordanceNetwork | None) -> list:
+    """The pseudo-counts of every CPT of ``model`` that learning adds (``prior``; ``prior_strength`` times a prior
+    model's family probabilities; a condition variable's own-condition counts, and its structural zeros): the
+    prior of the posterior ``core.posterior`` draws, the one EM's M-step uses.
+    """
+    extra = [np.zeros(())] * len(model)
+    if prior_model is not None and opts.prior_strength > 0 and opts.method == "em":
+        extra = [opts.prior_strength * t for t in family_priors(prior_model, model)]
+    for name, counts in condition_priors(model).items():
+        extra[model.index(name)] = extra[model.index(name)] + counts
+    return dirichlet_prior(model, opts.prior, extra, condition_supports(model))
+
+
+def _posterior(model: AffordanceNetwork, observed: CaseEvidence, prior: list, opts: LearningOptions,
+               progress: Progress):
+    """The posterior draws of ``model``'s CPTs given the cases of ``observed`` (``core.posterior``): the chain on
+    every case, or on a random subset of ``EXACT_CASES`` of them scaled to all (``scaled_to``).
+    """
+    n = observed.n_cases
+    if n <= EXACT_CASES:
+        return draw_posterior(model, observed.chunks, prior, opts.posterior_draws, opts.seed, progress=progress)
+    rows = np.sort(np.random.default_rng([opts.seed, 33]).choice(n, EXACT_CASES, replace=False))
+    subset = CaseEvidence(observed.cases.take(rows), observed.network)
+    sample = draw_posterior(model, subset.chunks, prior, opts.posterior_draws, opts.seed, progress=progress)
+    expected = {v.name: np.maximum(v.counts - a, 0.0) for v, a in zip(model.variables, prior)}
+    return scaled_to(sample, expected, n, EXACT_CASES)
 
 
 def _check_types(config, cases, prior_model) -> None:

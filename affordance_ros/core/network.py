@@ -177,6 +177,13 @@ class Variable:
     ``counts`` (shaped like ``cpt``, optional): the Dirichlet posterior of the CPT, what the learner saw:
     the expected counts of the cases it learned from plus the prior's pseudo-counts. The CPT is their mean
     (within EM's tolerance; online EM's CPT weighs recent cases more). None: not known (an imported model).
+
+    ``draws`` (S, *cpt shape) and ``prior`` (shaped like ``cpt``), optional: S draws of the exact posterior of
+    the CPT given the cases (with the readings as what they are, noisy evidence of the hidden values), each as
+    the counts of the cases' values imputed in one sweep of ``core.posterior``'s sampler, and the prior's
+    pseudo-counts. A CPT drawn from Dirichlet(draw + prior) is a draw of the posterior; the spread of the
+    answers under them is what answers' standard deviations and credible intervals say. None: not known (a
+    model learned before them, or imported).
     """
 
     name: str
@@ -186,6 +193,8 @@ class Variable:
     sensor: SensorModel | None = None
     cpt: np.ndarray | None = None
     counts: np.ndarray | None = None
+    draws: np.ndarray | None = None
+    prior: np.ndarray | None = None
 
     @property
     def card(self) -> int:
@@ -324,11 +333,11 @@ class AffordanceNetwork:
 
     @property
     def engine(self):
-        """The compiled exact-inference engine (a junction tree), built once per network."""
+        """The compiled exact-inference engine (a junction tree), built once per structure (``junction_tree``)."""
         if self._engine is None:
             if not self.parameterised:
                 raise ModelFormatError("the network has no learned parameters yet: learn it first")
-            self._engine = JunctionTree(self)
+            self._engine = junction_tree(self)
         return self._engine
 
     # -------------------------------------------------------------- derivation
@@ -341,17 +350,19 @@ class AffordanceNetwork:
     def with_structure(self, parents: Mapping[str, Sequence[str]]) -> "AffordanceNetwork":
         """Set every variable's parents; CPTs and their counts are dropped (they no longer fit)."""
         return self.replace_variables(
-            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None, "counts": None} for v in self.variables})
+            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None, "counts": None, "draws": None,
+                      "prior": None} for v in self.variables})
 
-    def with_cpts(self, cpts: Mapping[str, np.ndarray],
-                  counts: Mapping[str, np.ndarray] | None = None) -> "AffordanceNetwork":
-        """A new network with these CPTs (by variable name) and the Dirichlet ``counts`` behind them (a variable
-        given a CPT without counts has none).
+    def with_cpts(self, cpts: Mapping[str, np.ndarray], counts: Mapping[str, np.ndarray] | None = None,
+                  draws: Mapping[str, tuple] | None = None) -> "AffordanceNetwork":
+        """A new network with these CPTs (by variable name), the Dirichlet ``counts`` behind them and their posterior
+        ``draws`` {name: (draws, prior)} (a variable given a CPT without counts or draws has none: old ones would
+        not fit).
         """
-        counts = counts or {}
-        return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float),
-                                           "counts": None if counts.get(n) is None else np.asarray(counts[n], float)}
-                                       for n, c in cpts.items()})
+        counts, draws = counts or {}, draws or {}
+        return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float), "counts": _floats(counts.get(n)),
+                                           "draws": _floats(draws.get(n, (None,))[0]),
+                                           "prior": _floats(draws.get(n, (None, None))[1])} for n, c in cpts.items()})
 
     @property
     def has_counts(self) -> bool:
@@ -389,31 +400,58 @@ class AffordanceNetwork:
             raise ModelFormatError(f"malformed model ({type(exc).__name__}: {_clipped(exc)})") from None
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the JSON atomically: readers see the old file or the new one, never half."""
-        write_json_atomic(path, self.to_dict())
+        """Write the JSON (``model_text``) atomically: readers see the old file or the new one, never half."""
+        with written_atomically(path) as f:
+            f.write(model_text(self))
 
     @classmethod
     def load(cls, path: str | os.PathLike, what: str = "model file") -> "AffordanceNetwork":
         """Read a model or configuration file (``what`` it is, for the messages), every field checked."""
         path = Path(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ModelFormatError(f"cannot read {what} '{path}': {exc.strerror}") from None
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ModelFormatError(_other_kind(path, data, what)
-                                   or f"'{path}' is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        except ValueError as exc:  # json.JSONDecodeError, and numbers too long to convert
-            raise ModelFormatError(_other_kind(path, data, what)
-                                   or f"'{path}' is not valid JSON: {_clipped(exc)}") from None
-        except RecursionError:
-            raise ModelFormatError(f"'{path}' is not a model: its JSON is nested too deeply") from None
+        doc = _read_json(path, what)
         try:
             return cls.from_dict(doc)
         except ModelFormatError as exc:
             raise ModelFormatError(f"'{path}': {exc}") from None
+
+
+def _read_json(path: Path, what: str):
+    """The JSON document of file ``path``; ModelFormatError saying what it is instead when it is not JSON."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ModelFormatError(f"cannot read {what} '{path}': {exc.strerror}") from None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(_other_kind(path, data, what)
+                               or f"'{path}' is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:  # json.JSONDecodeError, and numbers too long to convert
+        raise ModelFormatError(_other_kind(path, data, what)
+                               or f"'{path}' is not valid JSON: {_clipped(exc)}") from None
+    except RecursionError:
+        raise ModelFormatError(f"'{path}' is not a model: its JSON is nested too deeply") from None
+
+
+def _floats(array) -> np.ndarray | None:
+    return None if array is None else np.asarray(array, dtype=float)
+
+
+_TREES: dict = {}
+_MAX_TREES = 64
+
+
+def junction_tree(network: AffordanceNetwork) -> JunctionTree:
+    """The junction tree of ``network``'s structure, compiled once for all networks with the same variables, values
+    and parents (the CPTs are passed to each of its calls): online learning makes a new network per case.
+    """
+    key = tuple((v.name, len(v.values), v.parents) for v in network.variables)
+    found = _TREES.get(key)
+    if found is None:
+        if len(_TREES) >= _MAX_TREES:
+            _TREES.pop(next(iter(_TREES)))
+        found = _TREES[key] = JunctionTree(network)
+    return found
 
 
 def unknown_sensor(network: AffordanceNetwork, name: str) -> EvidenceError:
@@ -475,10 +513,13 @@ def _validate(network: "AffordanceNetwork") -> None:
             _validate_cpt(network, v, where)
         if v.counts is not None:
             _validate_counts(v, where)
+        if v.draws is not None or v.prior is not None:
+            _validate_draws(v, where)
     if len(network._index) != len(network.variables):
         raise ModelFormatError(f"repeated variable names in {list(network.names)}")
     if network.structure_known:
         _topological_order(network.names, {v.name: v.parents for v in network.variables})
+    _validate_draw_counts(network)
 
 def _validate_cluster_by(network: "AffordanceNetwork", v: Variable, where: str) -> None:
     cluster_by = v.sensor.cluster_by
@@ -589,6 +630,37 @@ def _validate_counts(v: Variable, where: str) -> None:
         raise ModelFormatError(f"{where}: 'counts' must be finite and >= 0")
 
 
+def _validate_draws(v: Variable, where: str) -> None:
+    if v.cpt is None:
+        raise ModelFormatError(f"{where}: 'draws' and 'prior' need a 'cpt' (they are its posterior)")
+    if v.draws is None or v.prior is None:
+        raise ModelFormatError(f"{where}: give both 'draws' and 'prior' (the posterior's), or neither")
+    if v.draws.ndim != v.cpt.ndim + 1 or v.draws.shape[1:] != v.cpt.shape or v.draws.shape[0] < 1:
+        raise ModelFormatError(f"{where}: 'draws' have shape {list(v.draws.shape)}, expected [S, "
+                               f"{', '.join(str(k) for k in v.cpt.shape)}]: S >= 1 draws, each shaped like the cpt")
+    if v.prior.shape != v.cpt.shape:
+        raise ModelFormatError(f"{where}: 'prior' has shape {list(v.prior.shape)}, expected the cpt's "
+                               f"{list(v.cpt.shape)}")
+    for key in ("draws", "prior"):
+        if not np.all(np.isfinite(getattr(v, key))) or np.any(getattr(v, key) < 0):
+            raise ModelFormatError(f"{where}: '{key}' must be finite and >= 0 (counts)")
+
+
+def _validate_draw_counts(network: "AffordanceNetwork") -> None:
+    """ModelFormatError unless every variable with a CPT has draws, as many as the others, or none has."""
+    with_cpt = [v for v in network.variables if v.cpt is not None]
+    sizes = {v.draws.shape[0] for v in with_cpt if v.draws is not None}
+    if not sizes:
+        return
+    if len(sizes) > 1:
+        raise ModelFormatError(f"the variables' 'draws' differ in number ({sorted(sizes)}): every variable needs the "
+                               "same draws")
+    missing = [v.name for v in with_cpt if v.draws is None]
+    if missing:
+        raise ModelFormatError(f"variables {missing} have no 'draws' where the others have: give every variable's "
+                               "draws, or none")
+
+
 # ------------------------------------------------------------- (de)serial.
 def current_umask() -> int:
     """The process's umask (read without changing it where /proc tells it)."""
@@ -602,6 +674,22 @@ def current_umask() -> int:
     mask = os.umask(0o022)  # (elsewhere: set and restore it)
     os.umask(mask)
     return mask
+
+
+def model_text(network: AffordanceNetwork) -> str:
+    """The model file's JSON: indented by one space, but every variable's posterior ``draws`` on one line (they are
+    most of the numbers: one per line made a montesano model of 300 cases 260 kB instead of 60 kB).
+    """
+    doc = network.to_dict()
+    draws = {}
+    for j, variable in enumerate(doc["variables"]):
+        if "draws" in variable:
+            draws[f"@draws {j}@"] = json.dumps(variable["draws"], separators=(",", ":"))
+            variable["draws"] = f"@draws {j}@"
+    text = json.dumps(doc, indent=1)
+    for mark, array in draws.items():
+        text = text.replace(json.dumps(mark), array, 1)
+    return text
 
 
 def write_json_atomic(path: str | os.PathLike, doc) -> None:
@@ -689,7 +777,7 @@ def _variable_from_dict(d, i: int) -> Variable:
         raise ModelFormatError(f"variables[{i}] must be a JSON object")
     name = d.get("name")
     where = f"variable '{name}'" if isinstance(name, str) else f"variables[{i}]"
-    unknown = set(d) - {"name", "group", "values", "parents", "cpt", "counts", "sensor"}
+    unknown = set(d) - {"name", "group", "values", "parents", "cpt", "counts", "draws", "prior", "sensor"}
     if unknown:
         raise ModelFormatError(f"{where}: unknown keys {sorted(unknown)}")
     values = d.get("values")
@@ -702,12 +790,12 @@ def _variable_from_dict(d, i: int) -> Variable:
         if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
             raise ModelFormatError(f"{where}: 'parents' must be a list of variable names")
         parents = tuple(parents)
-    cpt, counts = (_number_array(d.get(key), where, key) for key in ("cpt", "counts"))
+    cpt, counts, draws, prior = (_number_array(d.get(key), where, key) for key in ("cpt", "counts", "draws", "prior"))
     sensor = d.get("sensor")
     if sensor is not None:
         sensor = _sensor_from_dict(sensor, where)
     return Variable(name=name, group=d.get("group"), values=values, parents=parents, sensor=sensor, cpt=cpt,
-                    counts=counts)
+                    counts=counts, draws=draws, prior=prior)
 
 
 def _number_array(value, where: str, key: str) -> np.ndarray | None:
@@ -727,8 +815,22 @@ def _variable_dict(v: Variable) -> dict:
         d["cpt"] = v.cpt.tolist()
     if v.counts is not None:
         d["counts"] = v.counts.tolist()
+    if v.draws is not None:
+        d["draws"] = _compact(v.draws)
+    if v.prior is not None:
+        d["prior"] = _compact(v.prior)
     d["sensor"] = None if v.sensor is None else _sensor_dict(v.sensor)
     return d
+
+
+def _compact(array: np.ndarray) -> list:
+    """Nested lists of whole numbers (written without '.0') where every entry is one, as counts are: a model's
+    posterior draws are most of its file.
+    """
+    whole = np.round(array)
+    if np.array_equal(whole, array) and np.abs(array).max(initial=0) < 2 ** 53:
+        return whole.astype(np.int64).tolist()
+    return array.tolist()
 
 
 def _sensor_dict(sensor: SensorModel) -> dict:

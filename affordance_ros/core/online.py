@@ -7,7 +7,9 @@ those averages scaled by the number of cases seen, with the Dirichlet prior.
 
 The Dirichlet posterior counts of a model that has them (``Variable.counts``: what the learner saw)
 are kept up to date as well: each case adds its expected family counts, unweighted (the Bayesian
-update; the step sizes above only make the CPTs forget their start faster).
+update; the step sizes above only make the CPTs forget their start faster). So are the posterior draws of a
+model that has them (``Variable.draws``): each case is imputed under every draw and added to its counts
+(``core.posterior.update_draws``; the model's metadata "posterior" counts these ``online_updates``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
 from .network import AffordanceNetwork
 from .parameters import family_priors
+from .posterior import has_draws, update_draws
 
 
 class OnlineEM:
@@ -52,6 +55,10 @@ class OnlineEM:
                      for v in network.variables]
         self.stats = None
         self.counts = [v.counts for v in network.variables] if network.has_counts else None
+        posterior = network.metadata.get("posterior") or {}
+        self.draws = [v.draws for v in network.variables] if has_draws(network) else None
+        self.draw_updates = int(posterior.get("online_updates", 0))
+        self._rng = np.random.default_rng([int(posterior.get("seed", 0)), self.draw_updates, 32])
         self.n_seen = 0
         self.n_updates = 0
         if start_weight > 0 and all(v.cpt is not None for v in network.variables):
@@ -63,6 +70,10 @@ class OnlineEM:
         if cases.n_cases == 0:
             raise DataError("no cases to update from")
         evidence = cases.evidence(self.network)
+        if self.draws is not None:
+            self.draws = update_draws(self.network, self.draws, [v.prior for v in self.network.variables], evidence,
+                                      self._rng)
+            self.draw_updates += evidence.n_cases
         for start in range(0, evidence.n_cases, self.batch_size):
             batch = evidence.take(slice(start, start + self.batch_size))
             counts, _ = self.tree.expected_counts(self.cpts, batch)
@@ -81,7 +92,12 @@ class OnlineEM:
 
     @property
     def model_(self) -> AffordanceNetwork:
-        """The network with the current CPTs (and counts)."""
+        """The network with the current CPTs (and counts, and posterior draws)."""
         names = self.network.names
-        return self.network.with_cpts(dict(zip(names, self.cpts)),
-                                       None if self.counts is None else dict(zip(names, self.counts)))
+        draws = None if self.draws is None else {v.name: (d, v.prior) for v, d in zip(self.network.variables,
+                                                                                      self.draws)}
+        model = self.network.with_cpts(dict(zip(names, self.cpts)),
+                                       None if self.counts is None else dict(zip(names, self.counts)), draws)
+        if draws is not None:
+            model.metadata["posterior"] = {**model.metadata.get("posterior", {}), "online_updates": self.draw_updates}
+        return model

@@ -77,6 +77,10 @@ class LearningOptions:
                                 "any other variable, or sensor column, without data is an error")
     allow_missing: bool = _option(False, "learn even when a configured variable or sensor column has no data at all "
                                          "(a warning instead of the error; such a variable is learned as latent)")
+    posterior_draws: int = _option(50, "draws of the exact posterior of the CPTs a learn keeps with the model "
+                                       "(imputations of the hidden values by a Gibbs sampler, each a Dirichlet of "
+                                       "CPTs): what answers' standard deviations, credible intervals and the "
+                                       "strategies but 'expected' come from; 0: none")
     entity_column: str | None = _option(None, "a column of the cases that is not a variable (e.g. object_id) "
                                               "naming the entity (object, tool, hand) each trial is about: "
                                               "sensors cluster entities, not their repeated readings, and the "
@@ -85,7 +89,7 @@ class LearningOptions:
     def __post_init__(self):
         for name, choices in CHOICES.items():
             _choice(name, getattr(self, name), choices)
-        for name in ("max_parents", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em"):
+        for name in ("max_parents", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em", "posterior_draws"):
             object.__setattr__(self, name, _integer(name, getattr(self, name)))
         for name in ("max_iter", "n_init"):
             object.__setattr__(self, name, _integer(name, getattr(self, name), minimum=1))

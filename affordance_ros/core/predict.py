@@ -1,7 +1,12 @@
-"""Queries planners ask: posterior marginals and the jointly most probable labels.
+"""Queries planners ask: posterior marginals and the jointly most probable labels, and how sure the model is.
 
 Evidence is any mix of labels (hard), raw sensor readings (soft, through the sensor
 model) and nothing (marginalised).
+
+Beside each probability, an answer says how sure the model is of it: its standard deviation and 90 % credible
+interval under the posterior of the CPTs given the cases the model learned from, and the trials behind it
+(``support``). They come from the posterior draws a learn keeps with the model (``core.posterior``): the query is
+answered under each draw's CPTs at once, never sampled per query. A model without draws answers NaN for them.
 """
 
 from __future__ import annotations
@@ -15,14 +20,19 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .cases import CaseSet
-from .errors import EvidenceError
+from .errors import EvidenceError, did_you_mean
 from .gaussian import log_density, log_sum_exp_rows
 from .network import AffordanceNetwork, SensorModel, out_of_range, unknown_sensor
 from .number_checks import is_finite_number
+from .posterior import DrawEnsemble, has_draws, missing_posterior, spread, support
 from .query import posterior, posterior_in_chunks
 
-# actions whose probabilities differ by at most this fraction of the largest are tied (rounding, not the model)
+# actions whose scores differ by at most this fraction of the largest are tied (rounding, not the model)
 TIE_TOLERANCE = 1e-9
+# how rank_actions chooses: by the probability (expected), its credible interval's upper bound (optimistic) or lower
+# bound (cautious), or the probability under one posterior draw of the CPTs (thompson)
+STRATEGIES = ("expected", "optimistic", "thompson", "cautious")
+SPREAD_ENTRIES = 1 << 18    # entries (cases x query states x draws) of one part of a batch's posterior draws
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,11 @@ class BatchPrediction:
     """Answers for K evidence cases: marginals[var] (K, card), most_probable (K, q) codes,
     and the joint posterior of the query variables (K, *cards in ``variables`` order);
     ``readings[var]``: the predicted readings of each queried variable that has a sensor.
+
+    How sure the model is of each marginal (NaN when the model has no posterior draws, or when not asked):
+    ``stddevs[var]`` (K, card) the posterior standard deviation of each probability, ``intervals[var]``
+    (K, card, 2) its 90 % credible interval (low, high), ``support[var]`` (K,) the trials behind the variable's
+    answer (``Prediction``).
     """
 
     variables: list
@@ -120,6 +135,9 @@ class BatchPrediction:
     joint_probability: np.ndarray
     joint: np.ndarray
     readings: dict = field(default_factory=dict)
+    stddevs: dict = field(default_factory=dict)
+    intervals: dict = field(default_factory=dict)
+    support: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -128,6 +146,15 @@ class Prediction:
 
     For queried variables with a sensor, ``readings`` {reading name: {"mean", "stddev"}} (what
     the sensor should read) and ``mixtures`` {var: {"names", "weights", "means", "covariances"}}.
+
+    How sure the model is, under the posterior of its CPTs given the cases it learned from (NaN throughout when
+    the model has no posterior draws: ``core.posterior``): ``stddevs`` {var: {label: the standard deviation of
+    p}}, ``intervals`` {var: {label: (low, high)}}, the equal-tailed 90 % credible interval of p, and ``support``
+    {var: n}, the trials behind the variable's answer: the n for which a Dirichlet of precision n with the
+    answer's posterior means (what n trials seen outright give) has the same total variance,
+    n = sum_k m_k (1 - m_k) / sum_k sd_k^2 - 1; infinite when the answer is certain (e.g. the variable was given).
+    Readings seen through noisy sensors count for less than labels: at sigma 3 a few hundred trials are worth
+    far fewer seen ones.
     """
 
     marginals: dict
@@ -135,23 +162,44 @@ class Prediction:
     joint_probability: float
     readings: dict = field(default_factory=dict)
     mixtures: dict = field(default_factory=dict)
+    stddevs: dict = field(default_factory=dict)
+    intervals: dict = field(default_factory=dict)
+    support: dict = field(default_factory=dict)
 
     def to_dict(self, readings: bool = True) -> dict:
-        """JSON-ready; ``readings`` False leaves the predicted readings out."""
+        """JSON-ready (NaN and infinity as None); ``readings`` False leaves the predicted readings out."""
         out = {"marginals": self.marginals, "most_probable": self.most_probable,
-               "joint_probability": self.joint_probability}
+               "joint_probability": self.joint_probability,
+               "stddevs": {n: {k: json_number(x) for k, x in d.items()} for n, d in self.stddevs.items()},
+               "intervals": {n: {k: [json_number(lo), json_number(hi)] for k, (lo, hi) in d.items()}
+                             for n, d in self.intervals.items()},
+               "support": {n: json_number(x) for n, x in self.support.items()}}
         if readings and self.readings:
             out["readings"] = self.readings
             out["mixtures"] = self.mixtures
         return out
 
 
+def _number(x: float) -> float:
+    """``x``, or ``math.nan`` itself for a NaN: answers that do not know compare equal (containers compare their
+    items by identity first, and a NaN is not equal to itself).
+    """
+    return math.nan if math.isnan(x) else x
+
+
+def json_number(x: float) -> float | None:
+    """``x``, or None when it is NaN or infinite (JSON has neither)."""
+    return x if math.isfinite(x) else None
+
+
 def predict_batch(model: AffordanceNetwork, query: Sequence[str],
                   sensors: Mapping[str, Sequence[float]] | None = None,
-                  values: Mapping[str, Sequence[str]] | None = None) -> BatchPrediction:
+                  values: Mapping[str, Sequence[str]] | None = None, uncertainty: bool = True) -> BatchPrediction:
     """Posterior of the query (names or groups) for K cases of evidence given column-wise.
 
     A reading or label that is None is not observed in that case: each case has its own evidence pattern.
+    ``uncertainty`` False leaves the standard deviations, intervals and support NaN (the answers under every
+    posterior draw cost a few times the answer itself; ``core.posterior``).
     """
     check_model(model)
     names = model.resolve_query(query)
@@ -160,14 +208,46 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     columns = {name: np.atleast_1d(column) for name, column in {**(sensors or {}), **(values or {})}.items()}
     query_idx = [model.index(n) for n in names]
     if not columns:
-        return _answer(model, names, posterior(model, query_idx, {}))
+        spreads = posterior_spreads(model, names, 1, [(slice(0, 1), {}, [])], uncertainty)
+        return _answer(model, names, posterior(model, query_idx, {}), spreads)
     try:
         cases = CaseSet.from_columns(model, columns)
     except ValueError as exc:
         raise EvidenceError(str(exc)) from None
     if cases.n_cases == 0:  # no cases, no rows (as numpy answers an empty array)
-        return _answer(model, names, np.empty((0, *[model.variables[i].card for i in query_idx])))
-    return _answer(model, names, posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases)))
+        return _answer(model, names, np.empty((0, *[model.variables[i].card for i in query_idx])),
+                       posterior_spreads(model, names, 0, [], False))
+    joint = posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases))
+    spreads = posterior_spreads(model, names, cases.n_cases, _evidence_chunks(model, cases), uncertainty)
+    return _answer(model, names, joint, spreads)
+
+
+def posterior_spreads(model: AffordanceNetwork, names: list, n_cases: int, chunks, uncertainty: bool = True) -> tuple:
+    """({var: stddevs (K, card)}, {var: intervals (K, card, 2)}, {var: support (K,)}) of the marginals of ``names``
+    for ``n_cases`` cases whose evidence comes in ``chunks`` (as ``posterior_in_chunks`` takes them): from the
+    answers under every posterior draw, a part of the cases at a time; NaN without draws or ``uncertainty``.
+    """
+    cards = [model[name].card for name in names]
+    stddevs = {name: np.full((n_cases, card), np.nan) for name, card in zip(names, cards)}
+    intervals = {name: np.full((n_cases, card, 2), np.nan) for name, card in zip(names, cards)}
+    supports = {name: np.full(n_cases, np.nan) for name in names}
+    if not uncertainty or not has_draws(model):
+        return stddevs, intervals, supports
+    ensemble = DrawEnsemble.of(model)
+    query = [*(model.index(name) for name in names), ensemble.draw]
+    step = max(1, SPREAD_ENTRIES // (math.prod(cards) * ensemble.n_draws))
+    for rows, likelihoods, hard in chunks:
+        for start in range(0, rows.stop - rows.start, step):
+            part = slice(start, min(start + step, rows.stop - rows.start))
+            joint = posterior(ensemble.network, query, {v: lik[part] for v, lik in likelihoods.items()},
+                              [v for v in hard if v in likelihoods])
+            answers = ensemble.answers(joint)                        # (k, *cards, S)
+            at = slice(rows.start + part.start, rows.start + part.stop)
+            for j, name in enumerate(names):
+                others = tuple(1 + a for a in range(len(names)) if a != j)
+                mean, stddev, interval = spread(answers.sum(axis=others) if others else answers)
+                stddevs[name][at], intervals[name][at], supports[name][at] = stddev, interval, support(mean, stddev)
+    return stddevs, intervals, supports
 
 
 def check_model(model) -> None:
@@ -190,15 +270,16 @@ def _evidence_chunks(model: AffordanceNetwork, cases: CaseSet):
 
 
 def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str, float] | None = None,
-            values: Mapping[str, str] | None = None) -> Prediction:
-    """The posterior of one query.
+            values: Mapping[str, str] | None = None, uncertainty: bool = True) -> Prediction:
+    """The posterior of one query, and how sure the model is of it (``Prediction``; ``uncertainty`` False: NaN).
 
     E.g. ``predict(model, ["action"], sensors={"obj_vel": 7.2}, values={"Shape": "box"})``.
     """
     check_model(model)
     names = model.resolve_query(query)
     likelihoods, hard = _one_case(model, sensors or {}, values or {})
-    batch = _answer(model, names, posterior(model, [model.index(n) for n in names], likelihoods, hard))
+    spreads = posterior_spreads(model, names, 1, [(slice(0, 1), likelihoods, hard)], uncertainty)
+    batch = _answer(model, names, posterior(model, [model.index(n) for n in names], likelihoods, hard), spreads)
     marginals = {name: dict(zip(model[name].values, batch.marginals[name][0].tolist())) for name in names}
     best = {name: model[name].values[code] for name, code in zip(names, batch.most_probable[0].tolist())}
     readings, mixtures = {}, {}
@@ -207,7 +288,14 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
             readings[reading] = {"mean": mean, "stddev": stddev}
         mixtures[name] = {"names": list(r.names), "weights": r.weights[0].tolist(), "means": r.means.tolist(),
                           "covariances": r.covariances.tolist()}
-    return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures)
+    labels = {name: model[name].values for name in names}
+    stddevs = {name: dict(zip(labels[name], map(_number, batch.stddevs[name][0].tolist()))) for name in names}
+    intervals = {name: {label: (_number(low), _number(high))
+                        for label, (low, high) in zip(labels[name], batch.intervals[name][0].tolist())}
+                 for name in names}
+    supports = {name: _number(float(batch.support[name][0])) for name in names}
+    return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures, stddevs, intervals,
+                      supports)
 
 
 def _check_names(model: AffordanceNetwork, sensors: Mapping, values: Mapping) -> None:
@@ -273,8 +361,10 @@ def _impossible(name: str) -> str:
     return f"the evidence has zero likelihood for every value of '{name}' (a reading far outside its sensor model?)"
 
 
-def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPrediction:
-    """The ``BatchPrediction`` of the joint posterior (K, *cards) of the variables ``names``."""
+def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray, spreads: tuple) -> BatchPrediction:
+    """The ``BatchPrediction`` of the joint posterior (K, *cards) of the variables ``names`` and the ``_spreads``
+    of their marginals.
+    """
     flat = joint.reshape(joint.shape[0], math.prod(joint.shape[1:]))  # (no -1: a batch may have no cases)
     best = flat.argmax(axis=1)
     if len(names) == 1:
@@ -284,29 +374,53 @@ def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray) -> BatchPr
         marginals = {name: joint.sum(axis=tuple(1 + a for a in range(len(names)) if a != j))
                      for j, name in enumerate(names)}
     return BatchPrediction(names, marginals, most_probable, np.maximum.reduce(flat, axis=1), joint,
-                           predict_readings(model, marginals))
+                           predict_readings(model, marginals), *spreads)
 
 
 @dataclass(frozen=True)
 class ActionRanking:
-    """Actions ordered by p(desired effects | action, evidence), most likely first; ``tied``: every action has
-    the same probability (within ``TIE_TOLERANCE`` of the largest), so the model cannot tell them apart.
+    """Actions ranked by ``strategy`` (one of ``STRATEGIES``), best first; every list in that order.
+
+    ``probabilities``: p(desired effects | action, evidence); ``stddevs``, ``intervals`` (low, high) and ``support``:
+    how sure the model is of each (as in ``Prediction``; NaN without posterior draws); ``scores``: what the strategy
+    ranked by (expected: the probability; optimistic: the interval's upper bound; cautious: its lower bound;
+    thompson: the probability under one posterior draw of the CPTs). ``tied``: the top actions have the same score
+    (within ``TIE_TOLERANCE`` of the largest), so the model cannot tell them apart; their order is drawn at random.
     """
 
     action_variable: str
     actions: list
     probabilities: list
     tied: bool = False
+    stddevs: list = field(default_factory=list)
+    intervals: list = field(default_factory=list)
+    support: list = field(default_factory=list)
+    strategy: str = "expected"
+    scores: list = field(default_factory=list)
 
 
 def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: Mapping[str, float] | None = None,
-                 values: Mapping[str, str] | None = None, action: str | None = None) -> ActionRanking:
-    """Rank every action by the probability that it produces the desired effect labels.
+                 values: Mapping[str, str] | None = None, action: str | None = None, strategy: str = "expected",
+                 rng=None, uncertainty: bool = True) -> ActionRanking:
+    """Rank every action for producing the desired effect labels, by ``strategy``.
 
-    ``effects`` maps effect variables to wanted labels; ``sensors``/``values`` describe the
-    object (any evidence except the action itself). One batched pass over all actions.
+    ``effects`` maps effect variables to wanted labels; ``sensors``/``values`` describe the object (any evidence
+    except the action itself). One batched pass over all actions, and one under every posterior draw. Strategies:
+    ``expected`` (the most probable first: exploits what the model knows), ``optimistic`` (the highest upper
+    credible bound first: tries what might be best, to learn while doing), ``thompson`` (the best under one draw of
+    the CPTs from their posterior: explores in proportion to the chance of being best), ``cautious`` (the highest
+    lower bound first: when a failure is costly). All but ``expected`` need the model's posterior draws. ``rng``
+    (None, an int seed or a numpy Generator) breaks ties and draws thompson's CPTs. ``uncertainty`` False (with
+    ``expected`` only) leaves the standard deviations, intervals and support NaN, at the cost of the ranking alone.
     """
     check_model(model)
+    if strategy not in STRATEGIES:
+        raise EvidenceError(f"unknown strategy {strategy!r}{did_you_mean(str(strategy), STRATEGIES)}; expected one "
+                            f"of {list(STRATEGIES)}")
+    if strategy != "expected" and not has_draws(model):
+        raise missing_posterior(f"strategy '{strategy}'")
+    if strategy != "expected" and not uncertainty:
+        raise EvidenceError(f"strategy '{strategy}' ranks by the posterior: it needs uncertainty=True")
     if not effects:
         raise EvidenceError("name at least one desired effect (variable=label)")
     actions = model.group("action") if action is None else [model[action].name]
@@ -323,8 +437,43 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     _check_names(model, sensors or {}, {})
     for sensor, x in (sensors or {}).items():
         _check_reading(model, sensor, x)
-    batch = predict_batch(model, list(wanted), batch_sensors, batch_values)
-    probability = batch.joint[(slice(None), *[wanted[n] for n in batch.variables])]
-    ranked = np.argsort(-probability, kind="stable")
+    batch = predict_batch(model, list(wanted), batch_sensors, batch_values, uncertainty=False)
+    at = (slice(None), *[wanted[n] for n in batch.variables])
+    probability = batch.joint[at]
+    draws = _wanted_draws(model if uncertainty else None, batch_sensors, batch_values, batch.variables, at)
+    mean, stddev, interval = spread(draws)
+    rng = np.random.default_rng(rng)
+    scores = _scores(strategy, probability, interval, draws, rng)
+    top = np.max(scores)
+    tied_top = scores >= top - TIE_TOLERANCE * abs(top)
+    ranked = np.lexsort((rng.random(k), -np.where(tied_top, top, scores)))
+    n = support(np.stack([mean, 1.0 - mean], axis=-1), np.stack([stddev, stddev], axis=-1))
     return ActionRanking(var.name, [var.values[j] for j in ranked], [float(probability[j]) for j in ranked],
-                         bool(np.ptp(probability) <= TIE_TOLERANCE * probability.max()))
+                         bool(np.count_nonzero(tied_top) > 1), [_number(float(stddev[j])) for j in ranked],
+                         [(_number(float(interval[j, 0])), _number(float(interval[j, 1]))) for j in ranked],
+                         [_number(float(n[j])) for j in ranked], strategy, [float(scores[j]) for j in ranked])
+
+
+def _wanted_draws(model: AffordanceNetwork, sensors: dict, values: dict, variables: list, at: tuple) -> np.ndarray:
+    """p(wanted effects | action, evidence) under every posterior draw, (actions, S); (actions, 1) NaN without draws
+    (or without a model: not asked).
+    """
+    if model is None or not has_draws(model):
+        return np.full((len(next(iter(values.values()))), 1), np.nan)
+    ensemble = DrawEnsemble.of(model)
+    cases = CaseSet.from_columns(model, {**sensors, **values})
+    ((rows, likelihoods, hard),) = _evidence_chunks(model, cases)
+    joint = posterior(ensemble.network, [*(model.index(n) for n in variables), ensemble.draw], likelihoods, hard)
+    return ensemble.answers(joint)[at]
+
+
+def _scores(strategy: str, probability: np.ndarray, interval: np.ndarray, draws: np.ndarray, rng) -> np.ndarray:
+    """What ``strategy`` ranks the actions by (``ActionRanking.scores``)."""
+    if strategy == "expected":
+        return probability
+    if strategy == "optimistic":
+        return interval[:, 1]
+    if strategy == "cautious":
+        return interval[:, 0]
+    usable = np.flatnonzero(~np.any(np.isnan(draws), axis=0))   # (a draw under which the evidence is impossible: not)
+    return draws[:, usable[rng.integers(len(usable))]]

@@ -1,11 +1,12 @@
 """Progress of a learning run, and how to stop one: a callback the learner calls between steps.
 
 ``progress(phase, iteration, log_likelihood)`` is called by ``AffordanceLearner.fit``,
-``learn_structure`` and ``fit_em``: ``phase`` is "sensors", "structure" or "parameters",
-``iteration`` counts the steps of that phase (K2: variables placed, MCMC: samples drawn,
-EM: iterations done) and ``log_likelihood`` is the structure score or the EM log-likelihood so
-far (NaN when there is none yet). The callback may raise ``LearningCancelled`` (or return
-False, which raises it) to stop learning: nothing learned so far is kept.
+``learn_structure``, ``fit_em`` and ``core.posterior.draw_posterior``: ``phase`` is "sensors",
+"structure", "parameters" or "posterior", ``iteration`` counts the steps of that phase (K2: variables
+placed, MCMC: samples drawn, EM: iterations done, the posterior's sampler: sweeps done) and
+``log_likelihood`` is the structure score or the EM log-likelihood so far (NaN when there is none yet).
+The callback may raise ``LearningCancelled`` (or return False, which raises it) to stop learning:
+nothing learned so far is kept.
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ A trial is an action done on a candidate object (an object the robot could act o
 
 For a planner each suggestion also carries the effects the model expects (their marginals and
 predicted readings) and how sure it is of them: the standard deviation of each predicted probability
-under the Dirichlet posterior of the effect's CPT, with the parents' distribution held fixed.
+under the model's posterior draws (``core.posterior``: what ``predict`` says), or, for a model without
+them, under the Dirichlet of the effect's CPT counts with the parents' distribution held fixed (that
+was 0.82-0.88 of the true spread for an effect whose parent is an effect).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from .evidence import evidence_from_log_likelihoods
 from .network import AffordanceNetwork, Variable
 from .number_checks import is_finite_number
 from .options import SUGGEST_CRITERIA
-from .predict import check_model, predict_readings
+from .posterior import has_draws
+from .predict import check_model, posterior_spreads, predict_readings
 from .query import posterior
 
 NEEDS_COUNTS = ("information_gain", "predictive_information", "least_tried")
@@ -215,6 +218,8 @@ def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
     predictive = np.full(n_trials, np.nan)
     tried = np.full(n_trials, np.nan)
     stddevs = {}
+    if has_draws(model):   # the parents' uncertainty and the readings' noise included (held fixed below)
+        stddevs = posterior_spreads(model, list(marginals), n_trials, [(slice(0, n_trials), likelihoods, hard)])[0]
     if model.has_counts:
         gain[:], predictive[:], tried[:] = 0.0, 0.0, np.inf
         for i in effects:
@@ -232,8 +237,9 @@ def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
             gain += q @ dirichlet_information_gain(alpha, cpt)
             predictive += q @ (target * dirichlet_predictive_information(alpha, cpt))
             tried = np.minimum(tried, q @ total)
-            variance = cpt * (1.0 - cpt) / (total + 1.0)[:, None]
-            stddevs[v.name] = np.sqrt((q * q) @ variance)
+            if v.name not in stddevs:
+                variance = cpt * (1.0 - cpt) / (total + 1.0)[:, None]
+                stddevs[v.name] = np.sqrt((q * q) @ variance)
     return TrialScores(list(actions), len(candidates), gain, predictive, entropy, tried, marginals, stddevs,
                        predict_readings(model, marginals))
 

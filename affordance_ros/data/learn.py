@@ -11,7 +11,6 @@ that outlives its node replaces nothing). A ``LearnJob`` holds everything it nee
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -21,7 +20,7 @@ from typing import Callable
 
 from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, LearnResult
 from ..core.learner import learning_config
-from ..core.network import current_umask
+from ..core.network import current_umask, model_text
 from .storage import CaseStore, CaseStoreError
 from .training_cases import SkippedCases, new_cases, stored_cases
 
@@ -125,7 +124,7 @@ def write_beside(model: AffordanceNetwork, model_path: Path) -> Path:
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(model.to_dict(), f, indent=1)
+            f.write(model_text(model))
             f.flush()
             os.fsync(f.fileno())
     except BaseException:

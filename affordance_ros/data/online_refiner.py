@@ -5,6 +5,11 @@ cases as that model embodies (the cases it was learned from, plus its prior's wo
 prior carried an earlier model, plus earlier online updates), so that each new case refines
 it instead of replacing it. Structure and sensor models stay as learned.
 
+The posterior draws of a model that has them (``core.posterior``) take every case too: each draw imputes it
+and counts it (``core.online``), so that answers' standard deviations and intervals follow the CPTs between
+learns without becoming surer than the last learn made them; the metadata entry "posterior" counts these
+``online_updates`` (a learn draws the posterior afresh from every case).
+
 Which stored cases a model has seen is kept in its metadata, so that a restart (or a batch
 learn that took a while) can catch up on the cases stored after them:
 
@@ -69,7 +74,8 @@ class OnlineRefiner:
         """The model with every update so far (built once per batch of updates)."""
         if self._stale:
             model = self._em.model_
-            model.metadata = dict(self._base.metadata)
+            model.metadata = {**self._base.metadata, **({"posterior": model.metadata["posterior"]}
+                                                         if "posterior" in model.metadata else {})}
             model.metadata["online"] = {"updates": self.updates, "num_cases": self.num_cases,
                                         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             model.metadata["cases"] = dict(self.cases)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from ..core import AffordanceError, AffordanceNetwork, EvidenceError, predict, rank_actions
+from ..core.predict import TIE_TOLERANCE
 from ..data.pairing import PairingError, SizeLimits, named_values
 from ..data.text import printable
 from ..msg import Distribution
@@ -74,12 +77,18 @@ def predict_into(request) -> Callable:
         response.reading_names = list(result.readings)
         response.reading_means = [r["mean"] for r in result.readings.values()]
         response.reading_stddevs = [r["stddev"] for r in result.readings.values()]
+        labels = [(name, label) for name, dist in result.marginals.items() for label in dist]
+        response.stddevs = [result.stddevs[name][label] for name, label in labels]
+        response.interval_lows = [result.intervals[name][label][0] for name, label in labels]
+        response.interval_highs = [result.intervals[name][label][1] for name, label in labels]
+        response.support = [result.support[name] for name in result.marginals]
     return fill
 
 
-def select_action_into(request) -> Callable:
+def select_action_into(request, rng: np.random.Generator) -> Callable:
     """How to fill a SelectAction response for ``request``: the desired effects must be effect variables,
-    and not also given as evidence (by label or by their sensor's reading)."""
+    and not also given as evidence (by label or by their sensor's reading); ``rng`` breaks ties and draws
+    thompson's CPTs."""
     def fill(model: AffordanceNetwork, response) -> None:
         sensors, values = evidence(request)
         effects = named_values(request.effect_names, request.effect_values, "effect")
@@ -90,19 +99,31 @@ def select_action_into(request) -> Callable:
                                     f"the effects are {model.group('effect')}")
             if name in values or (variable.sensor and any(r in sensors for r in variable.sensor.names)):
                 raise EvidenceError(f"'{name}' is a desired effect: do not also give it as evidence")
-        ranking = rank_actions(model, effects, sensors=sensors, values=values)
+        ranking = rank_actions(model, effects, sensors=sensors, values=values,
+                               strategy=request.strategy or "expected", rng=rng)
         response.action_variable = ranking.action_variable
         response.actions = list(ranking.actions)
         response.probabilities = list(ranking.probabilities)
         response.tied = ranking.tied
+        response.strategy, response.scores = ranking.strategy, list(ranking.scores)
+        response.stddevs, response.support = list(ranking.stddevs), list(ranking.support)
+        response.interval_lows = [low for low, _ in ranking.intervals]
+        response.interval_highs = [high for _, high in ranking.intervals]
         if ranking.tied:
             response.message = tie_message(model, ranking, effects)
     return fill
 
 
 def tie_message(model: AffordanceNetwork, ranking, effects: dict) -> str:
-    """What a ranking of equally likely actions means, and why when the model's arcs say it."""
+    """What a ranking whose top actions tie means: every action equally likely (and why, when the model's arcs say
+    it), or the first few with the same score, in an order drawn at random."""
     action, wanted = ranking.action_variable, ", ".join(f"{name}={label}" for name, label in effects.items())
+    probabilities = np.asarray(ranking.probabilities)
+    if np.ptp(probabilities) > TIE_TOLERANCE * probabilities.max():
+        scores = np.asarray(ranking.scores)
+        first = int(np.count_nonzero(scores >= scores[0] - TIE_TOLERANCE * abs(scores[0])))
+        return (f"the first {first} actions have the same score under strategy '{ranking.strategy}' "
+                f"({scores[0]:.4g}): their order is drawn at random")
     message = (f"every action gives {wanted} with the same probability ({ranking.probabilities[0]:.4g}): "
                "the model cannot tell the actions apart here")
     if not any(action in model.ancestors(name) for name in effects):

@@ -12,26 +12,12 @@ stops the robot.
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Callable
 
 from ..core.suggest import Candidate
 from ..srv import SuggestTrial
 from .qos import reply_qos
-
-
-def suggest_request(candidates: Sequence[Candidate], actions: Sequence[str] = (), criterion: str = "",
-                    max_suggestions: int = 0) -> SuggestTrial.Request:
-    """The SuggestTrial request about ``candidates`` (their readings and labels, each entry with its candidate)."""
-    request = SuggestTrial.Request(num_candidates=len(candidates), actions=list(actions), criterion=criterion,
-                                   max_suggestions=max_suggestions)
-    for c, candidate in enumerate(candidates):
-        request.sensor_candidates.extend([c] * len(candidate.sensors))
-        request.sensor_names.extend(candidate.sensors)
-        request.sensor_values.extend(float(x) for x in candidate.sensors.values())
-        request.variable_candidates.extend([c] * len(candidate.values))
-        request.variable_names.extend(candidate.values)
-        request.variable_values.extend(str(x) for x in candidate.values.values())
-    return request
+from .replies import suggest_request
 
 
 class ActiveExplorer:
@@ -48,6 +34,14 @@ class ActiveExplorer:
         self.asking = None  # (the answer's future, when it was asked) while a question is out
         self.asked = self.refused = self.unanswered = 0
         self._waiting_logged = False
+
+    def describe(self) -> str:
+        return (f"active exploration: {self.candidates} candidate objects a trial, the trial chosen by "
+                f"{self.client.srv_name}")
+
+    def summary(self) -> str:
+        return (f"{self.asked} trials asked of {self.client.srv_name} ({self.refused} not chosen: random, "
+                f"{self.unanswered} asked again)")
 
     def step(self) -> None:
         """Ask about the next candidates, unless a question is out or the service is not there yet."""
@@ -88,4 +82,4 @@ class ActiveExplorer:
         self.send(*self.sampler.act(objects, index, action))
 
 
-__all__ = ["ActiveExplorer", "suggest_request"]
+__all__ = ["ActiveExplorer"]

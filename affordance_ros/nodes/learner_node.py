@@ -176,7 +176,7 @@ class LearnerNode(LifecycleNode):
                                     settings.robot_names),
                         QueryServices(self, MutuallyExclusiveCallbackGroup(), manager.current_model,
                                       lambda: self.writer.state().cases, settings.limits, self.count,
-                                      self.requests_log.grouped),
+                                      self.requests_log.grouped, settings.select_seed),
                         SuggestService(self, MutuallyExclusiveCallbackGroup(), manager.current_model, manager.config,
                                        settings.limits, self.count, self.requests_log.grouped)]
         timers = [(settings.status_period, self._log_status)] if settings.status_period > 0 else []

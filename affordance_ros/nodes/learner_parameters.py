@@ -108,6 +108,10 @@ PARAMETERS = {
         "Most names or values accepted in one Features message or one request list (the interfaces bound "
         "every such list to 100000 entries: no ROS client sends more)."), True,
         _int_range(1, INTERFACE_MAX_LIST_LENGTH)),
+    "select_seed": (-1, (
+        "Seed of ~/select_action's random draws: the order of actions whose scores tie, and strategy thompson's "
+        "draw of the CPTs. -1: a seed drawn at random when the node activates (logged); a given seed repeats the "
+        "answers of a run that asks the same questions in the same order."), True, _int_range(-1, 2**31 - 1)),
     "status_period": (10.0, (
         "Seconds between log lines with the counters (stored cases, rejected messages, ...), "
         "written only when they changed; 0 turns them off."), True, _range(0.0, 86400.0)),
@@ -140,6 +144,7 @@ class LearnerSettings:
     max_trial_id_length: int
     max_name_length: int
     max_list_length: int
+    select_seed: int
     status_period: float
     diagnostics_period: float
     autostart: bool

@@ -14,8 +14,10 @@ middleware's checks is access control's to keep out (docs/node.md, "Access contr
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Callable
 
+import numpy as np
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from ..core import AffordanceNetwork
@@ -34,13 +36,19 @@ SERVICE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 class QueryServices:
     """``~/predict`` and ``~/select_action`` on ``node``, in one callback group: answered from ``model()``
     (None before the first learn: the answer then says how many cases ``stored_count()`` found), requests
-    within ``limits``; ``count(name)`` and ``log(level, message)`` report what was answered."""
+    within ``limits``; ``count(name)`` and ``log(level, message)`` report what was answered; ``seed`` (-1: one
+    drawn at random, logged) seeds the generator of select_action's ties and thompson draws."""
 
     def __init__(self, node, callback_group, model: Callable[[], AffordanceNetwork | None],
                  stored_count: Callable[[], int], limits: SizeLimits, count: Callable[[str], None],
-                 log: Callable[[str, str], None]):
+                 log: Callable[[str, str], None], seed: int = -1):
         self.node, self.model, self.stored_count, self.limits = node, model, stored_count, limits
         self.count, self.log = count, log
+        # one generator for the node's select_action draws (ties, thompson): a given seed repeats a run's answers
+        self.seed = seed if seed >= 0 else int.from_bytes(os.urandom(4), "little") >> 1
+        self.rng = np.random.default_rng(self.seed)
+        node.get_logger().info(f"~/select_action draws (ties, thompson) seeded with {self.seed}"
+                               + (" (select_seed -1: drawn at random)" if seed < 0 else ""))
         self.services = [
             node.create_service(Predict, "~/predict", self._on_predict, qos_profile=SERVICE_QOS,
                                 callback_group=callback_group),
@@ -57,8 +65,8 @@ class QueryServices:
 
     def _on_select_action(self, request: SelectAction.Request,
                           response: SelectAction.Response) -> SelectAction.Response:
-        return self._answer("select_action", "select", checked(self.limits, request, select_action_into(request)),
-                            response)
+        return self._answer("select_action", "select",
+                            checked(self.limits, request, select_action_into(request, self.rng)), response)
 
     def _answer(self, service: str, counter: str, fill, response):
         problem = answer(self.model(), response, fill,

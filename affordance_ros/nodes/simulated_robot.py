@@ -21,7 +21,10 @@ publishing waits (the robot slows down to the subscriber's pace) instead of drop
 ``exploration`` says how the robot picks its trials: ``random`` (the default) draws the action and the
 object as the world makes them; ``active`` sees ``candidates`` objects at a time, asks the learner's
 ``~/suggest_trial`` (``suggest_service``) which to act on and how, and does that trial
-(``nodes.exploration``; before the learner has a model it answers with a round robin).
+(``nodes.exploration``; before the learner has a model it answers with a round robin); ``task`` has a job: the
+effect ``wanted_effect`` on objects as they come, each action the one the learner's ``~/select_action`` ranks
+first by ``strategy``, and it logs its successes and its regret against the ground truth's best action
+(``nodes.robot_task``).
 """
 
 from __future__ import annotations
@@ -38,15 +41,16 @@ from rclpy.task import Future
 
 from ..core import SENSOR_GROUPS, AffordanceNetwork
 from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
+from ..core.predict import STRATEGIES
 from ..core.scenarios import FEATURES, SCENARIOS, simulate
 from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
 from ..data.trial import trial_topics
 from ..msg import Action, Features
 from . import shutdown
 from .command_line import check_command_line
-from .exploration import ActiveExplorer
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
+from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
 from .trial_publisher import (
     DEFAULT_MAX_RESENDS,
     DEFAULT_RESEND_TIMEOUT,
@@ -61,7 +65,6 @@ MAX_TRIALS_PER_TICK = 20  # trials sent in one timer callback at most (those due
 # double parameters (integers accepted) and their ranges
 _NUMBERS = {"sigma": (1e-6, 1e6), "rate": (0.001, 10000.0), "resend_timeout": (0.01, 3600.0),
             "suggest_timeout": (0.01, 3600.0)}
-EXPLORATION = ("random", "active")
 SUGGEST_SERVICE = "/affordance_learner/suggest_trial"
 
 
@@ -134,14 +137,15 @@ class SimulatedRobot(Node):
                 raise ValueError(f"network '{network}' is not one of {trial_networks()}")
             if param["scenario"] not in ("network", *SCENARIOS):
                 raise ValueError(f"scenario '{param['scenario']}' is not one of {['network', *SCENARIOS]}")
-            if param["exploration"] not in EXPLORATION:
-                raise ValueError(f"exploration '{param['exploration']}' is not one of {list(EXPLORATION)}")
+            check_exploration(param)
+            truth_seed = param["truth_seed"] if param["truth_seed"] >= 0 else max(param["seed"], 0)
+            self.truth: AffordanceNetwork = benchmark_network(network, param["sigma"], truth_seed)
+            if param["exploration"] == "task":
+                wanted_effect(param["wanted_effect"], self.truth)
         except ValueError:
             self.destroy_node()
             raise
         self.seed = param["seed"] if param["seed"] >= 0 else int.from_bytes(os.urandom(4), "little") >> 1
-        truth_seed = param["truth_seed"] if param["truth_seed"] >= 0 else max(param["seed"], 0)
-        self.truth: AffordanceNetwork = benchmark_network(network, param["sigma"], truth_seed)
         self.count = param["count"]
         self.min_subscribers = param["min_subscribers"]
         self.wait_for = [name.strip() for name in param["wait_for"].split(",") if name.strip()]
@@ -149,10 +153,9 @@ class SimulatedRobot(Node):
         self.trial_id_prefix = param["trial_id_prefix"] or f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
         self.scenario = param["scenario"]
         self.sampler = TrialSampler(self.truth, self.scenario, self.seed)
-        self.explorer = None  # the ActiveExplorer with exploration 'active'
-        if param["exploration"] == "active":
-            self.explorer = ActiveExplorer(self, self.sampler, param["candidates"], param["suggest_service"],
-                                           self._send, self._log, param["suggest_timeout"])
+        # what chooses the trials: an ActiveExplorer (exploration 'active'), a TaskRunner ('task'); None: random
+        self.explorer = trial_chooser(self, param, self.sampler, self._send, self._log,
+                                      lambda: self.trials.pending if self.trials else 0)
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
@@ -187,8 +190,7 @@ class SimulatedRobot(Node):
             + f"; {self.count or 'endless'} trials at {param['rate']:g} Hz, "
             + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp")
             + (f", each kept until the learner confirms it on {param['status_topic']}" if self.trials else "")
-            + (f"; active exploration: {param['candidates']} candidate objects a trial, the trial chosen by "
-               f"{param['suggest_service']}" if self.explorer else ""))
+            + (f"; {self.explorer.describe()}" if self.explorer else ""))
 
     def _subscribers_ready(self) -> bool:
         return all(p.get_subscription_count() >= self.min_subscribers for p in self._outputs.values())
@@ -296,9 +298,9 @@ class SimulatedRobot(Node):
                 return
             self.get_logger().info(f"waiting for subscribers to acknowledge the last trials "
                                    f"({time.monotonic() - started:.0f} s)", throttle_duration_sec=10.0)
-        self.get_logger().info(f"published {self.published} trials"
-                               + (f" (waited {self.publish_waits} times for a subscriber to catch up)"
-                                  if self.publish_waits else ""))
+        self.get_logger().info(f"published {self.published} trials" + (
+            f" (waited {self.publish_waits} times for a subscriber to catch up)" if self.publish_waits else "")
+            + (f"; {self.explorer.summary()}" if self.explorer else ""))
         self.done.set_result(self.published)
 
     def _check_confirmed(self) -> None:
@@ -309,7 +311,8 @@ class SimulatedRobot(Node):
             return
         self._confirmations.cancel()
         self.publish_waits += self.trials.publish_waits
-        self.get_logger().info(f"published {self.published} trials; {self.trials.summary()}")
+        self.get_logger().info(f"published {self.published} trials; {self.trials.summary()}"
+                               + (f"; {self.explorer.summary()}" if self.explorer else ""))
         self.done.set_result(self.published)
 
     def _all_acked(self) -> bool:
@@ -367,8 +370,10 @@ def declare_robot_parameters(node: Node) -> dict:
     node.declare_parameter("status_topic", STATUS_TOPIC, describe(
         "Where the learner confirms trials (its ~/stored)."))
     node.declare_parameter("exploration", "random", describe(
-        "How trials are chosen: 'random' (the action and the object as they come) or 'active' (the learner's "
-        "suggest_service chooses among 'candidates' objects in view).", additional_constraints="one of "
+        "How trials are chosen: 'random' (the action and the object as they come), 'active' (the learner's "
+        "suggest_service chooses among 'candidates' objects in view) or 'task' (objects as they come, each action "
+        "the one learner's ~/select_action ranks first for wanted_effect by strategy; the robot logs its successes "
+        "and its regret against the ground truth's best action).", additional_constraints="one of "
         f"{list(EXPLORATION)}"))
     node.declare_parameter("candidates", 4, describe(
         "With exploration 'active': the objects in view at each trial, among which the learner chooses.",
@@ -379,6 +384,18 @@ def declare_robot_parameters(node: Node) -> dict:
         "With exploration 'active': seconds without an answer from suggest_service before the question is asked "
         "again (an answer can be lost: Fast DDS drops one sent before the learner discovered the robot).",
         *_NUMBERS["suggest_timeout"]))
+    node.declare_parameter("wanted_effect", "ObjVel=fast", describe(
+        "With exploration 'task': the effect wanted of every trial, VARIABLE=LABEL of the ground truth's effects "
+        "(several: comma-separated, all wanted at once)."))
+    node.declare_parameter("strategy", "expected", describe(
+        "With exploration 'task': how ~/select_action ranks the actions (expected, optimistic, thompson, "
+        "cautious; see docs/planner.md).", additional_constraints=f"one of {list(STRATEGIES)}"))
+    node.declare_parameter("learner", "/affordance_learner", describe(
+        "With exploration 'task': the learner node asked (its ~/select_action and Learn action)."))
+    node.declare_parameter("learn_every", 0, describe(
+        "With exploration 'task': ask the learner for a new model (its Learn action) after every this many "
+        "trials, once they are stored, and wait for it; 0: never (run the learner with online_learning to have "
+        "every trial refine its model).", integer_range=[IntegerRange(from_value=0, to_value=2**31 - 1)]))
     node.declare_parameter("qos_depth", KEEP_ALL, describe(
         "History of the reliable publishers. 0 (default): keep all, so publishing waits while a "
         "subscriber is behind instead of dropping trials. N > 0: keep the last N messages per topic.",

@@ -146,12 +146,12 @@ class Demo:
         from rclpy.parameter import Parameter
         from rclpy.signals import SignalHandlerOptions
 
+        from ..nodes.affordance_client import AffordanceClient
+        from ..nodes.learner_calls import LearnerRefused
         from ..nodes.learner_node import LearnerNode
-        from ..nodes.qos import reply_qos
         from ..nodes.simulated_robot import SimulatedRobot
-        from ..srv import Learn, Predict
 
-        self.rclpy, self.Learn, self.Predict = rclpy, Learn, Predict
+        self.rclpy, self.refused = rclpy, LearnerRefused
         # Without rclpy's signal handlers: Ctrl-C is a KeyboardInterrupt here, and the nodes are closed in order.
         rclpy.init(args=None if args.verbose else ["--ros-args", "--log-level", "warn"],
                    signal_handler_options=SignalHandlerOptions.NO)
@@ -168,6 +168,8 @@ class Demo:
             # trials of their own: a rerun into --workdir adds new trials to the earlier ones, not the same again
             Parameter("seed", value=(args.seed + held) % (MAX_SEED + 1)),
             Parameter("use_trial_ids", value=not args.pair_by_stamp)])
+        # the planner's client, made before an executor spins its node
+        self.planner = AffordanceClient(self.client, timeout=120.0)
         self.executors = []
         for nodes in ((self.learner, self.client), (self.robot,)):
             executor = SingleThreadedExecutor()
@@ -176,33 +178,26 @@ class Demo:
             thread = threading.Thread(target=executor.spin, daemon=True)
             thread.start()
             self.executors.append((executor, thread))
-        self.learn_client = self.client.create_client(Learn, "/affordance_learner/learn", qos_profile=reply_qos())
-        self.predict_client = self.client.create_client(Predict, "/affordance_learner/predict",
-                                                        qos_profile=reply_qos())
-
-    def call(self, client, request, timeout=120.0):
-        if not client.wait_for_service(timeout_sec=20.0):
-            raise RuntimeError(f"service {client.srv_name} is not available")
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(timeout):
-            raise RuntimeError(f"no answer from {client.srv_name} within {timeout:g} s")
-        return future.result()
 
     def learn(self):
-        return self.call(self.learn_client, self.Learn.Request())
+        """The learn (the Learn action): a LearnReport; RuntimeError when the node cannot learn."""
+        try:
+            return self.planner.learn()
+        except self.refused as exc:
+            raise RuntimeError(f"learn failed: {exc}") from None
 
     def predict(self, query, sensors=None, values=None):
-        sensors, values = sensors or {}, values or {}
-        return self.call(self.predict_client, self.Predict.Request(
-            query=query, sensor_names=list(sensors), sensor_values=[float(x) for x in sensors.values()],
-            variable_names=list(values), variable_values=list(values.values())))
+        """~/predict: a Prediction; RuntimeError (LearnerUnavailable, or the node's refusal) when there is none."""
+        try:
+            return self.planner.predict(query, values, sensors)
+        except self.refused as exc:
+            raise RuntimeError(f"predict failed: {exc}") from None
 
     def close(self):
         for executor, thread in self.executors:
             executor.shutdown(timeout_sec=5.0)
             thread.join(timeout=5.0)
+        self.planner.destroy()
         for node in (self.robot, self.client, self.learner):
             node.destroy_node()
         self.rclpy.try_shutdown()
@@ -243,19 +238,9 @@ def print_distribution(title: str, variable, learned: dict, truth: dict, actual:
         print(f"  {label:<12} {percent(learned[label]):>8} {percent(truth[label]):>8}{mark}")
 
 
-def distributions(response) -> dict:
-    return {d.variable: dict(zip(d.values, d.probabilities)) for d in response.marginals}
-
-
 def default_picture() -> Path:
     """Where the demo draws the learned network without --workdir (the work folder is removed at the end)."""
     return Path(tempfile.gettempdir()) / "affordance_ros-demo-model.png"
-
-
-def check(response, what: str):
-    if not response.success:
-        raise RuntimeError(f"{what} failed: {response.message}")
-    return response
 
 
 def run(args, workdir: Path, held: int) -> int:
@@ -276,7 +261,7 @@ def run(args, workdir: Path, held: int) -> int:
             return 1
 
         print(f"\nLearning ({args.structure}) ...")
-        learned = check(demo.learn(), "learn")
+        learned = demo.learn()
         true_arcs = set(format_arcs(truth.arcs))
         found = set(learned.arcs)
         print(f"  {learned.num_cases} cases, {learned.iterations} EM iterations, {learned.duration:.2f} s, "
@@ -303,21 +288,20 @@ def run(args, workdir: Path, held: int) -> int:
             shown = ", ".join(f"{s}={x:.1f}" for s, x in readings.items())
 
             print(f"\nPrediction {2 * n - 1}: which action was it? Seen: the object and the effects ({shown})")
-            answer = check(demo.predict(["action"], sensors=readings), "predict")
+            answer = demo.predict(["action"], sensors=readings)
             reference = predict(truth, ["action"], sensors=readings)
-            print_distribution(action, truth[action], distributions(answer)[action], reference.marginals[action],
+            print_distribution(action, truth[action], answer.marginals[action], reference.marginals[action],
                                labels[action])
 
             print(f"\nPrediction {2 * n}: what will '{labels[action]}' do to this object? "
                   f"({', '.join(f'{s}={x:.1f}' for s, x in object_sensors.items())})")
-            answer = check(demo.predict(["effect"], sensors=object_sensors, values={action: labels[action]}),
-                           "predict")
+            answer = demo.predict(["effect"], sensors=object_sensors, values={action: labels[action]})
             reference = predict(truth, ["effect"], sensors=object_sensors, values={action: labels[action]})
-            learned_effects = distributions(answer)
+            learned_effects = answer.marginals
             for effect in truth.group("effect"):
                 print_distribution(effect, truth[effect], learned_effects[effect], reference.marginals[effect],
                                    labels[effect])
-            outcome = ", ".join(f"{d.variable}={label}" for d, label in zip(answer.marginals, answer.most_probable))
+            outcome = ", ".join(f"{variable}={label}" for variable, label in answer.most_probable.items())
             print(f"  most probable outcome together: {outcome} "
                   f"(p = {percent(answer.joint_probability).strip()})")
 

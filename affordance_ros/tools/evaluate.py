@@ -181,7 +181,8 @@ def run_evaluate(args, user_error) -> int:
             raise user_error(f"--folds {n_folds}: at least 2 folds")
         folds = kfold_indices(cases.n_cases, n_folds, args.seed)
         scheme = f"{n_folds}-fold cross-validation"
-    learner = AffordanceLearner(allow_missing=args.allow_missing)
+    # (the scores are of the point predictions: the posterior draws, a hundred E-steps per fold, change none of them)
+    learner = AffordanceLearner(allow_missing=args.allow_missing, posterior_draws=0)
     for warning in missing_data_warnings(config, cases, learner.options(config)):  # (said once, not every fold)
         print(f"affordance-ros evaluate: warning: {warning}", file=sys.stderr)
 

@@ -2,9 +2,9 @@
 
 A variable with more labels than ``--top`` (an effect found per condition has hundreds) keeps its ``top``
 most probable labels, most probable first; the rest are summed up under ``omitted``
-(``{"Effect": {"labels": 180, "probability": 0.012}}``). Its predictive mixture (``--readings``) keeps the
-components of the same labels, named in ``labels``. Variables with at most ``top`` labels stay as they are,
-in the model's order.
+(``{"Effect": {"labels": 180, "probability": 0.012}}``). Its ``stddevs`` and ``intervals`` keep the same
+labels, and its predictive mixture (``--readings``) the components of those labels, named in ``labels``.
+Variables with at most ``top`` labels stay as they are, in the model's order.
 """
 
 from __future__ import annotations
@@ -33,11 +33,15 @@ def shortened(answer: dict, top: int) -> dict:
         return answer
     shown, omitted = dict(marginals), {}
     mixtures = dict(answer.get("mixtures") or {})
+    per_label = {key: dict(answer[key]) for key in ("stddevs", "intervals") if key in answer}
     for variable in long:
         labels = list(marginals[variable])
         probabilities = np.array([marginals[variable][label] for label in labels], dtype=float)
         keep = np.argsort(-probabilities, kind="stable")[:top]
         shown[variable] = {labels[i]: float(probabilities[i]) for i in keep}
+        for key, spreads in per_label.items():
+            if variable in spreads:
+                spreads[variable] = {labels[i]: spreads[variable][labels[i]] for i in keep}
         omitted[variable] = {"labels": len(labels) - len(keep),
                              "probability": float(probabilities.sum() - probabilities[keep].sum())}
         if variable in mixtures:
@@ -48,4 +52,5 @@ def shortened(answer: dict, top: int) -> dict:
     rest = {key: value for key, value in answer.items() if key != "marginals"}
     if "mixtures" in rest:
         rest["mixtures"] = mixtures
+    rest.update(per_label)
     return {"marginals": shown, "omitted": omitted, **rest}

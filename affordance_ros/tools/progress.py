@@ -117,8 +117,8 @@ class LearnProgress:
     (NaN) is left out. ``enabled``: None shows it only when ``stream`` is a terminal.
     """
 
-    # what one step of a phase is (core.progress: K2 variables placed, MCMC samples, EM iterations)
-    STEPS = {"structure": "step", "parameters": "EM iteration"}
+    # what one step of a phase is (core.progress: K2 variables placed, MCMC samples, EM iterations, sampler sweeps)
+    STEPS = {"structure": "step", "parameters": "EM iteration", "posterior": "sweep"}
     SCORES = {"structure": "score", "parameters": "log-likelihood"}
 
     def __init__(self, stream=None, enabled: bool | None = None, interval: float = 0.1, log_interval: float = 1.0):

@@ -26,6 +26,8 @@ BENCHMARKS = {
     "inference": ("inference", "one query and batches against pyAgrum's LazyPropagation on six standard networks"),
     "exploration": ("exploration", "trials chosen by information gain vs random and round robin: learning curves"),
     "startup": ("startup", "the installed command's start-up: --help and predict, wall and import time, modules"),
+    "posterior": ("posterior", "answers' 90 % intervals: coverage of the truth by trials and sensor noise; query cost"),
+    "decisions": ("decisions", "choosing actions while learning: regret of rank_actions' strategies, three worlds"),
 }
 NEEDS_ROS = ("dds", "faults", "scale")
 NEEDS_PGMPY = ("pgmpy",)
@@ -83,6 +85,7 @@ def run_all(argv: list) -> int:
 
 def main(argv: list | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # a run's progress shows as it happens, also through a pipe
     if not argv or argv[0] in ("-h", "--help"):
         print(usage(), end="")
         return 0 if argv else 2

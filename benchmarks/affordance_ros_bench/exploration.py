@@ -80,7 +80,8 @@ class Setting:
             self.truth = truth
             self.world = NetworkWorld(truth)
             self.config = truth.replace_variables({v.name: {"cpt": None} for v in truth.variables})
-            self.learner = AffordanceLearner(structure="fixed")
+            # (no posterior draws: the curves score point predictions, and suggest_trials' gain uses the counts)
+            self.learner = AffordanceLearner(structure="fixed", posterior_draws=0)
         else:
             self.truth = None
             self.world = ScenarioWorld(world)
@@ -90,7 +91,7 @@ class Setting:
             forbidden = [*config.learning["forbidden_group_arcs"], ["action", "object"]]
             self.config = AffordanceNetwork(config.variables, config.metadata,
                                             {**config.learning, "forbidden_group_arcs": forbidden})
-            self.learner = AffordanceLearner()
+            self.learner = AffordanceLearner(posterior_draws=0)
         self.effects = [r for name in self.config.group("effect") for r in self.config[name].sensor.names]
 
     def columns(self, objects: Objects, actions, effects: dict) -> dict:
@@ -148,7 +149,7 @@ def scores(model: AffordanceNetwork, setting: Setting, test: dict) -> tuple[floa
     marginal = engine.log_likelihood(cpts, CaseSet.from_columns(model, causes, ids).evidence(model))
     action = setting.world.action_variable
     sensors = {name: x for name, x in causes.items() if name != action}
-    batch = predict_batch(model, ["effect"], sensors=sensors, values={action: causes[action]})
+    batch = predict_batch(model, ["effect"], sensors=sensors, values={action: causes[action]}, uncertainty=False)
     predicted = {name: r.mean[:, j] for r in batch.readings.values() for j, name in enumerate(r.names)}
     errors = np.concatenate([predicted[name] - test[name] for name in setting.effects])
     return float(np.mean(joint - marginal)), float(np.sqrt(np.mean(errors ** 2)))

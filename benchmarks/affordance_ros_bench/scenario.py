@@ -90,7 +90,7 @@ def run_setting(scenario: str, config_name: str, scheme: str, targets, seed: int
         test = transfer_indices(cases.extra["kind"], "hand")
     else:
         test = kfold_indices(cases.n_cases, folds, seed)
-    learner = AffordanceLearner()
+    learner = AffordanceLearner(posterior_draws=0)   # (the scores are of point predictions, as evaluate's)
     return evaluate(config, cases, lambda cfg, train: learner.fit(cfg, train).model_, test, targets,
                     groups=cases.extra[entity] if entity else None, scheme=scheme, baselines=baselines), cases.n_cases
 
@@ -125,7 +125,7 @@ def fold_costs(seed: int, repeats: int, n_folds: int) -> list[dict]:
         train = cases.take(np.setdiff1d(every, test))
         tracemalloc.start()
         start, cpu = time.perf_counter(), time.process_time()
-        model = AffordanceLearner().fit(config, train).model_
+        model = AffordanceLearner(posterior_draws=0).fit(config, train).model_   # (as the table before the draws)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BENCH, REPO_ROOT
+from conftest import BENCH, REPO_ROOT, interrupted
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -375,6 +375,83 @@ def test_exploration_scores_are_the_predictive_density_of_the_effects():
     assert rmse == pytest.approx(np.sqrt(np.mean((prediction.mean - effects) ** 2)), rel=1e-12)
 
 
+def test_posterior_quick(tmp_path):
+    """Coverage of the truth by the 90 % intervals per cell, beside EM's counts', and the cost with the posterior
+    and without it: every cell and call there, the numbers sane."""
+    printed = bench("posterior", out=tmp_path)
+    table = (tmp_path / "posterior_table.md").read_text()
+    assert table.strip() in printed
+    results = json.loads((tmp_path / "posterior_results.json").read_text())
+    assert set(results["cells"]) == {f"{mode} {n}" for mode in ("labels", "sigma1", "sigma3") for n in (10, 100)}
+    for cell, coverage in results["cells"].items():
+        assert all(0.0 <= c[0] <= 1.0 for c in coverage.values() if isinstance(c, list)), cell
+    for call in ("predict", "rank_actions", "predict_batch, 1000 cases", "learn_300_cases"):
+        assert results["costs"][call]["with"] > 0 and results["costs"][call]["without"] > 0, call
+    assert len(table_rows(table)) == 6
+
+
+def test_decisions_quick(tmp_path):
+    """Every strategy and random in the three worlds: regrets, the final policy, truths locked out in the lockin
+    world, the targets said, the plot drawn."""
+    printed = bench("decisions", out=tmp_path)
+    table = (tmp_path / "decisions_table.md").read_text()
+    assert table.strip() in printed
+    results = json.loads((tmp_path / "decisions_results.json").read_text())
+    assert results["horizon"] == 40 and results["checkpoints"] == [20, 40]
+    for world, summary in results["worlds"].items():
+        assert set(summary) == {"expected", "optimistic", "thompson", "cautious", "random"}, world
+        for policy, s in summary.items():
+            assert 0 <= s["cumulative_20"][0] <= s["cumulative_40"][0] <= 40, (world, policy)
+            assert 0 <= s["final_40"][0] <= 1 and len(s["curve"]) == 4, (world, policy)
+            assert ("locked_out_40" in s) == (world == "lockin")
+    assert "lockin targets: optimistic's regret over trials" in table
+    assert_png(tmp_path / "decisions_regret.png")
+
+
+def test_the_regret_of_the_decision_worlds_is_against_the_truth():
+    """p_truth(goal | action, kind) of the decision worlds is the truth's CPT (lockin, tools) or its marginal
+    (montesano); the lockin world's special kind has its best action best by far there, and bad elsewhere."""
+    import numpy as np
+
+    from affordance_ros_bench.decisions import World
+
+    lockin = World("lockin", 3)
+    cpt = lockin.truth["Outcome"].cpt[..., 1]                       # (actions, kinds)
+    np.testing.assert_allclose(lockin.success[:, :, 0], cpt.T, atol=1e-12)
+    best = lockin.success[lockin.special, :, 0]
+    assert best.argmax() == lockin.best_special and best.max() - np.sort(best)[-2] > 0.1
+    others = np.delete(lockin.success[:, lockin.best_special, 0], lockin.special)
+    assert others.max() < 0.25
+    tools = World("tools", 0)
+    assert tools.goals[1] == ("Distance", "far")
+    np.testing.assert_allclose(tools.success[:, :, 1], tools.truth["Distance"].cpt[..., 2].reshape(4, 33).T,
+                               atol=1e-12)
+    montesano = World("montesano", 0)
+    assert montesano.success.shape == (24, 3, 12) and np.all((0 <= montesano.success) & (montesano.success <= 1))
+
+
+def test_benchmarks_sections_13_and_14_give_the_figures_of_their_results_files():
+    """docs/benchmarks.md §14's tables are docs/bench/decisions_results.json's, as bench decisions prints them, and
+    §13's coverage of every cell is docs/bench/posterior_results.json's (a rerun copied into docs/bench without the
+    text, or the reverse, fails here)."""
+    from affordance_ros_bench.decisions import results_table
+
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "docs" / "benchmarks.md").read_text()
+    section = text[text.index("## 14. Deciding while learning"):text.index("## Machine")]
+    results = json.loads((repo / "docs" / "bench" / "decisions_results.json").read_text())
+    assert f"**{results['reps']} seeds**" in section
+    for line in results_table(results, results["checkpoints"]).splitlines():
+        if line.startswith("| ") and not line.startswith("| strategy"):
+            assert line in section, line
+    posterior = json.loads((repo / "docs" / "bench" / "posterior_results.json").read_text())
+    section = text[text.index("## 13. How sure answers are"):text.index("## 14. Deciding while learning")]
+    for mode, label in (("labels", "labels"), ("sigma1", "sensors at sigma 1"), ("sigma3", "sensors at sigma 3")):
+        row = f"| {label}, 10 / 30 / 100 / 300 | " + " / ".join(
+            f"{posterior['cells'][f'{mode} {n}']['model'][0]:.3f}" for n in (10, 30, 100, 300))
+        assert row in section, row
+
+
 def test_startup_quick(tmp_path):
     """--help and predict through the installed command: a wall and an import time each, none of the modules
     only other commands need loaded, the numpy import measured beside them."""
@@ -414,3 +491,17 @@ def test_a_bench_run_that_fails_keeps_its_nodes_logs(tmp_path, capsys):
     with run_folder("dds", tmp_path / "elsewhere") as folder:
         (Path(folder) / "learner_node.log").write_text("stopping\n")  # nothing kept when the run ends well
     assert not (tmp_path / "elsewhere").exists() and not Path(folder).exists()
+
+
+def test_a_bench_says_what_it_is_and_ctrl_c_ends_it_in_one_line(tmp_path):
+    listed = subprocess.run([BENCH], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 2 and "paper " in listed.stdout and "all " in listed.stdout  # no name: the list
+    mistake = subprocess.run([BENCH, "paper", "--nope"], capture_output=True, text=True, timeout=60)
+    assert mistake.returncode == 2 and "affordance-ros-bench paper: error: unrecognized arguments: --nope" in \
+        mistake.stderr
+    unknown = subprocess.run([BENCH, "papers"], capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and unknown.stderr.splitlines()[-1] == \
+        "affordance-ros-bench: error: no benchmark 'papers'"
+    status, _, stderr = interrupted([BENCH, "paper", "--out", tmp_path / "bench"], "bench paper:")
+    assert status == 130, stderr
+    assert "Traceback" not in stderr and stderr.splitlines()[-1] == "affordance-ros-bench paper: interrupted"

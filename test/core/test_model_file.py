@@ -259,15 +259,17 @@ def test_model_files_get_the_permissions_of_the_umask(tmp_path, umask, mode):
 @pytest.fixture(scope="module")
 def learned_hands():
     """A model learned with the shipped hands configuration: 1-D and vector sensors, an effect found per condition
-    (cluster_by), counts and the learn's metadata."""
+    (cluster_by), counts, posterior draws and the learn's metadata."""
     config = AffordanceNetwork.load(configuration_file("hands"))
     return AffordanceLearner(structural_em=0).fit(config, scenario_cases(config, simulate("hands", 3, seed=0))).model_
 
 
+@pytest.mark.posterior
 def test_a_learned_model_read_back_from_its_file_is_the_same_model_and_predicts_to_the_last_bit(learned_hands,
                                                                                                  tmp_path):
     model = learned_hands
     assert model.has_vector_sensors and model.has_counts and model["Effect"].sensor.cluster_by
+    assert model["Effect"].draws is not None
     model.save(tmp_path / "model.json")
     loaded = AffordanceNetwork.load(tmp_path / "model.json")
     assert loaded.to_dict() == json.loads((tmp_path / "model.json").read_text()) == json.loads(json.dumps(
@@ -309,6 +311,7 @@ def values_replaced(doc):
             yield path, changed
 
 
+@pytest.mark.posterior
 def test_every_truncation_damaged_byte_or_wrong_value_of_a_model_file_is_a_model_format_error(learned_hands,
                                                                                               tmp_path):
     """docs/model-format.md, Errors: 'Every damaged file is a ModelFormatError ..., never another exception': the
@@ -329,10 +332,13 @@ def test_every_truncation_damaged_byte_or_wrong_value_of_a_model_file_is_a_model
             pass
     doc = json.loads(json.dumps(learned_hands.to_dict()))
     doc["variables"] = doc["variables"][:3] + [{**doc["variables"][3], "values": doc["variables"][3]["values"][:2],
-                                                "cpt": [0.5, 0.5], "counts": [1.0, 1.0], "parents": []}]
+                                                "cpt": [0.5, 0.5], "counts": [1.0, 1.0], "parents": [],
+                                                "draws": [[1.0, 2.0], [3.5, 1.0]], "prior": [1.0, 0.5]}]
     doc["variables"][3]["sensor"] = {**doc["variables"][3]["sensor"],
                                      "means": doc["variables"][3]["sensor"]["means"][:2],
                                      "covariances": doc["variables"][3]["sensor"]["covariances"][:2]}
+    for variable in doc["variables"]:   # (two posterior draws: every value of 200 would be replaced in turn)
+        variable["draws"] = variable["draws"][:2]
     AffordanceNetwork.from_dict(doc)  # (sound: a value-sized effect)
     for where, changed in values_replaced(doc):
         try:

@@ -184,6 +184,30 @@ def test_import_appends_without_duplicates_and_export_round_trips(tmp_path):
     assert [strip(r) for r in cases.records] == [strip(r) for r in [*records[:10], own, *records[10:]]]
 
 
+def test_import_and_export_take_their_sources_as_cases_as_learn_does(tmp_path):
+    """--cases as learn and evaluate take it (several for import, also after the command's other options); the
+    sources without it, as earlier versions took them, are the same command; none is one line saying what to give."""
+    records = sampled_records(12)
+    write_bag(tmp_path / "first", records[:6], "mcap")
+    write_bag(tmp_path / "second", records[6:], "sqlite3")
+    out = run("import", "--db", tmp_path / "cases.db", "--cases", tmp_path / "first", tmp_path / "second")
+    assert out.returncode == 0 and "in all: added 12 cases" in out.stdout, out.stderr
+    out = run("import", tmp_path / "first", "--db", tmp_path / "cases.db", "--cases", tmp_path / "second")
+    assert out.returncode == 0 and "in all: added 0 cases" in out.stdout, out.stderr
+    out = run("export", "--cases", tmp_path / "cases.db", "--out", tmp_path / "cases.csv")
+    assert out.returncode == 0 and "wrote 12 cases" in out.stdout, out.stderr
+    out = run("export", tmp_path / "cases.db", "--out", tmp_path / "again.csv")
+    assert (tmp_path / "again.csv").read_text() == (tmp_path / "cases.csv").read_text()
+    for command, extra in (("import", ["--db", tmp_path / "none.db"]), ("export", ["--out", tmp_path / "no.csv"])):
+        out = run(command, *extra)
+        assert out.returncode == 2 and out.stderr.splitlines() == [
+            f"affordance-ros {command}: error: give the cases to {command}: --cases SOURCE (a bag, a .csv file or "
+            "the node's .db)"], out.stderr
+    out = run("export", "--cases", tmp_path / "cases.db", tmp_path / "first", "--out", tmp_path / "two.csv")
+    assert out.returncode == 2 and "export writes one source at a time, got 2" in out.stderr
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "no.csv").exists()
+
+
 def test_export_refuses_to_overwrite_and_to_write_a_database(tmp_path):
     db = tmp_path / "cases.db"
     with CaseStore(db) as store:
@@ -194,7 +218,6 @@ def test_export_refuses_to_overwrite_and_to_write_a_database(tmp_path):
     assert (tmp_path / "there.csv").read_text() == "keep me"
     out = run("export", db, "--out", tmp_path / "other.db")
     assert out.returncode == 2 and "affordance-ros import" in out.stderr
-
 
 
 def test_export_never_replaces_a_file_made_while_it_wrote_its_own(tmp_path, monkeypatch):

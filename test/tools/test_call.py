@@ -7,8 +7,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import CLI, sampled_records, wait_for, write_config
-from test_cli import interrupted
+from conftest import CLI, interrupted, sampled_records, wait_for, write_config
 
 from affordance_ros.data.storage import CaseStore
 
@@ -69,6 +68,7 @@ def test_a_refusal_whose_answer_was_lost_is_still_a_refusal(ros, tmp_path, monke
     assert not running.result(60.0).success
 
 
+@pytest.mark.posterior
 def test_call_learn_predict_and_select_action(ros, tmp_path):
     with CaseStore(tmp_path / "cases.db") as store:
         for record in sampled_records(200):
@@ -94,6 +94,21 @@ def test_call_learn_predict_and_select_action(ros, tmp_path):
     probabilities = [r["probability"] for r in ranking]
     assert sorted(r["action"] for r in ranking) == ["grasp", "tap", "touch"]
     assert probabilities == sorted(probabilities, reverse=True)
+
+    sure = json.loads(predicted.stdout)  # how sure: the spread of each probability, the trials behind each answer
+    assert set(sure["stddevs"]["Action"]) == set(sure["intervals"]["Action"]) == {"grasp", "tap", "touch"}
+    for label, (low, high) in sure["intervals"]["Action"].items():
+        assert 0 <= low <= high <= 1 and sure["stddevs"]["Action"][label] > 0
+    assert sure["support"]["Action"] > 0
+    optimistic = json.loads(call("select-action", "--effect", "ObjVel=fast", "--sensor", "size=9.7", "--strategy",
+                                 "optimistic").stdout)
+    assert optimistic["strategy"] == "optimistic"
+    scores = [r["score"] for r in optimistic["ranking"]]
+    # best first (actions whose scores tie, to rounding, come in an order drawn at random)
+    assert all(a >= b - 1e-9 * abs(a) for a, b in zip(scores, scores[1:])), scores
+    assert scores == pytest.approx([r["interval"][1] for r in optimistic["ranking"]], rel=1e-12)
+    assert all(r["stddev"] > 0 and r["support"] > 0 and set(r) == {"action", "probability", "stddev", "interval",
+                                                                     "support", "score"} for r in optimistic["ranking"])
 
     top = json.loads(call("predict", "--query", "action", "--top", "2").stdout)  # the 2 most probable actions
     assert len(top["marginals"]["Action"]) == 2 and top["omitted"]["Action"]["labels"] == 1

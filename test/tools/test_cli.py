@@ -1,17 +1,13 @@
 """The installed `affordance-ros` command, run as a user runs it (a subprocess, exit codes, stderr)."""
 
-import contextlib
 import json
-import os
 import re
-import signal
 import subprocess
-import threading
 import time
 
 import numpy as np
 import pytest
-from conftest import CLI
+from conftest import CLI, interrupted
 
 from affordance_ros.core import AffordanceNetwork, benchmark_network, benchmark_structure, sample_cases
 from affordance_ros.share import default_config_path
@@ -48,7 +44,7 @@ def test_learn_then_predict(files):
               "--sensor", "obj_vel=10.2", "--sensor", "hand_vel=0.3", "--value", "Shape=box")
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
-    assert set(answer) == {"marginals", "most_probable", "joint_probability"}
+    assert set(answer) == {"marginals", "most_probable", "joint_probability", "stddevs", "intervals", "support"}
     assert list(answer["marginals"]["Action"]) == ["grasp", "tap", "touch"]
     assert sum(answer["marginals"]["Action"].values()) == pytest.approx(1.0)
     assert answer["most_probable"]["Action"] == max(answer["marginals"]["Action"],
@@ -122,9 +118,7 @@ def test_user_mistakes_give_one_line_and_exit_2(files, args, message):
     (["simulate", "--scenario", "montesano", "--out", "c.csv", "--trials", "many"], "simulate",
      "argument --trials: 'many' is not a whole number"),
     (["call", "predict", "--query", "action", "--bogus"], "call predict", "unrecognized arguments: --bogus"),
-    (["bench", "paper", "--nope"], "bench paper", "unrecognized arguments: --nope"),
     (["predict", "--model", "m.json", "--query", "action", "--ros-args"], "predict", "--ros-args is for replay"),
-    ([], "", "the following arguments are required: command"),
 ])
 def test_option_mistakes_are_one_line_naming_the_subcommand(args, command, message):
     out = run(*args)
@@ -157,10 +151,10 @@ def test_help_is_the_whole_usage_on_stdout():
 def test_every_command_says_what_it_does_above_its_options():
     import argparse
 
-    from affordance_ros.tools.cli import build_parser
+    from affordance_ros.tools.commands import build_parser
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     undescribed = [name for name, parser in commands.items() if not (parser.description or "").strip()]
-    assert len(commands) >= 14 and not undescribed
+    assert len(commands) >= 13 and not undescribed
 
 
 def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
@@ -177,44 +171,6 @@ def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):
     assert foreign.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
 
 
-def interrupted(args, ready, cwd=None, env=None, timeout=120):
-    """Run ``args`` until ``ready`` shows in its output (or ``ready()`` is true), then Ctrl-C it as a terminal does
-    (SIGINT to its process group); its exit status, stdout and stderr. Without PYTHONUNBUFFERED, as a user's shell
-    runs it: what the command prints through a pipe must show when it happens."""
-    env = {name: value for name, value in (os.environ if env is None else env).items() if name != "PYTHONUNBUFFERED"}
-    env["PYTHONFAULTHANDLER"] = "1"  # (SIGABRT: every thread's stack on stderr)
-    process = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=cwd, env=env, start_new_session=True)
-    seen = {"stdout": [], "stderr": []}
-    readers = [threading.Thread(target=lambda name=name: seen[name].extend(iter(getattr(process, name).readline, "")),
-                                daemon=True) for name in seen]
-    for reader in readers:
-        reader.start()
-    deadline = time.monotonic() + timeout
-    while not (ready() if callable(ready) else ready in "".join(seen["stdout"] + seen["stderr"])):
-        assert process.poll() is None, f"ended before it showed {ready!r}: {''.join(seen['stderr'])}"
-        assert time.monotonic() < deadline, f"no {ready!r} within {timeout} s"
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGINT)
-    try:
-        status = process.wait(timeout=60)
-    except subprocess.TimeoutExpired:  # where it is stuck, and nothing of it left running for the next tests
-        os.killpg(process.pid, signal.SIGABRT)
-        try:
-            process.wait(timeout=10)
-        finally:
-            with contextlib.suppress(ProcessLookupError):  # (the group ended with it)
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            for reader in readers:
-                reader.join(timeout=10)
-        raise AssertionError(f"{args[1:3]} did not end within 60 s of SIGINT; its stderr ends:\n"
-                             + "".join(seen["stderr"])[-6000:]) from None
-    for reader in readers:
-        reader.join(timeout=10)
-    return status, "".join(seen["stdout"]), "".join(seen["stderr"])
-
-
 @pytest.fixture(scope="module")
 def montesano_csv(tmp_path_factory):
     path = tmp_path_factory.mktemp("montesano") / "cases.csv"
@@ -228,7 +184,6 @@ def montesano_csv(tmp_path_factory):
       "--progress", "--out", "{tmp}/model.json"], "learn: structure"),
     (["evaluate", "--cases", "{csv}", "--config", "montesano", "--folds", "1000", "--baselines", "majority",
       "--progress"], "evaluate: "),
-    (["bench", "paper", "--out", "{tmp}/bench"], "bench paper:"),
 ])
 def test_ctrl_c_is_one_line_and_exit_status_130(montesano_csv, tmp_path, command, ready):
     args = [a.format(csv=montesano_csv, tmp=tmp_path) for a in command]

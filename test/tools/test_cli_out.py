@@ -3,8 +3,8 @@
 import sqlite3
 
 import pytest
-from conftest import CLI
-from test_cli import interrupted, montesano_csv, run  # noqa: F401  (the fixture)
+from conftest import CLI, interrupted
+from test_cli import montesano_csv, run  # noqa: F401  (the fixture)
 
 from affordance_ros.core import benchmark_network
 from affordance_ros.data.formats import export_model

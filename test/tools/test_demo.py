@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli import interrupted
+from conftest import interrupted
 
 from affordance_ros.data.storage import CaseStore
 
