@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 
-from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseSet, evaluation
+from affordance_ros.core import AffordanceLearner, AffordanceNetwork, CaseSet, LearningOptions, evaluation
 
 EXTRA_COLUMNS = ("kind", "manipulator_id", "object_id")
 
@@ -81,7 +81,8 @@ def main(argv=None) -> int:
         header = next(csv.reader(f))
     cases = CaseSet.from_csv(config, args.cases, extra=[c for c in EXTRA_COLUMNS if c in header])
     test = folds(args, cases)
-    learner = AffordanceLearner()
+    # the posterior's draws (issue 32) give the answers' spreads, not the point predictions scored here
+    learner = AffordanceLearner(**({"posterior_draws": 0} if "posterior_draws" in LearningOptions.names() else {}))
     result = evaluation.evaluate(config, cases, lambda cfg, train: learner.fit(cfg, train).model_, test, args.targets)
     tested = np.zeros(cases.n_cases, dtype=bool)
     tested[np.concatenate(test)] = True

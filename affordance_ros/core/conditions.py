@@ -2,9 +2,8 @@
 
 A *condition* is a combination of the values of some variables (a sensor's ``cluster_by``, e.g. Action,
 Tool, Shape), given per variable as codes. Each condition gets two values of the sensor's variable about
-one centre: a core Gaussian and a wide one with ``WIDE_VARIANCE`` times its variance (Tukey's contaminated
-normal: the wide part takes the heavy tails and the outliers, so that they neither inflate the core nor
-pull the centre).
+one centre: a core Gaussian and a wide one (Tukey's contaminated normal: the wide part takes the heavy tails and
+the outliers, so that they neither inflate the core nor pull the centre).
 
 The centres borrow strength (hierarchical partial pooling, empirical Bayes): a condition's centre is a
 grand mean plus one effect per *term*, a non-empty subset of the variables (the action's; the action and
