@@ -2,9 +2,8 @@
 
 A *condition* is a combination of the values of some variables (a sensor's ``cluster_by``, e.g. Action,
 Tool, Shape), given per variable as codes. Each condition gets two values of the sensor's variable about
-one centre: a core Gaussian and a wide one with ``WIDE_VARIANCE`` times its variance (Tukey's contaminated
-normal: the wide part takes the heavy tails and the outliers, so that they neither inflate the core nor
-pull the centre).
+one centre: a core Gaussian and a wide one (Tukey's contaminated normal: the wide part takes the heavy tails and
+the outliers, so that they neither inflate the core nor pull the centre).
 
 The centres borrow strength (hierarchical partial pooling, empirical Bayes): a condition's centre is a
 grand mean plus one effect per *term*, a non-empty subset of the variables (the action's; the action and
@@ -23,7 +22,12 @@ values are those of the variables that matter (``ConditionFit.variables``), ever
 
 The spreads borrow strength too: each condition's core variance (per reading, from the median absolute
 deviation of its residuals) is shrunk towards the pooled one with a weight ν (in trials) chosen by the
-held-out log-density (``SPREAD_WEIGHTS``).
+held-out log-density (``SPREAD_WEIGHTS``). The wide value is one for every condition, ``WIDE_VARIANCE`` times
+the pooled variance, and no core is broader than it (``condition_spreads``): what lies beyond the readings
+of the training is then explained by the wide values alone, all of one shape, so it goes to the condition
+whose centre it lies towards. Wide values of each condition's own (four times its core) gave it to the
+broadest condition instead, in whatever direction it lay: learned on hand postures, the draws of a tool that
+moves objects further than any hand were taken for pushes (docs/benchmarks.md, "Pooling, use by use").
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from .gaussian import LOG_2PI
 
 # fewest readings of the condition with the most that give the sensor a spread to learn from
 MIN_CONDITION_READINGS = 3
-# A condition's wide Gaussian has this many times the variance of its core (twice the standard deviation).
+# The wide Gaussian has this many times the pooled core variance (twice the standard deviation).
 WIDE_VARIANCE = 4.0
 # The share of a condition's trials its wide Gaussian is expected to take, for the choice of the spreads and the
 # CPT's prior rows (EM learns the real shares).
@@ -367,32 +371,34 @@ def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, t
     return value(at)
 
 
-def pooled_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int, folds: np.ndarray) -> np.ndarray:
-    """Core variances (n_conditions, d) per condition (``which``: each residual's): its own robust variance
-    shrunk towards the pooled one, the weight of the pooled one (``SPREAD_WEIGHTS``) chosen by the held-out
-    log-density of the core-and-wide mixture; a condition with fewer than ``MIN_CONDITION_READINGS``
-    residuals gets the pooled variance.
+def condition_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int,
+                      folds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The core variances (n_conditions, d) per condition (``which``: each residual's) and the wide variance (d,)
+    of every condition: a core is the condition's own robust variance shrunk towards the pooled one, the weight
+    of the pooled one (``SPREAD_WEIGHTS``) chosen by the held-out log-density of the core-and-wide mixture, and
+    at most the wide variance, ``WIDE_VARIANCE`` times the pooled one; a condition with fewer than
+    ``MIN_CONDITION_READINGS`` residuals gets the pooled variance.
     """
-    def spreads(rows: np.ndarray, weight: float) -> np.ndarray:
+    def spreads(rows: np.ndarray, weight: float) -> tuple[np.ndarray, np.ndarray]:
         pooled = np.diagonal(robust_covariance(residuals[rows]))
         if math.isinf(weight):
-            return np.tile(pooled, (n_conditions, 1))
+            return np.tile(pooled, (n_conditions, 1)), WIDE_VARIANCE * pooled
         counts = np.bincount(which[rows], minlength=n_conditions)[:, None]
         present, local = np.unique(which[rows], return_inverse=True)
         own = np.tile(pooled, (n_conditions, 1))
         own[present] = group_robust_variances(residuals[rows], local.reshape(-1), len(present))
-        shrunk = (counts * own + weight * pooled) / (counts + weight)
-        return np.where(counts >= MIN_CONDITION_READINGS, shrunk, pooled)
+        shrunk = np.minimum((counts * own + weight * pooled) / (counts + weight), WIDE_VARIANCE * pooled)
+        return np.where(counts >= MIN_CONDITION_READINGS, shrunk, pooled), WIDE_VARIANCE * pooled
 
     def held_out_log_density(weight: float) -> float:
         total = 0.0
         for train, test in fold_splits(folds):
             if not train.any():
                 continue
-            variance = spreads(train, weight)[which[test]]
+            cores, wide = spreads(train, weight)
             r2 = residuals[test] ** 2
-            core, wide = (-0.5 * np.sum(r2 / (scale * variance) + LOG_2PI + np.log(scale * variance), axis=1)
-                          for scale in (1.0, WIDE_VARIANCE))
+            core, wide = (-0.5 * np.sum(r2 / variance + LOG_2PI + np.log(variance), axis=1)
+                          for variance in (cores[which[test]], wide))
             total += float(np.sum(np.logaddexp(np.log1p(-WIDE_SHARE) + core, np.log(WIDE_SHARE) + wide)))
         return total
 
@@ -455,10 +461,10 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: 
     means = pooled.predict(grid)
     residuals = x - pooled.predict(seen)[which]
     own = np.ravel_multi_index(conditions[:, list(variables)].T, kept_cards) if variables else np.zeros(len(x), int)
-    variances = pooled_spreads(residuals, own, len(grid), folds)
-    cores = np.stack([np.diag(v) for v in variances])
-    return ConditionFit(variables, np.concatenate([means, means]), np.concatenate([cores, WIDE_VARIANCE * cores]),
-                        trim, dict(zip(terms, strengths)), share)
+    variances, wide = condition_spreads(residuals, own, len(grid), folds)
+    covariances = np.concatenate([np.stack([np.diag(v) for v in variances]), np.tile(np.diag(wide), (len(grid), 1, 1))])
+    return ConditionFit(variables, np.concatenate([means, means]), covariances, trim, dict(zip(terms, strengths)),
+                        share)
 
 
 def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | None], kept_cards: Sequence[int],
@@ -507,5 +513,5 @@ def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:
 __all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "FoldErrors",
            "PooledCentres",
            "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
-           "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support", "pooled_spreads",
+           "condition_spreads", "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support",
            "robust_covariance"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -196,9 +197,8 @@ def run_evaluate(args, user_error) -> int:
         result = evaluate(config, cases, fit, folds, args.targets,
                           groups=cases.extra[group_column] if group_column else None,
                           baselines=baselines, scheme=scheme, progress=bar.update)
-    print(f"{scheme}, {cases.n_cases} cases, {result.duration:.1f} s; learning options: "
-          f"{json.dumps(learner.options(config).to_dict(), separators=(',', ':'))}")
-    for line in table(result):
+    print(f"{scheme}, {cases.n_cases} cases, {result.duration:.1f} s")
+    for line in [*options_lines(learner.options(config).to_dict()), "", *table(result)]:
         print(line)
     if args.out:
         out = Path(args.out)
@@ -256,26 +256,57 @@ def strong_baselines(k: int, seed: int) -> dict | None:
 
 
 def table(result) -> list[str]:
-    """One row per target and metric, one column per method ('-': the method does not predict such a target);
-    the best of each row marked with *."""
-    methods = result.methods
-    widths = [max(len(m), 7) + 2 for m in methods]
-    header = f"{'target':10s} {'metric':16s}" + "".join(f"{m:>{w}s}" for m, w in zip(methods, widths))
-    lines = [header, "-" * len(header)]
-    for r in result.targets:
-        if r.target.kind == "label":
-            rows = [(key, title, fmt, key != "log_loss") for key, title, fmt in _LABEL_METRICS]
-        else:
-            rows = [("euclidean_rmse", "RMSE Euclidean", "{:.3f}", False), ("rmse", "RMSE per coord.", "{:.3f}", False)]
-            rows += [(f"rmse_{n}", f"RMSE {n}", "{:.3f}", False) for n in r.target.names]
-            rows += [("log_density", "log-density", "{:.3f}", True)]
-        for key, title, fmt, higher in rows:
-            values = [r.metrics[m][key] if m in r.metrics else None for m in methods]
-            best = (max if higher else min)(v for v in values if v is not None)
-            cells = "".join(f"{'- ' if v is None else fmt.format(v) + ('*' if v == best else ' '):>{w}s}"
-                            for v, w in zip(values, widths))
-            lines.append(f"{r.target.variable:10s} {title:16s}{cells}")
-    return lines
+    """A table per kind of target (labels, then readings): one row per target and metric, one column per method
+    that predicts such targets, the best of each row marked with *; method names over two lines where they
+    have two words, so that the table fits 100 columns."""
+    lines = []
+    for kind in ("label", "reading"):
+        results = [r for r in result.targets if r.target.kind == kind]
+        rows = [(r.target.variable, title, [_formatted(r, m, key, fmt, higher) for m in result.methods])
+                for r in results for key, title, fmt, higher in _metric_rows(r)]
+        if not rows:
+            continue
+        keep = [j for j in range(len(result.methods)) if any(cells[j] != "-" for _, _, cells in rows)]
+        heads = [result.methods[j].split("_", 1) for j in keep]
+        widths = [max(*map(len, head), *(len(cells[j]) for _, _, cells in rows)) + 2
+                  for head, j in zip(heads, keep)]
+        left = (max(len(target) for target, _, _ in rows) + 2, max(len(title) for _, title, _ in rows) + 1)
+        for line in range(2):
+            names = [head[line] if line < len(head) else "" for head in heads]
+            first = ("target", "metric") if line == 0 else ("", "")
+            lines.append(f"{first[0]:{left[0]}s}{first[1]:{left[1]}s}"
+                         + "".join(f"{name:>{w}s}" for name, w in zip(names, widths)).rstrip())
+        lines.append("-" * (sum(left) + sum(widths)))
+        for target, title, cells in rows:
+            cells = "".join(f"{cells[j]:>{w}s}" for j, w in zip(keep, widths))
+            lines.append(f"{target:{left[0]}s}{title:{left[1]}s}{cells}".rstrip())
+        lines.append("")
+    return lines[:-1]
+
+
+def _metric_rows(r) -> list:
+    """(key, title, format, higher is better) of every metric of the target result ``r``."""
+    if r.target.kind == "label":
+        return [(key, title, fmt, key != "log_loss") for key, title, fmt in _LABEL_METRICS]
+    rows = [("euclidean_rmse", "RMSE Euclidean", "{:.3f}", False), ("rmse", "RMSE per coord.", "{:.3f}", False)]
+    rows += [(f"rmse_{n}", f"RMSE {n}", "{:.3f}", False) for n in r.target.names]
+    return rows + [("log_density", "log-density", "{:.3f}", True)]
+
+
+def _formatted(r, method: str, key: str, fmt: str, higher: bool) -> str:
+    """The cell of ``method`` in the row ``key`` of the target result ``r``: '-' where the method does not predict
+    the target, a '*' after the best of the row (a space after the others, so that the numbers line up)."""
+    if method not in r.metrics:
+        return "-"
+    values = [m[key] for m in r.metrics.values()]
+    value = r.metrics[method][key]
+    return fmt.format(value) + ("*" if value == (max if higher else min)(values) else " ")
+
+
+def options_lines(options: dict) -> list[str]:
+    """The learning options a run used, 'name value' pairs wrapped to 100 columns."""
+    pairs = ", ".join(f"{name} {json.dumps(value)}" for name, value in options.items())
+    return textwrap.wrap(f"learning options: {pairs}", width=100, subsequent_indent="  ")
 
 
 def figures(result, out: Path) -> list[Path]:

@@ -19,7 +19,8 @@ BENCHMARKS = {
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
     "faults": ("faults", "fault injection: kill -9 mid-stream and restart, stops under load, malformed flood"),
     "link": ("link", "a robot on WiFi: two hosts (network namespaces) and a link that loses, delays and cuts frames"),
-    "scenario": ("scenario", "the tools and hands scenarios: ours against every baseline; evaluate's time"),
+    "scenario": ("scenario", "every shipped configuration on realistic scenarios: ours against every baseline, "
+                             "evaluate's time; --compare: the figures that got worse than a reference's"),
     "em": ("em", "SQUAREM vs plain EM (montesano 10k); a latent variable in asia and alarm (start, n_init)"),
     "scale": ("scale", "~/learn through the node from 10k to 1M stored cases: time and peak memory"),
     "structure": ("structure", "K2 and MCMC on alarm and insurance: structural Hamming distance, time vs pyAgrum"),

@@ -66,9 +66,11 @@ def test_evaluate_k_fold_prints_a_table_and_writes_json_and_figures(hands_csv, t
     doc = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
     assert set(doc["targets"]) == {"Action", "Effect"} and doc["methods"] == list(METHODS)
     assert set(doc["targets"]["Action"]["metrics"]) == set(METHODS)
-    # logistic regression predicts labels only: its column of the reading rows is '-'
+    # logistic regression predicts labels only: the labels' table has its column, the readings' table none
     assert set(doc["targets"]["Effect"]["metrics"]) == set(METHODS) - {"logistic_regression"}
-    assert [line.split()[-1] for line in out.stdout.splitlines() if line.startswith("Effect")][0] == "-"
+    tables = out.stdout.split("\n\n")[1:]
+    assert [t.splitlines()[1].split()[-1] for t in tables] == ["regression", "forest"], out.stdout
+    assert all(len(line) <= 100 for line in out.stdout.splitlines() if not line.startswith("wrote ")), out.stdout
     assert 0.5 < doc["targets"]["Action"]["metrics"]["ours"]["accuracy"] <= 1.0
     assert doc["targets"]["Effect"]["metrics"]["ours"]["rmse"] < doc["targets"]["Effect"]["metrics"]["majority"]["rmse"]
     assert (tmp_path / "eval" / "Action_confusion.png").stat().st_size > 1000
