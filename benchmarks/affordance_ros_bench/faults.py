@@ -329,9 +329,12 @@ def edge_rows(found: dict) -> list:
                  f"{default['first_sends_missed_by_outcome']['resent']} ({default['unanswered']}); "
                  f"{predict['requests_sent']} / {predict['learner_answered']}"])
     resent = found["resends"]
-    rows.append(["9. a trial nobody answers: re-sends in 8 s / in all, then given up after; mangled ids refused",
-                 f"{resent['resends_in_8_s']} / {resent['resends_in_all']}, {resent['seconds_until_given_up']:.0f} s; "
-                 f"{resent['mangled_ids_refused']} of {resent['mangled_ids']}"])
+    rows.append(["9. a trial nobody answers: re-sends in 8 s / in 1000 s, the longest wait (s), given up; mangled ids "
+                 "refused",
+                 f"{resent['resends_in_8_s']} / {resent['resends_in_all']}, {resent['longest_wait_s']:.2f}, "
+                 + ("never" if resent["seconds_until_given_up"] is None else
+                    f"after {resent['seconds_until_given_up']:.0f} s")
+                 + f"; {resent['mangled_ids_refused']} of {resent['mangled_ids']}"])
     small = found["smaller"]
     huge = small["huge_request"]
     rows.append(["10. second learner on one database: exit, lines; configuration too large: exit; 3 million names "

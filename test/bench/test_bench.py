@@ -162,6 +162,22 @@ def test_faults_quick(tmp_path):
     assert "kill -9 mid-stream + restart" in stdout
 
 
+def test_link_quick(tmp_path):
+    """Two network namespaces and the lossy bridge between them: three short faults, every trial stored once."""
+    from affordance_ros_bench.linked_hosts import namespaces_problem
+    problem = namespaces_problem()
+    if problem:
+        pytest.skip(f"no network namespaces here: {problem}")
+    stdout = bench("link", "--cases", "40", out=tmp_path, timeout=300)
+    doc = json.loads((tmp_path / "link_results.json").read_text())
+    assert [r["fault"] for r in doc["runs"]] == ["none", "10 % of frames lost", "outage 5 s"]
+    for r in doc["runs"]:
+        assert r["sent"] == r["confirmed"] == r["stored"] == 40 and r["lost"] == r["stored_twice"] == 0, r
+        assert r["given_up"] == 0 and r["robot_exit"] == 0 and r["ip_fragments"] == 0, r
+    assert doc["runs"][2]["return_to_last_confirmed_s"] > 0
+    assert "| outage 5 s | 40 | 40 | 40 | 0 | 0 | 0 |" in stdout
+
+
 def test_scenario_quick(tmp_path):
     """The scenarios: a row per target and metric with ours and every baseline, and the time of the folds; ours
     no worse beyond its noise on any figure than the quick run kept in the repository (a change that trades one
