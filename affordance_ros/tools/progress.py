@@ -139,7 +139,8 @@ class LearnProgress:
         now = time.monotonic()
         if phase == self._phase and now - self._last_draw < self.interval:
             return
-        self._phase, self._last_draw = phase, now
+        self._phase = phase
+        self._last_draw = now
         self._write(self.line(phase, iteration, score, now - self._started if elapsed is None else elapsed, cases))
 
     @classmethod
