@@ -696,8 +696,8 @@ def current_umask() -> int:
 
 
 def model_text(network: AffordanceNetwork) -> str:
-    """The model file's JSON: indented by one space, but every variable's posterior ``draws`` on one line (they are
-    most of the numbers: one per line made a montesano model of 300 cases 260 kB instead of 60 kB).
+    """The model file's JSON: indented by one space, but every variable's posterior ``draws`` on one
+    line (they are most of the numbers: one a line would make the file several times larger).
     """
     doc = network.to_dict()
     draws = {}

@@ -10,10 +10,11 @@ import time
 
 
 def report_line_by_line() -> None:
-    """stdout for a command's report: flushed at every line also when it is a pipe or a file (`affordance-ros
-    bench paper | tee log`), where Python would hold the report back until the command ends (unless
-    PYTHONUNBUFFERED is set); and when its reader goes away (`... | head -1`) the rest of the report goes to
-    /dev/null and the command carries on to its end (its files written, its exit status its own)."""
+    """stdout for a command's report: flushed at every line also when it is a pipe or a file
+    (`affordance-ros evaluate ... | tee log`), where Python would hold the report back until the
+    command ends (unless PYTHONUNBUFFERED is set); and when its reader goes away (`... | head -1`)
+    the rest of the report goes to /dev/null and the command carries on to its end (its files
+    written, its exit status its own)."""
     if isinstance(sys.stdout, _ReportStream) or not hasattr(sys.stdout, "reconfigure"):
         return
     sys.stdout.reconfigure(line_buffering=True)
