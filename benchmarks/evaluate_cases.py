@@ -1,6 +1,6 @@
 """Ours' figures on a cases CSV, learned and scored as `affordance-ros evaluate` does, by whichever affordance_ros
 is first on PYTHONPATH: also by a commit older than `evaluate --train-on` (cffa89a, bb1df40), so that a figure
-can be followed across commits on the same trials (docs/benchmarks.md, "Pooling, use by use").
+can be followed across commits on the same trials (docs/benchmarks/pooling.md).
 
     git worktree add /tmp/at-bb1df40 bb1df40
     PYTHONPATH=/tmp/at-bb1df40 .venv/bin/python benchmarks/evaluate_cases.py transfer_0.csv config/transfer.json \

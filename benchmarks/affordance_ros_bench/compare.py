@@ -118,8 +118,8 @@ def report(changes: list[FigureChange], reference_name: str) -> tuple[list[str],
     lines += ["  worse: " + c.line() for c in worse] + ["  better: " + c.line().replace("worse by -", "better by ")
                                                         for c in better]
     if worse:
-        lines.append("  (a trade between uses shows here; if it is meant, say why in docs/benchmarks.md and keep "
-                     "this run's scenario_results.json as the reference)")
+        lines.append("  (a trade between uses shows here; if it is meant, say why in docs/benchmarks/pooling.md "
+                     "and keep this run's scenario_results.json as the reference)")
     return lines, bool(worse)
 
 

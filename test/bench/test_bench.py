@@ -182,7 +182,7 @@ def test_scenario_quick(tmp_path):
     """The scenarios: a row per target and metric with ours and every baseline, and the time of the folds; ours
     no worse beyond its noise on any figure than the quick run kept in the repository (a change that trades one
     use for another fails here: if it is meant, keep the new run's scenario_results.json as
-    docs/bench/scenario_quick_results.json and say why in docs/benchmarks.md)."""
+    docs/bench/scenario_quick_results.json and say why in docs/benchmarks/pooling.md)."""
     reference = REPO_ROOT / "docs" / "bench" / "scenario_quick_results.json"
     printed = bench("scenario", "--reps", "3", "--compare", str(reference), out=tmp_path)
     assert re.search(rf"compared with {re.escape(str(reference))}: \d+ figures of ours, 0 worse beyond their noise",
@@ -335,13 +335,21 @@ def test_exploration_resume_runs_only_the_seeds_an_earlier_run_lacks(quick_explo
     assert done.returncode != 0 and "made with other checkpoints" in done.stderr
 
 
+def benchmarks_page(topic: str) -> str:
+    """The text of docs/benchmarks/TOPIC.md, a detail page that the summary docs/benchmarks.md links to."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    assert f"(benchmarks/{topic}.md)" in (docs / "benchmarks.md").read_text(), f"benchmarks.md links no {topic}.md"
+    return (docs / "benchmarks" / f"{topic}.md").read_text()
+
+
 def test_benchmarks_section_12_gives_the_figures_of_its_results_file():
-    """docs/benchmarks.md §12's trials-to-reach table and its number of seeds are docs/bench/exploration_results.json's
-    (a rerun copied into docs/bench without the text, or the reverse, fails here)."""
+    """§12's page (docs/benchmarks/exploration.md): its trials-to-reach table and its number of seeds are
+    docs/bench/exploration_results.json's (a rerun copied into docs/bench without the text, or the reverse, fails
+    here)."""
     repo = Path(__file__).resolve().parents[2]
     results = json.loads((repo / "docs" / "bench" / "exploration_results.json").read_text())
-    text = (repo / "docs" / "benchmarks.md").read_text()
-    section = text[text.index("## 12. Which trial next"):text.index("## Machine")]
+    section = benchmarks_page("exploration")
+    assert section.startswith("# 12. Which trial next")
     assert f"**{results['reps']} seeds**" in section
     for world, made in results["worlds"].items():
         for test, label in (("natural", "as they come"), ("balanced", "every kind alike")):
@@ -447,21 +455,23 @@ def test_the_regret_of_the_decision_worlds_is_against_the_truth():
 
 
 def test_benchmarks_sections_13_and_14_give_the_figures_of_their_results_files():
-    """docs/benchmarks.md §14's tables are docs/bench/decisions_results.json's, as bench decisions prints them, and
-    §13's coverage of every cell is docs/bench/posterior_results.json's (a rerun copied into docs/bench without the
-    text, or the reverse, fails here)."""
+    """§14's page (docs/benchmarks/decisions.md): its tables are docs/bench/decisions_results.json's, as bench
+    decisions prints them; §13's (docs/benchmarks/posterior.md): its coverage of every cell is
+    docs/bench/posterior_results.json's (a rerun copied into docs/bench without the text, or the reverse, fails
+    here)."""
     from affordance_ros_bench.decisions import results_table
 
     repo = Path(__file__).resolve().parents[2]
-    text = (repo / "docs" / "benchmarks.md").read_text()
-    section = text[text.index("## 14. Deciding while learning"):text.index("## Machine")]
+    section = benchmarks_page("decisions")
+    assert section.startswith("# 14. Deciding while learning")
     results = json.loads((repo / "docs" / "bench" / "decisions_results.json").read_text())
     assert f"**{results['reps']} seeds**" in section
     for line in results_table(results, results["checkpoints"]).splitlines():
         if line.startswith("| ") and not line.startswith("| strategy"):
             assert line in section, line
     posterior = json.loads((repo / "docs" / "bench" / "posterior_results.json").read_text())
-    section = text[text.index("## 13. How sure answers are"):text.index("## 14. Deciding while learning")]
+    section = benchmarks_page("posterior")
+    assert section.startswith("# 13. How sure answers are")
     for mode, label in (("labels", "labels"), ("sigma1", "sensors at sigma 1"), ("sigma3", "sensors at sigma 3")):
         row = f"| {label}, 10 / 30 / 100 / 300 | " + " / ".join(
             f"{posterior['cells'][f'{mode} {n}']['model'][0]:.3f}" for n in (10, 30, 100, 300))

@@ -1,7 +1,7 @@
 """A robot on WiFi (issue 35), end to end: the learner and the simulated robot on two hosts (network namespaces)
 joined by a link that loses frames and is cut for longer than DDS's lease, the robot killed during the outage and
 started again on its spool; real executables, DDS over UDP (no shared memory, discovery over the subnet). The
-figures of every fault: `affordance-ros-bench link` (docs/benchmarks.md)."""
+figures of every fault: `affordance-ros-bench link` (docs/benchmarks/wifi.md)."""
 
 import os
 import re

@@ -676,7 +676,7 @@ def test_a_robot_whose_trials_are_all_rejected_logs_a_line_per_kind_and_period(r
     assert sum(int(w.split()[0]) for w in warnings[1:]) == 299 and len(warnings) <= 6, warnings
 
 def test_a_robot_recorded_without_a_learner_ends_as_the_recipe_says(tmp_path):
-    # docs/offline.md: `affordance-ros record robot_bag` while `simulated_robot -p wait_for:=affordance_recorder` runs
+    # docs/bags.md: `affordance-ros record robot_bag` while `simulated_robot -p wait_for:=affordance_recorder` runs
     with open(tmp_path / "record.log", "w") as log:
         recorder = subprocess.Popen([str(LIB / "record"), str(tmp_path / "bag")], stdout=log, stderr=subprocess.STDOUT,
                                     env=dict(os.environ, ROS_HOME=str(tmp_path / "ros_home")))

@@ -166,7 +166,7 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
 
 
 def test_a_robot_on_its_own_topics_is_recorded_by_a_recorder_in_its_namespace(ros, tmp_path):
-    # docs/node.md, trial topics per robot: the learner takes arm1/action, ...; record them from /arm1
+    # docs/node.md, several robots: the learner takes arm1/action, ...; record them from /arm1
     bag = tmp_path / "arm1"
     learner, _ = recorded_while([str(bag), "--trials", "10", "--ros-args", "-r", "__ns:=/arm1"],
                                 lambda: learner_and_robot(ros, 10, {"robots": "arm1"}, seed=3, robot_name="arm1"))
@@ -189,7 +189,7 @@ def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial
 @pytest.mark.ros  # (no ros fixture: two executables, a robot and a recorder, over DDS)
 def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledged(tmp_path):
     """A robot without a learner ends once DDS acknowledged its trials, which are then in the recorder's reader
-    queue, not yet in the bag; the recorder SIGTERMed then (docs/offline.md: `kill %1` after the robot) takes
+    queue, not yet in the bag; the recorder SIGTERMed then (docs/bags.md: `kill %1` after the robot) takes
     them first. Was: 2056 of 3000 trials recorded, the rest lost (the recorder stopped spinning at the signal)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     bag = tmp_path / "bag"
