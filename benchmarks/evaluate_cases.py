@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         header = next(csv.reader(f))
     cases = CaseSet.from_csv(config, args.cases, extra=[c for c in EXTRA_COLUMNS if c in header])
     test = folds(args, cases)
-    # the posterior's draws (issue 32) give the answers' spreads, not the point predictions scored here
+    # the posterior's draws give the answers' spreads, not the point predictions scored here
     learner = AffordanceLearner(**({"posterior_draws": 0} if "posterior_draws" in LearningOptions.names() else {}))
     result = evaluation.evaluate(config, cases, lambda cfg, train: learner.fit(cfg, train).model_, test, args.targets)
     tested = np.zeros(cases.n_cases, dtype=bool)

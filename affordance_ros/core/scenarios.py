@@ -16,7 +16,7 @@ prototypes: see config/tools.json).
 ``hands``: 3 hand postures (straight, fortyfive, bent) x 2 objects (ball, box) x 4 actions,
 the same kind of displacement.
 
-Three variants look more like the real data sets (issue 23): ``hands_shared``, about ten trials of each
+Three variants look more like the real data sets: ``hands_shared``, about ten trials of each
 hand-posture condition whose effects share structure (the size of a displacement is the action's, plus
 the hand's, plus the object's, with a small interaction: a condition's own ten trials are a noisy
 estimate, its neighbours know more); ``tools_unseen``, the tools scenario where an object's mobility is
@@ -302,11 +302,10 @@ def simulate_transfer(n_repeats: int = 10, seed: int = 0, n_views: int = TRANSFE
 
 
 def _transfer_size(latent: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    """How far (cm) each action moves a reference object with a manipulator of latent (reach, hook, width): what
-    its contact does (a straight front pushes, a hook draws, a wide one taps) times its lever (its reach over
-    ``HAND_REACH``): a tool, longer than any hand, moves an object two to three times as far as the hand
-    posture it is shaped like (issue 34's figures of the real iCub data: the tools' displacements are about 2.8
-    times as far from the per-action mean as the hands', RMSE 13.2 against 4.7 cm).
+    """How far (cm) each action moves a reference object with a manipulator of latent (reach, hook,
+    width): what its contact does (a straight front pushes, a hook draws, a wide one taps) times its
+    lever (its reach over ``HAND_REACH``): a tool, longer than any hand, moves an object two to
+    three times as far as the hand posture it is shaped like, as the real iCub data's tools do.
     """
     reach, hook, width = latent.T
     contact = {"push": 2.0 + 8.0 * (1.0 - hook), "pull": 1.0 + 9.0 * hook, "tap_left": 3.0 + 6.0 * width,

@@ -1,4 +1,4 @@
-"""Faults at the edges (issue 18), for ``bench faults``: each run injects one fault for real into a learner node
+"""Faults at the edges, for ``bench faults``: each run injects one fault for real into a learner node
 running as a process of its own (the installed launcher) and returns what it cost.
 
 1. the database file removed while a robot streams with confirmations (then its folder, then the folder
@@ -830,7 +830,7 @@ def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
 
 def resends() -> dict:
     """9. a trial no learner ever answers (resend_timeout 1 s): re-sends in its first 8 s and in 1000 s of timer ticks,
-    the longest wait between two, and whether it was given up (never while the learner is silent: issue 35); and
+    the longest wait between two, and whether it was given up (never while the learner is silent); and
     whether ids the middleware would mangle are refused before sending."""
     import rclpy
 

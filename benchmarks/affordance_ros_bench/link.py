@@ -1,7 +1,7 @@
 """`affordance-ros-bench link`: a robot on WiFi. The simulated robot and the learner on two hosts (network namespaces)
 joined by a link that loses, delays, duplicates, corrupts, slows and cuts frames (``linked_hosts``, ``lossy_link``),
 real nodes (the installed executables), DDS over UDP (no shared memory, discovery over the subnet), each fault
-injected while the trials stream (issue 35).
+injected while the trials stream.
 
 Per fault: a learner on a fresh database, then the robot (``count`` trials at ``rate`` Hz, confirmations, a spool);
 the fault is set from the start (loss, delay, ...) or once the first trial is stored (outages: the link cut, and

@@ -57,8 +57,8 @@ ENTITIES = {"transfer": "manipulator_id", "montesano": None}
 # the simulated robot's trials: this many for each of a scenario's trials of every condition (10: 1000 trials)
 MONTESANO_TRIALS_PER_REPEAT = 100
 # Data sets per repetition of the settings of 240 hand-posture trials (cheap): the transfer's accuracy moves by 3-7
-# points from one data set to the next, and its loss of issue 34 (4.7 points, on 12 data sets) is beyond that noise
-# only with a dozen. --quick runs the transfer at its full size (one fold) with 4 data sets a repetition too.
+# points from one data set to the next, so a loss of a few points stands out of that noise only over a dozen.
+# --quick runs the transfer at its full size (one fold) with 4 data sets a repetition too.
 MORE_DATA_SETS = {"hands": 4, "hands_shared": 4, "transfer": 4}
 QUICK_MORE_DATA_SETS = {"transfer": 4}
 
