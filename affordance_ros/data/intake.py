@@ -28,6 +28,7 @@ from typing import Callable, Iterable
 
 from ..core import GROUPS
 from .case_writer import Committed
+from .log_text import quoted
 from .pairing import (
     DroppedTrial,
     DuplicatePartError,
@@ -37,7 +38,6 @@ from .pairing import (
     PartValidator,
     TrialAssembler,
 )
-from .text import quoted
 from .trial import TrialRecord
 
 # The statuses of msg/TrialStatus (its constants), as the learner reports them.
@@ -55,7 +55,7 @@ class Event:
     """Something to count (``counter``, and ``also`` more counters) and, with a ``message``, to log at
     ``level``. A stored trial carries its case id and record (``case``) for online learning; ``status``
     (trial_id, status, reason) is the answer to publish for a trial. ``kind``: what messages of one kind share,
-    under which repeated ones are counted (empty: the message without its names and numbers, ``text.shape``)."""
+    under which repeated ones are counted (empty: the message without its names and numbers, ``log_text.shape``)."""
 
     counter: str
     message: str = ""

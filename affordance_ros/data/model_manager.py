@@ -2,7 +2,7 @@
 
 ``ModelManager`` is what the learner node owns below ROS: it loads the configuration and the
 model file and opens the case database (holding it against a second learner: ``DatabaseLock``);
-a learn (``learn.learn``, run by the node in its learning process: ``learn_worker``) is described
+a learn (``learn_job.learn``, run by the node in its learning process: ``learn_worker``) is described
 by ``learn_job`` from this state, and its model put in place of the model file and made current
 by ``install_learned``; with online learning ``install`` refines it with every newly stored case
 and ``save_online`` writes it atomically to the model file.
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..core import AffordanceError, AffordanceNetwork, LearningOptions
 from .database_lock import DatabaseInUse, DatabaseLock
-from .learn import LEARNED, LearnJob, LearnOutcome
+from .learn_job import LEARNED, LearnJob, LearnOutcome
 from .online_refiner import OnlineRefiner
 from .pairing import PartValidator, SizeLimits
 from .storage import CaseStore, CaseStoreError
@@ -117,7 +117,7 @@ class ModelManager:
         return self.model
 
     def learn_job(self, structure: str, prior_strength: float) -> LearnJob:
-        """A learn from the stored cases (``learn.learn``), with the current model (the prior when
+        """A learn from the stored cases (``learn_job.learn``), with the current model (the prior when
         ``prior_strength`` > 0), writing the model file."""
         self.learn_base = FileIdentity.of(self.model_path)
         return LearnJob(self.config, self.config_path, self.database_path, self.model_path, structure,

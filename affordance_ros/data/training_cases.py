@@ -19,10 +19,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core import AffordanceError, AffordanceNetwork, CaseSet
+from .log_text import quoted
 from .online_refiner import cases_marker
 from .pairing import PartValidator
 from .storage import CaseColumns, CaseStore
-from .text import quoted
 
 EXAMPLES = 3  # trial ids named per reason a case was skipped
 LEARN_CHUNK = 100_000   # stored cases read at a time when learning (as columns)

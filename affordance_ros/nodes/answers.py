@@ -8,8 +8,8 @@ import numpy as np
 
 from ..core import AffordanceError, AffordanceNetwork, EvidenceError, predict, rank_actions
 from ..core.predict import TIE_TOLERANCE
+from ..data.log_text import printable
 from ..data.pairing import PairingError, SizeLimits, named_values
-from ..data.text import printable
 from ..msg import Distribution
 
 

@@ -27,8 +27,8 @@ from unique_identifier_msgs.msg import UUID
 
 from ..action import Learn
 from ..core import LearningCancelled
+from .learn_endpoints import REFUSED_QOS, REFUSED_TOPIC
 from .learner_calls import FIRST_RESEND, GONE_AFTER, LearnerRefused, LearnerUnavailable, Ticking
-from .learning import REFUSED_QOS, REFUSED_TOPIC
 
 REASON_WAIT = 5.0  # seconds to wait for the node to say why it refused a goal
 CANCEL_WAIT = 40.0  # seconds to wait for the node to stop a cancelled learn

@@ -14,7 +14,7 @@ cleanup and shutdown cancel a learn that runs and its caller is answered. ``use_
 be changed while the node is active (a clock that jumps would make every trial's stamp look far
 ahead or behind). With ``autostart`` (default) the node configures and activates itself at start.
 The work below ROS is done by ``data.intake.TrialIntake`` (check and pair every part),
-``CaseWriter`` (store), ``ModelManager`` (the state) and ``data.learn`` (a learn); this class
+``CaseWriter`` (store), ``ModelManager`` (the state) and ``data.learn_job`` (a learn); this class
 declares the parameters, holds that state and hands each endpoint what it uses.
 
 Threads: the executor thread takes the messages, pairs them, answers the trials and predict
@@ -22,7 +22,7 @@ and select_action; storing runs in the writer's thread (commits in groups; the e
 waits for SQLite, and stops taking parts while the writer's queue is full: ``IngestGroup``);
 learning runs in a worker process (``data.learn_worker``: a learn in a thread of this
 interpreter delayed every ~/predict by tens of milliseconds), waited for by a thread of
-``learning.LearnEndpoints`` while the ~/learn callback (a coroutine in a reentrant callback
+``learn_endpoints.LearnEndpoints`` while the ~/learn callback (a coroutine in a reentrant callback
 group) awaits it, so the executor goes on with everything else and a second learn request is
 refused at once. rclpy 9's MultiThreadedExecutor was tried and dropped: at 100 trials/s it
 delayed some subscription callbacks by seconds (trials then time out); the single-threaded
@@ -42,17 +42,17 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from ..data.case_writer import CaseWriter
 from ..data.health import Counters, Health, HealthMonitor, status_line
 from ..data.intake import Event, TrialIntake
-from ..data.learn import LearnJob
+from ..data.learn_job import LearnJob
 from ..data.learn_worker import LearnWorker
+from ..data.log_text import RepeatedMessages, printable
 from ..data.model_manager import ModelManager, StartupError
 from ..data.pairing import TrialAssembler
-from ..data.text import RepeatedMessages, printable
 from . import shutdown
 from .command_line import check_command_line
-from .current_model import CurrentModel
 from .diagnostics import DiagnosticsPublisher
+from .learn_endpoints import LearnEndpoints
 from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters, refuse_clock_changes
-from .learning import LearnEndpoints
+from .model_topic import ModelTopic
 from .qos import LEARNER_READER_SAMPLES, SERVICE_ANSWER_WAIT, TRIAL_HEARTBEAT_PERIOD, dds_profiles, describe_qos
 from .query_services import QueryServices
 from .suggest_service import SuggestService
@@ -83,7 +83,7 @@ class LearnerNode(LifecycleNode):
 
     ``settings`` are its parameters; configured, it owns the ``manager`` (configuration, case store,
     current model), the ``intake`` (every trial part), the ``writer`` (storing), ``events`` (what becomes of
-    each part, ~/stored), the ``learn_worker`` (the learning process), the ``model`` (``CurrentModel``:
+    each part, ~/stored), the ``learn_worker`` (the learning process), the ``model`` (``ModelTopic``:
     online updates, saves, ~/model) and ``diagnostics``; active, its endpoints (``TrialTopics``,
     ``QueryServices``) and timers; always, ``learn`` (``LearnEndpoints``). ``count`` and ``log`` are what
     every part reports to.
@@ -97,7 +97,7 @@ class LearnerNode(LifecycleNode):
         self.writer: CaseWriter | None = None
         self.events: TrialEvents | None = None
         self.learn_worker: LearnWorker | None = None
-        self.model: CurrentModel | None = None
+        self.model: ModelTopic | None = None
         self.diagnostics: DiagnosticsPublisher | None = None
         self.counts = Counters()
         self.health_monitor = HealthMonitor()
@@ -111,7 +111,7 @@ class LearnerNode(LifecycleNode):
         self.requests_log = RepeatedMessages(self.log, REPEAT_PERIOD)
         self.create_timer(REPEAT_PERIOD, self.requests_log.flush)
         self.learn = LearnEndpoints(self, lambda: inactive(self.lifecycle_state), lambda: self.learn_worker,
-                                    self._learn_job, lambda outcome: self.model.learned(outcome), CurrentModel.discard,
+                                    self._learn_job, lambda outcome: self.model.learned(outcome), ModelTopic.discard,
                                     self.count, self.requests_log.grouped)
         try:
             self.settings = declare_learner_parameters(self)
@@ -158,7 +158,7 @@ class LearnerNode(LifecycleNode):
         self._logged_counts, self.health_monitor = None, HealthMonitor()
         self.learn_worker = LearnWorker()
         self.learn_worker.start()
-        self.model = CurrentModel(self, manager, settings.online_save_period, lambda: self.learn.busy, self.count,
+        self.model = ModelTopic(self, manager, settings.online_save_period, lambda: self.learn.busy, self.count,
                                   self.log)
         problem = manager.load()
         if problem:

@@ -19,7 +19,7 @@ from ..data.pairing import (
     SizeLimits,
 )
 from ..share import configuration_file, default_config_path, default_database_path, default_model_path
-from .numbers import accept_integers, number_descriptor, number_value
+from .number_parameters import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL
 from .trial_publisher import robot_name_problem
 

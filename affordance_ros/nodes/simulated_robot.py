@@ -50,7 +50,7 @@ from ..data.trial import trial_topics
 from ..msg import Action, Features
 from . import shutdown
 from .command_line import check_command_line
-from .numbers import accept_integers, number_descriptor, number_value
+from .number_parameters import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
 from .robot_gates import SpoolGate, StartGate
 from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect

@@ -19,7 +19,7 @@ from typing import Callable
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
 from ..data.intake import Event
-from ..data.text import RepeatedMessages, printable, shape
+from ..data.log_text import RepeatedMessages, printable, shape
 from ..data.trial import TrialRecord
 from ..msg import TrialStatus
 from .qos import KEEP_ALL, trial_qos

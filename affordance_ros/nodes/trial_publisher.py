@@ -42,8 +42,8 @@ from rclpy.exceptions import InvalidTopicNameException
 from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_full_topic_name import validate_full_topic_name
 
+from ..data.log_text import RepeatedMessages
 from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
-from ..data.text import RepeatedMessages
 from ..data.trial import trial_topics
 from ..msg import Action, Features, TrialStatus
 from .learner_link import LearnerLink, ResendPacer

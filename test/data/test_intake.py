@@ -8,9 +8,9 @@ from conftest import committed_events
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data.case_writer import CaseWriter
 from affordance_ros.data.intake import DUPLICATE, REJECTED, RETRY, STORED, TrialIntake
+from affordance_ros.data.log_text import printable, quoted
 from affordance_ros.data.pairing import PartValidator, SizeLimits, TrialAssembler
 from affordance_ros.data.storage import CaseStore
-from affordance_ros.data.text import printable, quoted
 from affordance_ros.data.trial import Trial
 from affordance_ros.share import share_directory
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import MONTESANO_CONFIG, sampled_records, write_config
 
 from affordance_ros.core import AffordanceError, AffordanceNetwork
-from affordance_ros.data.learn import learn
+from affordance_ros.data.learn_job import learn
 from affordance_ros.data.learn_worker import LearnWorker
 from affordance_ros.data.model_manager import ModelManager
 from affordance_ros.data.storage import CaseStore

@@ -10,7 +10,7 @@ from affordance_ros.core import AffordanceError, AffordanceNetwork, benchmark_ne
 from affordance_ros.core.ground_truth import parent_weights, weighted_rms
 from affordance_ros.data.case_writer import CaseWriter
 from affordance_ros.data.intake import TrialIntake
-from affordance_ros.data.learn import learn
+from affordance_ros.data.learn_job import learn
 from affordance_ros.data.model_manager import ModelManager, StartupError
 from affordance_ros.data.pairing import TrialAssembler
 from affordance_ros.data.storage import CaseStore

@@ -1,6 +1,6 @@
 """``~/learn`` as a service (Learn.srv) and as an action (Learn.action): one learn at a time, in a worker process.
 
-Both run a ``data.learn.LearnJob`` in the node's learning process (``data.learn_worker``),
+Both run a ``data.learn_job.LearnJob`` in the node's learning process (``data.learn_worker``),
 waited for by a thread of its own, while their callback (a coroutine in a reentrant callback
 group) awaits it, so the executor goes on storing trials and answering predictions. A second
 learn, by either, is refused at once: the service answers "already running"; the action
@@ -37,9 +37,9 @@ from rclpy.time import Time
 
 from ..action import Learn as LearnAction
 from ..core import AffordanceError, LearningCancelled
-from ..data.learn import LearnJob, LearnOutcome, LearnProgress
+from ..data.learn_job import LearnJob, LearnOutcome, LearnProgress
 from ..data.learn_worker import LearnWorker
-from ..data.text import printable
+from ..data.log_text import printable
 from ..srv import Learn
 
 FEEDBACK_PERIOD = 0.1  # seconds between feedback messages of one phase

@@ -20,14 +20,14 @@ from std_msgs.msg import String
 
 from ..core import AffordanceError, AffordanceNetwork
 from ..data.health import LastLearn
-from ..data.learn import LearnOutcome
+from ..data.learn_job import LearnOutcome
 from ..data.model_manager import ModelManager, OnlineUpdate
 from ..data.trial import TrialRecord
 
 MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-class CurrentModel:
+class ModelTopic:
     """The current model of ``manager`` with its ``~/model`` lifecycle publisher on ``node``.
 
     ``learning()`` says whether a learn runs (saves then wait); ``count(name)`` and ``log(level, message)``
