@@ -1,99 +1,93 @@
-"""The learner's current model on ROS: made current, refined online, saved, published on ``~/model``.
+"""The current model on ROS: ``~/model``, and its online updates counted, logged and saved.
 
-Created when the node is configured. A model becomes current when it is loaded (configure) or
-learned (``learned``: its file is put in place of the model file, and it goes out on ``~/model`` at
-once); with online learning every
-stored case refines it (``stored``), and the refined model is written to the model file and
-published every ``online_save_period`` seconds (``save``; 0: after every case), never while a
-learn runs (the learn writes its own), and never over a model file another program changed
-(``ModelManager.save_online`` refuses: counted and logged). ``~/model`` carries the model JSON,
-transient local: a subscriber that comes later gets the latest.
+Created when the node is configured. The model itself is ``data.current_model.CurrentModel``; this part
+publishes it on ``~/model`` (the model JSON, transient local: a subscriber that comes later gets the latest) when
+the node activates, after every learn (``learned``) and after every online save, and reports what online learning
+does. With online learning every stored case refines the model (``stored``), and the refined model is written to
+the model file and published every ``online_save_period`` seconds (``save``; 0: after every case), never while a
+learn runs (the learn writes its own), and never over a model file another program changed (counted and logged).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from ..core import AffordanceError, AffordanceNetwork
+from ..data.current_model import CurrentModel, OnlineUpdate
 from ..data.health import LastLearn
 from ..data.learn_job import LearnOutcome
-from ..data.model_manager import ModelManager, OnlineUpdate
 from ..data.trial import TrialRecord
+from .reporter import Reporter
+
+if TYPE_CHECKING:
+    from .learn_endpoints import LearnEndpoints
 
 MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class ModelTopic:
-    """The current model of ``manager`` with its ``~/model`` lifecycle publisher on ``node``.
+    """``current`` with its ``~/model`` lifecycle publisher on ``node``: saves wait while ``learn`` is busy;
+    ``reporter`` hears of online updates and failed saves. ``last_learn``: the duration and log-likelihood of the
+    last learn."""
 
-    ``learning()`` says whether a learn runs (saves then wait); ``count(name)`` and ``log(level, message)``
-    report online updates and failed saves. ``last_learn``: the duration and log-likelihood of the last learn.
-    """
-
-    def __init__(self, node, manager: ModelManager, online_save_period: float, learning: Callable[[], bool],
-                 count: Callable[[str], None], log: Callable[[str, str], None]):
-        self.node, self.manager, self.online_save_period = node, manager, online_save_period
-        self.learning, self.count, self.log = learning, count, log
+    def __init__(self, node, current: CurrentModel, online_save_period: float, learn: LearnEndpoints,
+                 reporter: Reporter):
+        self.node = node
+        self.current = current
+        self.online_save_period = online_save_period
+        self.learn = learn
+        self.reporter = reporter
         self.publisher = node.create_lifecycle_publisher(String, "~/model", MODEL_QOS)
         self.last_learn: LastLearn | None = None
 
     def install(self, model: AffordanceNetwork) -> None:
         """``model`` takes over (loaded at configure, or learned); with online learning it first catches up
         on the stored cases it has not seen."""
-        updates, message = self.manager.install(model)
-        self._report(updates)
-        if message:
-            self.log("info", message)
+        updates, message = self.current.install(model)
+        self._report(updates, message)
 
     def learned(self, outcome: LearnOutcome) -> None:
         """A learned model replaces the model file, takes over and goes out on ~/model (AffordanceError, and
         the current model stays, when it cannot)."""
         try:
-            updates, message = self.manager.install_learned(outcome)
+            updates, message = self.current.install_learned(outcome)
         except OSError as exc:
-            self.discard(outcome)
-            raise AffordanceError(f"could not write the learned model to {self.manager.model_path} ({exc}); the "
+            self.current.discard(outcome)
+            raise AffordanceError(f"could not write the learned model to {self.current.model_path} ({exc}); the "
                                   "previous model stays") from None
-        self._report(updates)
-        if message:
-            self.log("info", message)
+        self._report(updates, message)
         self.last_learn = LastLearn(float(outcome.result.duration), float(outcome.result.log_likelihood))
         self.publish()
 
-    @staticmethod
-    def discard(outcome: LearnOutcome) -> None:
-        """A learned model that is not used: its file goes."""
-        outcome.file.unlink(missing_ok=True)
-
     def stored(self, case_id: int, record: TrialRecord) -> None:
         """A case was stored: with online learning it refines the model at once."""
-        if self.manager.online is None:
+        if self.current.online is None:
             return
-        self._report([self.manager.update_online(case_id, record)])
+        self._report([self.current.update_online(case_id, record)])
         if self.online_save_period == 0:
             self.save()
 
     def save(self, stopping: bool = False) -> None:
         """Write the online-updated model and publish it; not while a learn runs (it writes its own), unless
         ``stopping`` (then it is not published)."""
-        if (self.learning() and not stopping) or not self.manager.unsaved:
+        if (self.learn.busy and not stopping) or not self.current.unsaved:
             return
         try:
-            self.manager.save_online()
+            self.current.save_online()
         except OSError as exc:
-            self.count("online_save_errors")
-            self.log("error", f"could not write the online-updated model to {self.manager.model_path}: {exc}")
+            self.reporter.count("online_save_errors")
+            self.reporter.log("error", f"could not write the online-updated model to {self.current.model_path}: {exc}")
             return
         if not stopping:
             self.publish()
 
     def publish(self) -> None:
         """The current model on ~/model (while the publisher is active)."""
-        model = self.manager.current_model()
+        model = self.current.model
         if model is not None and self.publisher.is_activated:
             self.publisher.publish(String(data=json.dumps(model.to_dict())))
 
@@ -101,9 +95,14 @@ class ModelTopic:
         """Remove the publisher."""
         self.node.destroy_lifecycle_publisher(self.publisher)
 
-    def _report(self, updates: list[OnlineUpdate]) -> None:
-        """Count and log what online updates did."""
+    def _report(self, updates: list[OnlineUpdate], message: str = "") -> None:
+        """Count and log what online updates did, and the message for the user."""
         for update in updates:
-            self.count("online_updates" if update.ok else "online_skipped")
+            self.reporter.count("online_updates" if update.ok else "online_skipped")
             if update.message:
-                self.log("info" if update.ok else "warning", update.message)
+                self.reporter.log("info" if update.ok else "warning", update.message)
+        if message:
+            self.reporter.log("info", message)
+
+
+__all__ = ["MODEL_QOS", "ModelTopic"]

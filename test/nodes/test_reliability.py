@@ -151,7 +151,7 @@ def test_deactivate_or_shutdown_during_a_learn_answers_the_caller_and_the_node_l
     assert change(ros, Transition.TRANSITION_ACTIVE_SHUTDOWN)
     answer = service.result(30.0)
     assert not answer.success and "shutting down" in answer.message
-    assert learner.lifecycle_state == "finalized" and learner.counts["learn_cancelled"] == 3
+    assert learner.lifecycle.label == "finalized" and learner.counts["learn_cancelled"] == 3
 
 
 def test_random_transitions_while_trials_stream_and_learns_run_never_end_the_node(ros, tmp_path):
