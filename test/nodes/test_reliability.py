@@ -33,7 +33,7 @@ from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.pairing import INTERFACE_MAX_LIST_LENGTH
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.msg import Action, TrialStatus
-from affordance_ros.nodes.learning import STOP_GRACE
+from affordance_ros.nodes.learn_endpoints import STOP_GRACE
 from affordance_ros.nodes.qos import reply_qos, trial_qos
 from affordance_ros.nodes.trial_publisher import TrialPublisher
 from affordance_ros.srv import Learn, Predict
@@ -152,7 +152,7 @@ def test_deactivate_or_shutdown_during_a_learn_answers_the_caller_and_the_node_l
     assert change(ros, Transition.TRANSITION_ACTIVE_SHUTDOWN)
     answer = service.result(30.0)
     assert not answer.success and "shutting down" in answer.message
-    assert learner.lifecycle_state == "finalized" and learner.counts["learn_cancelled"] == 3
+    assert learner.lifecycle.label == "finalized" and learner.counts["learn_cancelled"] == 3
 
 
 def test_random_transitions_while_trials_stream_and_learns_run_never_end_the_node(ros, tmp_path):
