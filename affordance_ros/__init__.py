@@ -11,8 +11,7 @@ the ``bags`` extra reading and writing rosbag2 bags; the CMake build (colcon, or
 venv) also the generated interfaces (``affordance_ros.msg``, ``.srv``, ``.action``) and the nodes.
 """
 
-import os as _os
-import sys as _sys
+import pkgutil as _pkgutil
 
 _ROS = ("needs ROS 2 (rclpy) and this package built by CMake, which generates its messages: in a ROS 2 "
         "workspace `colcon build` it, or run ./demo.sh once for a venv with ROS 2 from PyPI (docs/install.md)")
@@ -56,20 +55,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _add_generated_interfaces() -> None:
-    """Python started in the source tree (e.g. the repository root) imports this package from there,
-    where the generated interfaces (msg, srv, action) are not: find the installed package on
-    sys.path and add its directory to ``__path__``, so that ``affordance_ros.srv`` and the rest
-    come from the installation (as pkgutil.extend_path does for namespace packages)."""
-    here = _os.path.realpath(_os.path.dirname(__file__))
-    if _os.path.isdir(_os.path.join(here, "msg")):
-        return  # the installed package: the generated interfaces are here
-    for entry in _sys.path:
-        candidate = _os.path.join(entry or _os.getcwd(), __name__)
-        if (_os.path.realpath(candidate) != here and _os.path.isdir(_os.path.join(candidate, "msg"))
-                and candidate not in __path__):
-            __path__.append(candidate)
-            return
-
-
-_add_generated_interfaces()
+# Python started in the source tree (the repository root) imports this package from there, where the generated
+# interfaces (msg, srv, action) are not: the standard library's idiom for a package split over several directories
+# adds the installed one, found on sys.path, to __path__.
+__path__ = _pkgutil.extend_path(__path__, __name__)

@@ -2,7 +2,7 @@
 
 EM's expected counts (``Variable.counts``) treat every hidden value as if it had been seen, with the weight of its
 posterior: a Dirichlet of them is right when the sensors tell the values apart, and too sure when they do not (at
-sigma 3, 90 % intervals from them covered the truth 63 % of the time after 300 trials). The posterior of the CPTs
+sigma 3 their 90 % intervals cover the truth far less often: docs/benchmarks/posterior.md). The posterior of the CPTs
 given the readings is not a Dirichlet; it is drawn here by data augmentation (Tanner & Wong 1987), a block Gibbs
 sampler that alternates
 
@@ -321,7 +321,7 @@ def spread(draws: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndar
     ordered = np.sort(draws, axis=-1)
     bounds = []
     # the order statistic at q (S + 1) (numpy's "weibull" quantile): an interval between those at tail (S + 1) and
-    # (1 - tail)(S + 1) holds the next draw with probability level; the default q (S - 1) gave 0.891 at S = 200
+    # (1 - tail)(S + 1) holds the next draw with probability level (numpy's default quantile covers less)
     for q in (tail, 1.0 - tail):
         at = min(max(q * (n + 1) - 1.0, 0.0), n - 1.0)
         below = int(at)

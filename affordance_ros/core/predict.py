@@ -89,7 +89,7 @@ def expected_readings(sensor: SensorModel, weights: np.ndarray, means: np.ndarra
     read from the core values alone: the centres are what the fit chose to predict held-out readings (in squared
     error, ``core/conditions.py``), and the mass a CPT row gives to *other* conditions' wide values is the
     background for outliers, whose place the model does not know, so it does not pull the reading to expect
-    towards those conditions (it did by 0.1-0.9 % of the RMSE on the scenarios of docs/benchmarks.md §7). Cases
+    towards those conditions (that cost RMSE on the scenarios: docs/benchmarks/design-choices.md). Cases
     with no mass on any core, and every other sensor: the mixture's mean ``mixture_mean``.
     """
     card = means.shape[0]

@@ -288,7 +288,7 @@ print(taken, flush=True)
 
 
 def test_a_learners_reader_holds_a_short_queue_and_what_it_refused_comes_later(ros):
-    """Item 5 (docs/benchmarks.md §6): a good trial's part waits behind the parts in the learner's DDS reader,
+    """Item 5 (docs/benchmarks/faults.md): a good trial's part waits behind the parts in the learner's DDS reader,
     so its readers hold at most LEARNER_READER_SAMPLES (Fast DDS's default: 5000). Counted, not timed: a
     reader in a process of its own with the learner's profiles takes nothing while a reliable keep-all writer
     sends 4 times that many; the writer cannot have them all acknowledged, and once the reader takes, every
