@@ -23,11 +23,13 @@ How blocks are run (docs/README.md, "How the docs are tested", says the same for
 - A block that is still running at its timeout fails the page; so does a non-zero exit status. Whatever a block
   left running in the background (a node started with ``&``) is stopped when it ends.
 
-The pages are also checked for what they promise: README.md has at most 200 lines, every page of docs/ with
-sections has a table of contents, relative links lead to files and headings that exist,
-docs/interfaces.md shows every .msg/.srv/.action file as it is, docs/parameters.md has a row for every
-parameter the nodes declare, with its type and default, docs/model-format.md one for every learning option, with
-its default, and docs/architecture.md names every module of every layer.
+The pages are also checked for what they promise: README.md has at most 200 lines, every page of docs/ at most 300
+and a block that runs (but the index and architecture.md), every page with sections has a table of contents,
+relative links lead to files and headings that exist, a time a page promises ("under a minute") is the timeout of
+the block it is said of and vague ones ("about 25 s", "a few minutes") are only in the benchmarks' pages, where each
+is a measurement, docs/interfaces.md shows every .msg/.srv/.action file as it is, docs/parameters.md has a row for
+every parameter the nodes declare, with its type and default, docs/model-format.md one for every learning option,
+with its default, and docs/architecture.md names every module of every layer.
 """
 
 import json
@@ -236,6 +238,81 @@ def test_the_readme_is_short_and_every_page_has_a_table_of_contents():
             contents = next((paragraph for paragraph in text.split("\n\n") if paragraph.startswith("Contents:")), "")
             assert contents, f"{page_id(page)}: a 'Contents:' paragraph linking its sections"
             assert re.findall(r"\]\(#([^)]+)\)", contents) == sections, f"{page_id(page)}: Contents != sections"
+
+
+MAX_PAGE_LINES = 300  # a page of docs/ a reader finishes (the benchmarks' detail pages, records of runs, aside)
+# Pages without a block that runs: the index of the pages, and the layers' map
+WITHOUT_EXAMPLES = {"docs/README.md", "docs/architecture.md"}
+
+
+def task_and_reference_pages() -> list:
+    """docs/*.md: the pages a reader follows or looks things up in (not docs/benchmarks/ nor docs/bench/)."""
+    return sorted((ROOT / "docs").glob("*.md"))
+
+
+def test_every_page_is_short_and_has_an_example_that_runs():
+    for page in task_and_reference_pages():
+        lines = len(page.read_text(encoding="utf-8").splitlines())
+        assert lines <= MAX_PAGE_LINES, f"{page_id(page)}: {lines} lines; split it by task (at most {MAX_PAGE_LINES})"
+        if page_id(page) not in WITHOUT_EXAMPLES:
+            assert any(block.language in RUN and "not run" not in block.directives for block in blocks(page)), (
+                f"{page_id(page)}: no block that test_docs runs; show what the page says with one")
+
+
+# "about 25 s", "~2 min", "a few minutes", "10-20 s": a time a page cannot hold to; in the benchmarks' pages each is
+# a measurement (a run, its date and machine), elsewhere it is a promise nothing checks
+VAGUE_TIME = re.compile(r"\b(?:about|around|roughly|nearly)\s+(?:\d[\d.,]*(?:\s*[–-]\s*\d[\d.,]*)?\s*"
+                        r"(?:s|ms|seconds?|min|minutes?|hours?)|an?\s+(?:second|minute|hour))\b"
+                        r"|~\s*\d[\d.,]*\s*(?:s|ms|min|minutes?|hours?)\b"
+                        r"|\ba\s+few\s+(?:seconds|minutes|hours)\b"
+                        r"|\b\d+(?:\.\d+)?\s*[–-]\s*\d+(?:\.\d+)?\s*(?:s|min|minutes)\b", re.I)
+# "under a minute", "under 90 s": a promise, held by the timeout of the block it is said of (the nearest that runs)
+UNDER_TIME = re.compile(r"\bunder\s+(a|one|\d+)\s+(minute|minutes|s|seconds)\b")
+
+
+def prose(page: Path) -> str:
+    """The page with its fenced blocks blanked (their lines kept, so that line numbers stay)."""
+    return re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), page.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_a_time_a_page_promises_is_the_timeout_of_the_block_that_holds_it():
+    for page in [ROOT / "README.md", *task_and_reference_pages()]:
+        text = prose(page)
+        if page.name != "benchmarks.md":
+            vague = [m.group(0) for m in VAGUE_TIME.finditer(text)]
+            assert not vague, (f"{page_id(page)}: {vague}: a time no test holds; say 'under N s' of a block whose "
+                               "timeout is N, or give the measurement on a benchmarks page, or leave it out")
+        run = [b for b in blocks(page)
+               if b.language in RUN and "not run" not in b.directives and "file" not in b.directives]
+        for match in UNDER_TIME.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            amount, unit = match.groups()
+            seconds = (1 if amount in ("a", "one") else float(amount)) * (60 if unit.startswith("minute") else 1)
+            assert run, f"{page_id(page)}:{line}: '{match.group(0)}' with no block that runs to hold it"
+            block = min(run, key=lambda b: abs(b.line - line))
+            timeout = float(block.directives.get("timeout", DEFAULT_TIMEOUT))
+            assert timeout <= seconds, (f"{page_id(page)}:{line}: '{match.group(0)}', but the block at line "
+                                        f"{block.line} may take {timeout:g} s (its timeout)")
+
+
+def test_the_time_checks_tell_a_promise_from_a_setting():
+    promises = ["takes about 25 s", "about 0.1-0.3 s more", "~2 min", "a few minutes", "(10-20 s; its first run",
+                "5–10 s for an edited module", "about a minute"]
+    settings = ["about as fast as when idle", "resend_timeout 5 s", "every 0.1 s", "its lease, 20 s",
+                "within 10 s", "at most 100 parts"]
+    assert all(VAGUE_TIME.search(text) for text in promises)
+    assert not any(VAGUE_TIME.search(text) for text in settings)
+    assert UNDER_TIME.search("It ends in under a minute.").groups() == ("a", "minute")
+
+
+def test_every_page_is_in_its_index():
+    """docs/README.md lists every page of docs/, and docs/benchmarks.md every page of docs/benchmarks/: no page a
+    reader cannot find."""
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    assert not [p.name for p in task_and_reference_pages() if p.name != "README.md" and f"({p.name})" not in index]
+    summary = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    details = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
+    assert details and not [p.name for p in details if f"(benchmarks/{p.name})" not in summary]
 
 
 # What a run block writes: --out FILE, --db FILE, a node's database_path/model_path, `record BAG`, Python's .save()

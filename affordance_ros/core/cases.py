@@ -36,51 +36,40 @@ JSON_NOT_CASES = ("is a JSON file (a model or configuration?), not cases: the ca
 class CaseSet:
     """K cases for one network; validated on construction, arrays in and out.
 
-    Cases read from a CSV file keep the file's line of each case (``lines``): errors about a case name its line
-    there (``where``); and, while they are all its rows, the file (``source``).
+    Cases read from a CSV file keep the file's line of each case (``lines``): errors about a case
+    name its line there (``where``); and, while they are all its rows, the file (``source``).
     """
 
     def __init__(self, network: AffordanceNetwork, labels: Mapping[str, np.ndarray],
                  readings: Mapping[str, np.ndarray], trial_ids: Sequence[str] | None = None,
-                 extra: Mapping[str, Sequence[str]] | None = None, lines: Sequence[int] | None = None,
-                 source: Path | None = None):
+                 extra: Mapping[str, Sequence[str]] | None = None,
+                 lines: Sequence[int] | None = None, source: Path | None = None):
         self.network = network
         self.lines = None if lines is None else np.asarray(lines, dtype=np.int64)
         self.source = source
         # columns that are not variables, carried along (e.g. an object_id that groups cases)
         self.extra = {name: _one_per_case(f"column '{name}'", np.asarray(column, dtype=object))
                       for name, column in (extra or {}).items()}
-        self.labels = {name: _one_per_case(f"the label codes of '{name}'", np.asarray(codes, dtype=np.int64))
+        self.labels = {name: _one_per_case(f"the label codes of '{name}'",
+                                           np.asarray(codes, dtype=np.int64))
                        for name, codes in labels.items()}
-        self.readings = {name: _one_per_case(f"the readings of sensor '{name}'", np.asarray(x, dtype=float))
+        self.readings = {name: _one_per_case(f"the readings of sensor '{name}'",
+                                             np.asarray(x, dtype=float))
                          for name, x in readings.items()}
-        lengths = {name: len(column) for name, column in [*self.labels.items(), *self.readings.items(),
-                                                            *self.extra.items(), ("trial_ids", trial_ids),
-                                                            ("lines", self.lines)] if column is not None}
-        sizes = set(lengths.values())
-        if len(sizes) > 1:
-            raise DataError("columns of different lengths: " + "; ".join(
-                f"{size} in {', '.join(repr(name) for name, n in lengths.items() if n == size)}"
-                for size in sorted(sizes)) + " (one entry per case in each)")
-        self.n_cases = sizes.pop() if sizes else 0
+        self.n_cases = _common_length([*self.labels.items(), *self.readings.items(),
+                                       *self.extra.items(), ("trial_ids", trial_ids),
+                                       ("lines", self.lines)])
         self.trial_ids = (np.asarray(trial_ids, dtype=object) if trial_ids is not None
                           else np.array([str(i) for i in range(self.n_cases)], dtype=object))
-        for name, codes in self.labels.items():
-            card = network[name].card
-            if codes.size and (codes.min() < MISSING or codes.max() >= card):
-                raise DataError(f"label codes of '{name}' must be in -1..{card - 1}")
-        unknown = sorted(set(self.readings) - set(network.sensor_variable))
-        if unknown:
-            raise unknown_sensor(network, unknown[0])
-        for name, x in self.readings.items():
-            if np.any(np.isinf(x)):
-                raise DataError(f"sensor '{name}' has infinite readings")
+        _check_columns(network, self.labels, self.readings)
 
     def __len__(self) -> int:
         return self.n_cases
 
     def where(self, k: int) -> str:
-        """Where to look for case ``k``: its line in the CSV file it was read from, else its trial_id."""
+        """Where to look for case ``k``: its line in the CSV file it was read from, else its
+        trial_id.
+        """
         return f"line {self.lines[k]}" if self.lines is not None else _case_name(k, self.trial_ids)
 
     # ------------------------------------------------------------ construction
@@ -92,85 +81,69 @@ class CaseSet:
         unknown labels raise, naming the case.
         """
         columns = {name: _column(name, column) for name, column in columns.items()}
-        return cls(network, *_parsed_columns(network, columns, lambda k: _case_name(k, trial_ids)), trial_ids)
+        labels, readings = _parsed_columns(network, columns, lambda k: _case_name(k, trial_ids))
+        return cls(network, labels, readings, trial_ids)
 
     @classmethod
     def from_records(cls, network: AffordanceNetwork, records: Iterable[Mapping]) -> "CaseSet":
-        """Records as the node stores them: {"trial_id", "labels": {var: label}, "readings": {sensor: x}}."""
+        """Records as the node stores them: {"trial_id", "labels": {var: label}, "readings":
+        {sensor: x}}.
+        """
         records = list(records)
         names = sorted({n for r in records for n in r.get("labels", {})})
         sensors = sorted({n for r in records for n in r.get("readings", {})})
         columns = {n: [r.get("labels", {}).get(n) for r in records] for n in names}
         columns.update({s: [r.get("readings", {}).get(s) for r in records] for s in sensors})
-        return cls.from_columns(network, columns, [str(r.get("trial_id", i)) for i, r in enumerate(records)])
+        trial_ids = [str(r.get("trial_id", i)) for i, r in enumerate(records)]
+        return cls.from_columns(network, columns, trial_ids)
 
     @classmethod
-    def from_csv(cls, network: AffordanceNetwork, path: str | Path, extra: Sequence[str] = ()) -> "CaseSet":
-        """CSV with a header: trial_id, one column per label-observed variable, one per sensor reading.
+    def from_csv(cls, network: AffordanceNetwork, path: str | Path,
+                 extra: Sequence[str] = ()) -> "CaseSet":
+        """CSV with a header: trial_id, one column per label-observed variable, one per sensor
+        reading.
 
         ``extra`` names columns that are not variables (e.g. ``object_id``): kept as text in
         ``CaseSet.extra``, not learned from; any other unknown column is an error.
         """
         path = Path(path)
-        header, body, lines = _read_csv_rows(path)
-        cols = {h: [row[j] for row in body] for j, h in enumerate(header)}
-        ids = cols.pop("trial_id")
-        _check_unique_ids(path, ids, lines)
-        missing = [name for name in extra if name not in cols]
-        if missing:
-            raise DataError(f"'{path}': no column {missing[0]!r}; the header has {header}")
-        kept = {name: cols.pop(name) for name in extra}
-        _check_unknown_columns(network, path, list(cols))
-        for name in list(cols):
-            if name in network.sensor_variable:
-                cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
-                              for n, x in zip(lines, cols[name])]
-        labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}",
-                                           "leave it out when it is missing")
-        return cls(network, labels, readings, ids, kept, lines, path)
+        return cls(network, *_csv_columns(network, path, extra), path)
 
     def to_csv(self, path: str | Path, exclusive: bool = False) -> None:
-        """Write the cases as a CSV file (the format ``from_csv`` reads), atomically: whole or not at all;
-        ``exclusive``: never over a file (FileExistsError, also for one made while the cases were written).
+        """Write the cases as a CSV file (the format ``from_csv`` reads), atomically: whole or not
+        at all; ``exclusive``: never over a file (FileExistsError, also for one made while the cases
+        were written).
         """
-        names = list(self.labels) + list(self.readings)
         with written_atomically(path, newline="", exclusive=exclusive) as f:
-            writer = csv.writer(f)
-            writer.writerow(["trial_id", *self.extra, *names])
-            for k in range(self.n_cases):
-                row = [self.trial_ids[k], *(str(column[k]) for column in self.extra.values())]
-                for n in self.labels:
-                    code = self.labels[n][k]
-                    row.append("" if code == MISSING else self.network[n].values[code])
-                for s in self.readings:
-                    x = self.readings[s][k]
-                    row.append("" if math.isnan(x) else repr(float(x)))
-                writer.writerow(row)
+            csv.writer(f).writerows(_csv_rows(self))
 
     def take(self, rows) -> "CaseSet":
         """The cases at ``rows`` (an index, slice or mask)."""
         return CaseSet(self.network, {n: c[rows] for n, c in self.labels.items()},
                        {s: x[rows] for s, x in self.readings.items()}, self.trial_ids[rows],
-                       {n: c[rows] for n, c in self.extra.items()}, None if self.lines is None else self.lines[rows])
+                       {n: c[rows] for n, c in self.extra.items()},
+                       None if self.lines is None else self.lines[rows])
 
     def with_network(self, network: AffordanceNetwork) -> "CaseSet":
-        """The same cases for a network with the same variable values (e.g. after learning); DataError when
-        ``network`` lacks one of their columns or gives a labelled variable other values (its codes would be
-        read as other labels).
+        """The same cases for a network with the same variable values (e.g. after learning);
+        DataError when ``network`` lacks one of their columns or gives a labelled variable other
+        values (its codes would be read as other labels).
         """
         if network is not self.network:
             _check_same_columns(self, network)
-        return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra, self.lines, self.source)
+        return CaseSet(network, self.labels, self.readings, self.trial_ids, self.extra, self.lines,
+                       self.source)
 
     def with_extra(self, extra: Mapping[str, Sequence[str]]) -> "CaseSet":
         """The same cases with these columns that are not variables added to ``extra``."""
-        return CaseSet(self.network, self.labels, self.readings, self.trial_ids, {**self.extra, **extra}, self.lines,
-                       self.source)
+        return CaseSet(self.network, self.labels, self.readings, self.trial_ids,
+                       {**self.extra, **extra}, self.lines, self.source)
 
     # ---------------------------------------------------------------- evidence
     def evidence(self, network: AffordanceNetwork | None = None) -> Evidence:
         """Likelihood arrays of these cases under ``network``'s sensor models (default: own)."""
-        return evidence_from_log_likelihoods(self._log_likelihoods(network or self.network), self.n_cases)
+        log_lik = _log_likelihoods(self, network or self.network)
+        return evidence_from_log_likelihoods(log_lik, self.n_cases)
 
     def evidence_chunks(self, network: AffordanceNetwork, size: int):
         """The evidence of these cases under ``network``, built ``size`` cases at a time."""
@@ -178,39 +151,27 @@ class CaseSet:
             yield self.take(slice(start, start + size)).evidence(network)
 
     def impossible(self, network: AffordanceNetwork | None = None) -> np.ndarray:
-        """(K,) bool: the cases whose evidence has zero likelihood for every value of some variable under
-        ``network``'s fitted sensor models (default: own; sensors not fitted yet are not judged), e.g. a
-        reading so far from every mean that its Gaussian density underflows. ``evidence`` refuses them:
-        ``take(~cases.impossible())`` leaves them out.
+        """(K,) bool: the cases whose evidence has zero likelihood for every value of some variable
+        under ``network``'s fitted sensor models (default: own; sensors not fitted yet are not
+        judged), e.g. a reading so far from every mean that its Gaussian density underflows.
+        ``evidence`` refuses them: ``take(~cases.impossible())`` leaves them out.
         """
-        return impossible_rows(self._log_likelihoods(network or self.network, fitted_only=True), self.n_cases)
-
-    def _log_likelihoods(self, network: AffordanceNetwork, fitted_only: bool = False) -> list:
-        log_lik = [None] * len(network)
-        for name, codes in self.labels.items():
-            i = network.index(name)
-            hard = np.where(codes[:, None] == np.arange(network.variables[i].card), 0.0, -np.inf)
-            hard[codes == MISSING] = 0.0
-            log_lik[i] = hard
-        for var, x in self.sensor_readings(network).items():
-            i = network.index(var)
-            model = network.variables[i].sensor
-            if fitted_only and not model.fitted:
-                continue
-            with np.errstate(over="ignore", invalid="ignore"):  # a huge reading: -inf, judged by the caller
-                ll = model.log_likelihood(x)
-            log_lik[i] = ll if log_lik[i] is None else log_lik[i] + ll
-        return log_lik
+        log_lik = _log_likelihoods(self, network or self.network, fitted_only=True)
+        return impossible_rows(log_lik, self.n_cases)
 
     def unobserved(self) -> list[str]:
-        """The variables that no case observes (no label, no reading of their sensor), in the network's order."""
+        """The variables that no case observes (no label, no reading of their sensor), in the
+        network's order.
+        """
         seen = {name for name, codes in self.labels.items() if np.any(codes != MISSING)}
-        seen |= {self.network.sensor_variable[name] for name, x in self.readings.items() if not np.all(np.isnan(x))}
+        seen |= {self.network.sensor_variable[name] for name, x in self.readings.items()
+                 if not np.all(np.isnan(x))}
         return [name for name in self.network.names if name not in seen]
 
     def sensor_readings(self, network: AffordanceNetwork | None = None) -> dict[str, np.ndarray]:
         """{variable: its sensor's readings} for every variable with at least one reading column:
-        (K,) for a 1-D sensor, (K, d) for a vector sensor in the order of its ``names`` (NaN: missing).
+        (K,) for a 1-D sensor, (K, d) for a vector sensor in the order of its ``names`` (NaN:
+        missing).
         """
         network = network or self.network
         out = {}
@@ -223,6 +184,93 @@ class CaseSet:
             missing = np.full(self.n_cases, np.nan)
             out[v.name] = np.stack([self.readings.get(n, missing) for n in v.sensor.names], axis=1)
         return out
+
+
+def _csv_columns(network: AffordanceNetwork, path: Path, extra: Sequence[str]) -> tuple:
+    """(labels, readings, trial_ids, extra columns, the file's line of each case) of a cases CSV
+    file, every column checked against ``network``.
+    """
+    header, body, lines = _read_csv_rows(path)
+    cols = {h: [row[j] for row in body] for j, h in enumerate(header)}
+    ids = cols.pop("trial_id")
+    _check_unique_ids(path, ids, lines)
+    missing = [name for name in extra if name not in cols]
+    if missing:
+        raise DataError(f"'{path}': no column {missing[0]!r}; the header has {header}")
+    kept = {name: cols.pop(name) for name in extra}
+    _check_unknown_columns(network, path, list(cols))
+    for name in list(cols):
+        if name in network.sensor_variable:
+            cols[name] = [None if x.strip() == "" else _float(x, name, path, n)
+                          for n, x in zip(lines, cols[name])]
+    labels, readings = _parsed_columns(network, cols, lambda k: f"'{path}' line {lines[k]}",
+                                       "leave it out when it is missing")
+    return labels, readings, ids, kept, lines
+
+
+def _csv_rows(cases: CaseSet):
+    """The rows of ``cases``' CSV file (``CaseSet.to_csv``), the header first."""
+    yield ["trial_id", *cases.extra, *cases.labels, *cases.readings]
+    for k in range(cases.n_cases):
+        row = [cases.trial_ids[k], *(str(column[k]) for column in cases.extra.values())]
+        for n in cases.labels:
+            code = cases.labels[n][k]
+            row.append("" if code == MISSING else cases.network[n].values[code])
+        for s in cases.readings:
+            x = cases.readings[s][k]
+            row.append("" if math.isnan(x) else repr(float(x)))
+        yield row
+
+
+def _log_likelihoods(cases: CaseSet, network: AffordanceNetwork, fitted_only: bool = False) -> list:
+    """Per variable of ``network``, log p(the cases' label and readings | value) (K, card), or None
+    without any; ``fitted_only``: sensors still to be fitted are left out.
+    """
+    log_lik = [None] * len(network)
+    for name, codes in cases.labels.items():
+        i = network.index(name)
+        hard = np.where(codes[:, None] == np.arange(network.variables[i].card), 0.0, -np.inf)
+        hard[codes == MISSING] = 0.0
+        log_lik[i] = hard
+    for var, x in cases.sensor_readings(network).items():
+        i = network.index(var)
+        model = network.variables[i].sensor
+        if fitted_only and not model.fitted:
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):  # a huge reading: -inf, for the caller
+            ll = model.log_likelihood(x)
+        log_lik[i] = ll if log_lik[i] is None else log_lik[i] + ll
+    return log_lik
+
+
+def _common_length(columns: Sequence[tuple[str, Sequence | None]]) -> int:
+    """The number of entries every (name, column) has (None: not given), 0 without any; DataError
+    naming the columns by length when they differ.
+    """
+    lengths = {name: len(column) for name, column in columns if column is not None}
+    sizes = set(lengths.values())
+    if len(sizes) > 1:
+        raise DataError("columns of different lengths: " + "; ".join(
+            f"{size} in {', '.join(repr(name) for name, n in lengths.items() if n == size)}"
+            for size in sorted(sizes)) + " (one entry per case in each)")
+    return sizes.pop() if sizes else 0
+
+
+def _check_columns(network: AffordanceNetwork, labels: Mapping[str, np.ndarray],
+                   readings: Mapping[str, np.ndarray]) -> None:
+    """DataError for a label code outside its variable's values or an infinite reading;
+    EvidenceError for a reading no sensor of ``network`` has.
+    """
+    for name, codes in labels.items():
+        card = network[name].card
+        if codes.size and (codes.min() < MISSING or codes.max() >= card):
+            raise DataError(f"label codes of '{name}' must be in -1..{card - 1}")
+    unknown = sorted(set(readings) - set(network.sensor_variable))
+    if unknown:
+        raise unknown_sensor(network, unknown[0])
+    for name, x in readings.items():
+        if np.any(np.isinf(x)):
+            raise DataError(f"sensor '{name}' has infinite readings")
 
 
 def missing_data(cases: CaseSet, latent: Iterable[str] = ()) -> list[str]:

@@ -1,29 +1,34 @@
-"""A sensor's values from the conditions of the experiment, each condition borrowing strength from the others.
+"""A sensor's values from the conditions of the experiment, each borrowing strength from the others.
 
-A *condition* is a combination of the values of some variables (a sensor's ``cluster_by``, e.g. Action,
-Tool, Shape), given per variable as codes. Each condition gets two values of the sensor's variable about
-one centre: a core Gaussian and a wide one with ``WIDE_VARIANCE`` times its variance (Tukey's contaminated
-normal: the wide part takes the heavy tails and the outliers, so that they neither inflate the core nor
-pull the centre).
+A *condition* is a combination of the values of some variables (a sensor's ``cluster_by``, e.g.
+Action, Tool, Shape), given per variable as codes. Each condition gets two values of the sensor's
+variable about one centre: a core Gaussian and a wide one (Tukey's contaminated normal: the wide
+part takes the heavy tails and the outliers, so that they neither inflate the core nor pull the
+centre).
 
-The centres borrow strength (hierarchical partial pooling, empirical Bayes): a condition's centre is a
-grand mean plus one effect per *term*, a non-empty subset of the variables (the action's; the action and
-the tool's; ...; the action, tool and shape's own), every term's effects Gaussian with a variance of their
-own. A term's *strength* λ is in trials: its effects vary as much as the mean of λ trials does (variance
-σ²/λ, σ² the variance of one trial about its condition's centre); λ = inf drops the term. The posterior
-mean of a condition's centre is then a kernel prediction over the conditions seen (Rasmussen & Williams
-2006, §2.7, with the grand mean by generalised least squares): each seen condition contributes its robust
-centre (a trimmed mean, ``group_trimmed_means``) worth its number of trials, so a condition with few trials
-leans on its coarser conditions and one with many keeps its own, and a condition never seen is predicted
-from its coarser conditions. The strengths are chosen by cross-validation within the training cases
-(``choose_strengths``: the squared error of held-out readings, folds that hold out whole entities when the
-cases name them, coordinate descent over the terms on the grid ``STRENGTHS``). A term whose best strength
-is inf is dropped, and conditions that differ only in variables of dropped terms are one condition: the
-values are those of the variables that matter (``ConditionFit.variables``), every combination of theirs.
+The centres borrow strength (hierarchical partial pooling, empirical Bayes): a condition's centre is
+a grand mean plus one effect per *term*, a non-empty subset of the variables (the action's; the
+action and the tool's; ...; the action, tool and shape's own), every term's effects Gaussian with a
+variance of their own. A term's *strength* λ is in trials: its effects vary as much as the mean of λ
+trials does (variance σ²/λ, σ² the variance of one trial about its condition's centre); λ = inf
+drops the term. The posterior mean of a condition's centre is then a kernel prediction over the
+conditions seen (Rasmussen & Williams 2006, §2.7, with the grand mean by generalised least squares):
+each seen condition contributes its robust centre (a trimmed mean, ``group_trimmed_means``) worth
+its number of trials, so a condition with few trials leans on its coarser conditions and one with
+many keeps its own, and a condition never seen is predicted from its coarser conditions. The
+strengths are chosen by cross-validation within the training cases (``choose_strengths``: the
+squared error of held-out readings, folds that hold out whole entities when the cases name them,
+coordinate descent over the terms on the grid ``STRENGTHS``). A term whose best strength is inf is
+dropped, and conditions that differ only in variables of dropped terms are one condition: the values
+are those of the variables that matter (``ConditionFit.variables``), every combination of theirs.
 
-The spreads borrow strength too: each condition's core variance (per reading, from the median absolute
-deviation of its residuals) is shrunk towards the pooled one with a weight ν (in trials) chosen by the
-held-out log-density (``SPREAD_WEIGHTS``).
+The spreads borrow strength too: each condition's core variance (per reading, from the median
+absolute deviation of its residuals) is shrunk towards the pooled one with a weight ν (in trials)
+chosen by the held-out log-density (``SPREAD_WEIGHTS``). The wide value is one for every condition,
+``WIDE_VARIANCE`` times the pooled variance, and no core is broader than it (``condition_spreads``):
+what lies beyond the readings of the training is then explained by the wide values alone, all of one
+shape, so it goes to the condition whose centre it lies towards (a wide value of each condition's
+own would give it to the broadest condition, in whatever direction it lay).
 """
 
 from __future__ import annotations
@@ -41,19 +46,17 @@ from .gaussian import LOG_2PI
 
 # fewest readings of the condition with the most that give the sensor a spread to learn from
 MIN_CONDITION_READINGS = 3
-# A condition's wide Gaussian has this many times the variance of its core (twice the standard deviation).
+# The wide Gaussian has this many times the pooled core variance (twice the standard deviation).
 WIDE_VARIANCE = 4.0
-# The share of a condition's trials its wide Gaussian is expected to take, for the choice of the spreads and the
-# CPT's prior rows (EM learns the real shares).
+# The share of a condition's trials its wide Gaussian is expected to take, for the choice of the
+# spreads and the CPT's prior rows (EM learns the real shares).
 WIDE_SHARE = 0.1
-# A condition's centre is the trimmed mean, from the mean (0) to the median (0.5), that predicts held-out
-# trials of their condition best (``choose_centre_trim``, on the folds of the strengths, squared error): the
-# median where outliers would drag the mean, the mean where the readings are skewed and the median would
-# miss the reading to expect.
+# The trims of a condition's centre, mean (0) to median (0.5), ``choose_centre_trim`` picks from:
+# the median where outliers would drag the mean, the mean where skewed readings would make the
+# median miss.
 CENTRE_TRIMS = (0.0, 0.1, 0.25, 0.5)
-# The strengths a term may get (trials; inf: the term is dropped), where the search starts, its sweeps over
-# the terms, and the folds of the cross-validation (drawn STRENGTH_REPEATS times: a choice of few entities
-# should not hang on one split).
+# The strengths a term may get (trials; inf: dropped), the search's start and sweeps, and its folds
+# (drawn STRENGTH_REPEATS times, so that a choice among few entities does not hang on one split).
 STRENGTHS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, math.inf)
 START_STRENGTH = 4.0
 MAX_SWEEPS = 3
@@ -240,7 +243,8 @@ class FoldErrors:
         shape = (self.n_folds, n_seen)
         self.centres = np.zeros((*shape, x.shape[1]))
         self.seen = np.zeros(shape, dtype=bool)
-        self.counts, self.entities = np.ones(shape), np.ones(shape)
+        self.counts = np.ones(shape)
+        self.entities = np.ones(shape)
         self.agreement = np.zeros((self.n_folds, len(terms), n_seen, n_seen))
         self.cross = np.zeros((self.n_folds, len(terms), n_asked_max, n_seen))
         self.sums = np.zeros((self.n_folds, n_asked_max, x.shape[1]))
@@ -367,32 +371,34 @@ def choose_strengths(x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, t
     return value(at)
 
 
-def pooled_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int, folds: np.ndarray) -> np.ndarray:
-    """Core variances (n_conditions, d) per condition (``which``: each residual's): its own robust variance
-    shrunk towards the pooled one, the weight of the pooled one (``SPREAD_WEIGHTS``) chosen by the held-out
-    log-density of the core-and-wide mixture; a condition with fewer than ``MIN_CONDITION_READINGS``
-    residuals gets the pooled variance.
+def condition_spreads(residuals: np.ndarray, which: np.ndarray, n_conditions: int,
+                      folds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The core variances (n_conditions, d) per condition (``which``: each residual's) and the wide variance (d,)
+    of every condition: a core is the condition's own robust variance shrunk towards the pooled one, the weight
+    of the pooled one (``SPREAD_WEIGHTS``) chosen by the held-out log-density of the core-and-wide mixture, and
+    at most the wide variance, ``WIDE_VARIANCE`` times the pooled one; a condition with fewer than
+    ``MIN_CONDITION_READINGS`` residuals gets the pooled variance.
     """
-    def spreads(rows: np.ndarray, weight: float) -> np.ndarray:
+    def spreads(rows: np.ndarray, weight: float) -> tuple[np.ndarray, np.ndarray]:
         pooled = np.diagonal(robust_covariance(residuals[rows]))
         if math.isinf(weight):
-            return np.tile(pooled, (n_conditions, 1))
+            return np.tile(pooled, (n_conditions, 1)), WIDE_VARIANCE * pooled
         counts = np.bincount(which[rows], minlength=n_conditions)[:, None]
         present, local = np.unique(which[rows], return_inverse=True)
         own = np.tile(pooled, (n_conditions, 1))
         own[present] = group_robust_variances(residuals[rows], local.reshape(-1), len(present))
-        shrunk = (counts * own + weight * pooled) / (counts + weight)
-        return np.where(counts >= MIN_CONDITION_READINGS, shrunk, pooled)
+        shrunk = np.minimum((counts * own + weight * pooled) / (counts + weight), WIDE_VARIANCE * pooled)
+        return np.where(counts >= MIN_CONDITION_READINGS, shrunk, pooled), WIDE_VARIANCE * pooled
 
     def held_out_log_density(weight: float) -> float:
         total = 0.0
         for train, test in fold_splits(folds):
             if not train.any():
                 continue
-            variance = spreads(train, weight)[which[test]]
+            cores, wide = spreads(train, weight)
             r2 = residuals[test] ** 2
-            core, wide = (-0.5 * np.sum(r2 / (scale * variance) + LOG_2PI + np.log(scale * variance), axis=1)
-                          for scale in (1.0, WIDE_VARIANCE))
+            core, wide = (-0.5 * np.sum(r2 / variance + LOG_2PI + np.log(variance), axis=1)
+                          for variance in (cores[which[test]], wide))
             total += float(np.sum(np.logaddexp(np.log1p(-WIDE_SHARE) + core, np.log(WIDE_SHARE) + wide)))
         return total
 
@@ -455,20 +461,21 @@ def fit_conditional_sensor(readings: np.ndarray, conditions: np.ndarray, cards: 
     means = pooled.predict(grid)
     residuals = x - pooled.predict(seen)[which]
     own = np.ravel_multi_index(conditions[:, list(variables)].T, kept_cards) if variables else np.zeros(len(x), int)
-    variances = pooled_spreads(residuals, own, len(grid), folds)
-    cores = np.stack([np.diag(v) for v in variances])
-    return ConditionFit(variables, np.concatenate([means, means]), np.concatenate([cores, WIDE_VARIANCE * cores]),
-                        trim, dict(zip(terms, strengths)), share)
+    variances, wide = condition_spreads(residuals, own, len(grid), folds)
+    covariances = np.concatenate([np.stack([np.diag(v) for v in variances]), np.tile(np.diag(wide), (len(grid), 1, 1))])
+    return ConditionFit(variables, np.concatenate([means, means]), covariances, trim, dict(zip(terms, strengths)),
+                        share)
 
 
 def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | None], kept_cards: Sequence[int],
                         strength: float) -> np.ndarray:
-    """Pseudo-counts shaped like the CPT (*parent_cards, 2G) of a variable whose values are conditions (the G
-    cores, then the G wide ones, of every combination of ``kept_cards``): every row gives ``strength`` trials
-    to the values of its own condition, shared as ``WIDE_SHARE`` says, so that a parent configuration the
-    training cases never saw predicts its condition's pooled centre, not the mean of all values.
-    ``parent_of[k]``: the parent (position) that is condition variable k, None when it is not a parent (the
-    row is then every condition of that variable's values alike).
+    """Pseudo-counts shaped like the CPT (*parent_cards, 2G) of a variable whose values are
+    conditions (the G cores, then the G wide ones, of every combination of ``kept_cards``): every
+    row gives ``strength`` trials to the values of its own condition, shared as ``WIDE_SHARE`` says,
+    so that a parent configuration the training cases never saw predicts its condition's pooled
+    centre, not the mean of all values. ``parent_of[k]``: the parent (position) that is condition
+    variable k, None when it is not a parent (the row is then every condition of that variable's
+    values alike).
     """
     match = _own_conditions(parent_cards, parent_of, kept_cards)
     share = match / match.sum(axis=1, keepdims=True)
@@ -479,13 +486,14 @@ def own_condition_prior(parent_cards: Sequence[int], parent_of: Sequence[int | N
 def own_condition_support(parent_cards: Sequence[int], parent_of: Sequence[int | None],
                           kept_cards: Sequence[int]) -> np.ndarray:
     """Where the CPT (*parent_cards, 2G) of a variable whose values are conditions may be non-zero
-    (``fit_em``'s ``support``): each row on its own condition's core and wide values and on the wide values of
-    every other condition; zeros on the other conditions' cores. Without them, EM explains a trial far out in
-    its own condition's tail by a neighbouring condition's core, up to a third of a row leaks there, and the
-    predicted reading (the mean of the row's mixture) drifts to the middle. The other wide values stay: they
-    are the broad background that takes the outliers (an object that fell), which a row of its own two
-    Gaussians only would give a log-density far too low (and an action recognised from such an effect a
-    confident wrong answer). Arguments as ``own_condition_prior``'s.
+    (``fit_em``'s ``support``): each row on its own condition's core and wide values and on the wide
+    values of every other condition; zeros on the other conditions' cores. Without them, EM explains
+    a trial far out in its own condition's tail by a neighbouring condition's core, part of the row
+    leaks there, and the predicted reading (the mean of the row's mixture) drifts to the middle. The
+    other wide values stay: they are the broad background that takes the outliers (an object that
+    fell), which a row of its own two Gaussians only would give a log-density far too low (and an
+    action recognised from such an effect a confident wrong answer). Arguments as
+    ``own_condition_prior``'s.
     """
     match = _own_conditions(parent_cards, parent_of, kept_cards)
     return np.concatenate([match, np.ones_like(match)], axis=1).reshape(*parent_cards, -1)
@@ -507,5 +515,5 @@ def _own_conditions(parent_cards, parent_of, kept_cards) -> np.ndarray:
 __all__ = ["CENTRE_TRIMS", "MIN_CONDITION_READINGS", "STRENGTHS", "WIDE_VARIANCE", "ConditionFit", "FoldErrors",
            "PooledCentres",
            "all_terms", "choose_centre_trim", "choose_strengths", "entity_folds", "fit_conditional_sensor",
-           "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support", "pooled_spreads",
+           "condition_spreads", "group_centres", "group_trimmed_means", "own_condition_prior", "own_condition_support",
            "robust_covariance"]

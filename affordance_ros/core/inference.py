@@ -35,7 +35,10 @@ class Calibration:
 
 
 class JunctionTree:
-    """Compiled from the network's structure; CPT values are passed to each call."""
+    """Compiled from the network's structure; CPT values are passed to each call.
+
+    The tree's two passes are the module's ``_collect`` and ``_propagate``.
+    """
 
     def __init__(self, network):
         self.network = network
@@ -90,10 +93,10 @@ class JunctionTree:
         self.children_by_separator = {c: sorted(kids, key=lambda d: -len(self.separator[d]))
                                       for c, kids in self.children.items()}
 
-    # ---------------------------------------------------------------- passes
+    # ------------------------------------------------------------ potentials
     def clique_tables(self, cpts: Sequence[np.ndarray], per_case: bool = False) -> list:
-        """Product of the CPTs assigned to each clique, (*clique cards, 1); ``per_case``: each case with CPTs of its
-        own, ``cpts[i]`` (K, *CPT shape), the tables (*clique cards, K).
+        """Product of the CPTs assigned to each clique, (*clique cards, 1); ``per_case``: each case
+        with CPTs of its own, ``cpts[i]`` (K, *CPT shape), the tables (*clique cards, K).
         """
         tables = []
         for c, shape in enumerate(self.shapes):
@@ -103,7 +106,8 @@ class JunctionTree:
                     cpt = np.transpose(cpts[i], (*(1 + a for a in self.cpt_perm[i]), 0))
                     table = table * cpt.reshape((*self.cpt_shape[i][:-1], -1))
                 else:
-                    table = table * np.transpose(cpts[i], self.cpt_perm[i]).reshape(self.cpt_shape[i])
+                    cpt = np.transpose(cpts[i], self.cpt_perm[i])
+                    table = table * cpt.reshape(self.cpt_shape[i])
             tables.append(table)
         return tables
 
@@ -122,80 +126,13 @@ class JunctionTree:
             tables.append(table)
         return tables
 
-    def _collect(self, phis: list, ev_tables: list, n_cases: int):
-        """Leaves to root: psi[c] is the clique's potential times its children's normalised
-        messages. Returns (psi, messages, message totals, log-likelihood per case, the root's
-        1/total, and the separator posteriors the root's pass gave for free).
+    def calibrate(self, cpts: Sequence[np.ndarray], evidence: Evidence,
+                  per_case: bool = False) -> Calibration:
+        """p(clique | evidence) for every clique and case, each case's log-likelihood; ``per_case``:
+        ``clique_tables``'.
         """
-        psi, msgs, totals, sep_post = {}, {}, {}, {}
-        log_lik = np.zeros(n_cases)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for c in self.collect_order:
-                factors = [msgs[d].reshape(self.sep_in_p[d]) for d in self.children[c]]
-                if ev_tables[c] is not None:
-                    factors.append(ev_tables[c])
-                factors.sort(key=np.size)
-                table = phis[c]
-                if factors:
-                    table = factors[0]
-                    for f in factors[1:]:
-                        table = table * f
-                    if len(factors) > 1 and table.shape[:-1] == phis[c].shape[:-1]:
-                        table *= phis[c]
-                    else:
-                        table = table * phis[c]
-                psi[c] = table
-                if c == self.root:
-                    # The root's largest child separator sum also gives the per-case total.
-                    first = self.children_by_separator[c][:1]
-                    sums = {d: table.sum(axis=self.sep_axes_p[d]) for d in first}
-                    some = sums[first[0]] if first else table
-                    total = some.reshape(-1, some.shape[-1]).sum(axis=0)
-                    root_rho = (1.0 / total).reshape((1,) * (table.ndim - 1) + (-1,))
-                    sep_post.update({d: s / total for d, s in sums.items()})
-                else:
-                    msg = table.sum(axis=self.sep_axes_c[c])
-                    total = msg.reshape(-1, msg.shape[-1]).sum(axis=0)
-                    msgs[c] = msg / total
-                    totals[c] = total
-                log_lik += np.log(total)
-        self.check_possible(log_lik)
-        return psi, msgs, totals, log_lik, root_rho, sep_post
-
-    def _propagate(self, phis: list, ev_tables: list, n_cases: int):
-        """Collect then distribute, keeping beliefs factored as psi * rho: rho[c] (over the
-        separator with its parent) scales psi[c] to p(clique | evidence). Beliefs are never
-        formed unless asked for, which saves full passes over the largest arrays.
-        """
-        psi, msgs, totals, log_lik, root_rho, sep_post = self._collect(phis, ev_tables, n_cases)
-        rho = {self.root: root_rho}
-        for c in self.order:
-            for d in self.children_by_separator[c]:
-                if d not in sep_post:
-                    sep_post[d] = self._separator_posterior(c, d, psi, rho, sep_post)
-                denom = msgs[d] * totals[d]
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ratio = np.where(denom > 0, sep_post[d] / denom, 0.0)
-                rho[d] = ratio.reshape(self.sep_in_c[d])
-        return psi, rho, sep_post, log_lik
-
-    def _separator_posterior(self, c: int, d: int, psi, rho, sep_post) -> np.ndarray:
-        """p(separator of child d | evidence), from a larger separator of a sibling if one covers
-        it.
-        """
-        sep = set(self.separator[d])
-        for e in self.children_by_separator[c]:
-            if e == d:
-                break
-            if sep <= set(self.separator[e]):
-                axes = tuple(j for j, v in enumerate(self.separator[e]) if v not in sep)
-                return sep_post[e].sum(axis=axes)
-        return _weighted_sum(psi[c], rho[c], self.sep_axes_p[d], keep_batch=True)
-
-    def calibrate(self, cpts: Sequence[np.ndarray], evidence: Evidence, per_case: bool = False) -> Calibration:
-        """p(clique | evidence) for every clique and case, each case's log-likelihood; ``per_case``: clique_tables'."""
-        psi, rho, sep_post, log_lik = self._propagate(
-            self.clique_tables(cpts, per_case), self.evidence_tables(evidence), evidence.n_cases)
+        psi, rho, sep_post, log_lik = _propagate(self, self.clique_tables(cpts, per_case),
+                                                 self.evidence_tables(evidence), evidence.n_cases)
         beliefs = [np.broadcast_to(psi[c] * rho[c], (*self.shapes[c], evidence.n_cases))
                    for c in range(len(self.cliques))]
         return Calibration(beliefs, sep_post, log_lik + evidence.log_scale)
@@ -213,8 +150,9 @@ class JunctionTree:
     # ------------------------------------------------------------- answers
     def log_likelihood(self, cpts, evidence: Evidence) -> np.ndarray:
         """Log p(evidence | CPTs) of each case (K,), by the collect pass alone."""
-        return self._collect(self.clique_tables(cpts), self.evidence_tables(evidence),
-                             evidence.n_cases)[3] + evidence.log_scale
+        log_lik = _collect(self, self.clique_tables(cpts), self.evidence_tables(evidence),
+                           evidence.n_cases)[3]
+        return log_lik + evidence.log_scale
 
     def estep(self, evidence: Evidence, chunk_size: int = 512,
               readings=None) -> JunctionTreeEStep:
@@ -234,6 +172,80 @@ class JunctionTree:
             axes = tuple(j for j, v in enumerate(self.cliques[c]) if v != i)
             out.append(cal.beliefs[c].sum(axis=axes).T)
         return out
+
+
+# ---------------------------------------------------------------- passes
+def _collect(tree: JunctionTree, phis: list, ev_tables: list, n_cases: int):
+    """Leaves to root: psi[c] is the clique's potential times its children's normalised
+    messages. Returns (psi, messages, message totals, log-likelihood per case, the root's
+    1/total, and the separator posteriors the root's pass gave for free).
+    """
+    psi, msgs, totals, sep_post = {}, {}, {}, {}
+    log_lik = np.zeros(n_cases)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for c in tree.collect_order:
+            factors = [msgs[d].reshape(tree.sep_in_p[d]) for d in tree.children[c]]
+            if ev_tables[c] is not None:
+                factors.append(ev_tables[c])
+            factors.sort(key=np.size)
+            table = phis[c]
+            if factors:
+                table = factors[0]
+                for f in factors[1:]:
+                    table = table * f
+                if len(factors) > 1 and table.shape[:-1] == phis[c].shape[:-1]:
+                    table *= phis[c]
+                else:
+                    table = table * phis[c]
+            psi[c] = table
+            if c == tree.root:
+                # The root's largest child separator sum also gives the per-case total.
+                first = tree.children_by_separator[c][:1]
+                sums = {d: table.sum(axis=tree.sep_axes_p[d]) for d in first}
+                some = sums[first[0]] if first else table
+                total = some.reshape(-1, some.shape[-1]).sum(axis=0)
+                root_rho = (1.0 / total).reshape((1,) * (table.ndim - 1) + (-1,))
+                sep_post.update({d: s / total for d, s in sums.items()})
+            else:
+                msg = table.sum(axis=tree.sep_axes_c[c])
+                total = msg.reshape(-1, msg.shape[-1]).sum(axis=0)
+                msgs[c] = msg / total
+                totals[c] = total
+            log_lik += np.log(total)
+    tree.check_possible(log_lik)
+    return psi, msgs, totals, log_lik, root_rho, sep_post
+
+
+def _propagate(tree: JunctionTree, phis: list, ev_tables: list, n_cases: int):
+    """Collect then distribute, keeping beliefs factored as psi * rho: rho[c] (over the
+    separator with its parent) scales psi[c] to p(clique | evidence). Beliefs are never
+    formed unless asked for, which saves full passes over the largest arrays.
+    """
+    psi, msgs, totals, log_lik, root_rho, sep_post = _collect(tree, phis, ev_tables, n_cases)
+    rho = {tree.root: root_rho}
+    for c in tree.order:
+        for d in tree.children_by_separator[c]:
+            if d not in sep_post:
+                sep_post[d] = _separator_posterior(tree, c, d, psi, rho, sep_post)
+            denom = msgs[d] * totals[d]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(denom > 0, sep_post[d] / denom, 0.0)
+            rho[d] = ratio.reshape(tree.sep_in_c[d])
+    return psi, rho, sep_post, log_lik
+
+
+def _separator_posterior(tree: JunctionTree, c: int, d: int, psi, rho, sep_post) -> np.ndarray:
+    """p(separator of child d | evidence), from a larger separator of a sibling if one covers
+    it.
+    """
+    sep = set(tree.separator[d])
+    for e in tree.children_by_separator[c]:
+        if e == d:
+            break
+        if sep <= set(tree.separator[e]):
+            axes = tuple(j for j, v in enumerate(tree.separator[e]) if v not in sep)
+            return sep_post[e].sum(axis=axes)
+    return _weighted_sum(psi[c], rho[c], tree.sep_axes_p[d], keep_batch=True)
 
 
 class JunctionTreeEStep:
@@ -272,7 +284,7 @@ class JunctionTreeEStep:
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
         """Total log p(evidence | CPTs), by the collect pass alone."""
         phis = self.tree.clique_tables(cpts)
-        return self.log_scale + sum(float(self.tree._collect(phis, ev, n)[3].sum())
+        return self.log_scale + sum(float(_collect(self.tree, phis, ev, n)[3].sum())
                                     for n, ev, _ in self._chunks())
 
     def _chunks(self):
@@ -286,7 +298,7 @@ class JunctionTreeEStep:
         moments = {}
         total_ll = self.log_scale
         for n_cases, ev_tables, powers in self._chunks():
-            psi, rho, _, log_lik = tree._propagate(phis, ev_tables, n_cases)
+            psi, rho, _, log_lik = _propagate(tree, phis, ev_tables, n_cases)
             total_ll += float(log_lik.sum())
             for c in range(len(tree.cliques)):
                 clique_counts[c] += _weighted_sum(psi[c], rho[c], (), keep_batch=False)
@@ -347,12 +359,15 @@ class StreamingEStep(JunctionTreeEStep):
         return counts, total + self._pending_scale
 
 
-def collected(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence, per_case: bool = False) -> list:
-    """Each clique's table after ``tree``'s collect pass alone, (*clique cards, K) or broadcastable: p(the clique's
-    variables outside its separator, the evidence below | the separator), up to a factor per case (at the root
-    p(root clique, evidence)): what sampling from the root down needs. ``per_case`` as for ``calibrate``.
+def collected(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence,
+              per_case: bool = False) -> list:
+    """Each clique's table after ``tree``'s collect pass alone, (*clique cards, K) or broadcastable:
+    p(the clique's variables outside its separator, the evidence below | the separator), up to a
+    factor per case (at the root p(root clique, evidence)): what sampling from the root down needs.
+    ``per_case`` as for ``calibrate``.
     """
-    psi = tree._collect(tree.clique_tables(cpts, per_case), tree.evidence_tables(evidence), evidence.n_cases)[0]
+    psi = _collect(tree, tree.clique_tables(cpts, per_case), tree.evidence_tables(evidence),
+                   evidence.n_cases)[0]
     return [psi[c] for c in range(len(tree.cliques))]
 
 

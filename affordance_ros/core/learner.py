@@ -26,10 +26,9 @@ from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
 
-# How many trials' worth of prior a row of a variable whose values are conditions gives its own condition
-# (``conditions.own_condition_prior``): a parent configuration no training case has predicts its condition's
-# pooled centre (the uniform pseudo-counts of ``prior`` over the row's other values weigh little against it); a
-# row with trials gets its trials' values, the same ones, with the share of the wide value they show.
+# Trials' worth of prior a condition variable's CPT row gives its own condition
+# (``own_condition_prior``): enough that a parent configuration no case has predicts its condition's
+# centre, little next to trials.
 OWN_CONDITION_TRIALS = 10.0
 
 

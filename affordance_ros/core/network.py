@@ -226,10 +226,49 @@ class Variable:
         return f" ('{label}' is a number: a reading of {self.name}'s sensor goes under the sensor's name, {names})"
 
 
-class AffordanceNetwork:
+class NetworkFile:
+    """The JSON document and file of an ``AffordanceNetwork`` (the ``affordance_ros/model`` schema):
+    ``to_dict``/``from_dict``, ``save``/``load``.
+    """
+
+    @property
+    def has_vector_sensors(self) -> bool:
+        """Whether any sensor reports several readings at once (the model file is then /2)."""
+        return any(v.sensor is not None and v.sensor.vector for v in self.variables)
+
+    def to_dict(self) -> dict:
+        """The JSON document: format /1, or /2 when a sensor is a vector sensor."""
+        doc = {"format": FORMAT_VECTOR if self.has_vector_sensors else FORMAT,
+               "variables": [_variable_dict(v) for v in self.variables], "metadata": self.metadata}
+        if self.learning:
+            doc["learning"] = self.learning
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
+        """The network of a JSON document; ModelFormatError for anything off the schema."""
+        return _network_of(doc)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the JSON (``model_text``) atomically: readers see the old file or the new."""
+        with written_atomically(path) as f:
+            f.write(model_text(self))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, what: str = "model file") -> "AffordanceNetwork":
+        """Read a model or configuration file (``what``: for the messages), every field checked."""
+        path = Path(path)
+        doc = _read_json(path, what)
+        try:
+            return cls.from_dict(doc)
+        except ModelFormatError as exc:
+            raise ModelFormatError(f"'{path}': {exc}") from None
+
+
+class AffordanceNetwork(NetworkFile):
     """Variables in a fixed order, validated on construction; immutable by convention.
 
-    Use ``with_structure``/``with_parameters`` to derive new networks.
+    Use ``with_structure``/``with_cpts`` to derive new networks; the JSON file is ``NetworkFile``'s.
     """
 
     def __init__(self, variables: Sequence[Variable], metadata: Mapping | None = None,
@@ -241,7 +280,8 @@ class AffordanceNetwork:
         self._index = {name: i for i, name in enumerate(self.names)}
         _validate(self)
         # every reading name -> the variable its sensor observes
-        self.sensor_variable = {r: v.name for v in self.variables if v.sensor for r in v.sensor.names}
+        self.sensor_variable = {r: v.name for v in self.variables if v.sensor
+                                for r in v.sensor.names}
         self._engine = None
 
     # ----------------------------------------------------------------- access
@@ -297,11 +337,12 @@ class AffordanceNetwork:
     def group(self, group: str) -> list[str]:
         """Names of the variables in ``group`` (action, object or effect)."""
         if group not in GROUPS:
-            raise EvidenceError(f"unknown group '{group}'{did_you_mean(group, GROUPS)}; expected one of {list(GROUPS)}")
+            raise EvidenceError(f"unknown group '{group}'{did_you_mean(group, GROUPS)}; "
+                                f"expected one of {list(GROUPS)}")
         return [v.name for v in self.variables if v.group == group]
 
     def sensor(self, sensor_name: str) -> tuple[Variable, SensorModel]:
-        """(variable, sensor model) of a reading name (a 1-D sensor's name or one of a vector sensor's names)."""
+        """(variable, sensor model) of a reading name: a 1-D sensor's, or one of a vector's."""
         try:
             var = self[self.sensor_variable[sensor_name]]
         except KeyError:
@@ -311,8 +352,8 @@ class AffordanceNetwork:
     def resolve_query(self, query: Iterable[str]) -> list[str]:
         """Variable names for a query of names and groups, in network order, without repeats."""
         if isinstance(query, str):  # (its letters would be taken for names: "unknown variable 'A'")
-            raise EvidenceError(f"the query is the string {query!r}: give a list of variable names or groups, "
-                                f"e.g. [{query!r}]")
+            raise EvidenceError(f"the query is the string {query!r}: give a list of variable names "
+                                f"or groups, e.g. [{query!r}]")
         wanted = set()
         for item in query:
             if item in GROUPS:
@@ -320,8 +361,9 @@ class AffordanceNetwork:
             elif item in self._index:
                 wanted.add(item)
             else:
-                raise EvidenceError(f"unknown variable '{item}'{did_you_mean(item, [*GROUPS, *self.names])}; the "
-                                    f"network has {list(self.names)}, and the groups are {list(GROUPS)}")
+                near = did_you_mean(item, [*GROUPS, *self.names])
+                raise EvidenceError(f"unknown variable '{item}'{near}; the network has "
+                                    f"{list(self.names)}, and the groups are {list(GROUPS)}")
         if not wanted:
             raise EvidenceError("empty query: name at least one variable or group")
         return [n for n in self.names if n in wanted]
@@ -333,7 +375,7 @@ class AffordanceNetwork:
 
     @property
     def engine(self):
-        """The compiled exact-inference engine (a junction tree), built once per structure (``junction_tree``)."""
+        """The compiled exact-inference engine (a junction tree), built once per structure."""
         if self._engine is None:
             if not self.parameterised:
                 raise ModelFormatError("the network has no learned parameters yet: learn it first")
@@ -342,7 +384,7 @@ class AffordanceNetwork:
 
     # -------------------------------------------------------------- derivation
     def replace_variables(self, changes: Mapping[str, Mapping]) -> "AffordanceNetwork":
-        """A new network with some fields of some variables replaced, e.g. {"Size": {"cpt": ...}}."""
+        """A new network with fields of some variables replaced, e.g. {"Size": {"cpt": ...}}."""
         variables = [dataclasses.replace(v, **changes[v.name]) if v.name in changes else v
                      for v in self.variables]
         return AffordanceNetwork(variables, self.metadata, self.learning)
@@ -350,19 +392,22 @@ class AffordanceNetwork:
     def with_structure(self, parents: Mapping[str, Sequence[str]]) -> "AffordanceNetwork":
         """Set every variable's parents; CPTs and their counts are dropped (they no longer fit)."""
         return self.replace_variables(
-            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None, "counts": None, "draws": None,
-                      "prior": None} for v in self.variables})
+            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None, "counts": None,
+                      "draws": None, "prior": None} for v in self.variables})
 
-    def with_cpts(self, cpts: Mapping[str, np.ndarray], counts: Mapping[str, np.ndarray] | None = None,
+    def with_cpts(self, cpts: Mapping[str, np.ndarray],
+                  counts: Mapping[str, np.ndarray] | None = None,
                   draws: Mapping[str, tuple] | None = None) -> "AffordanceNetwork":
-        """A new network with these CPTs (by variable name), the Dirichlet ``counts`` behind them and their posterior
-        ``draws`` {name: (draws, prior)} (a variable given a CPT without counts or draws has none: old ones would
-        not fit).
+        """A new network with these CPTs (by variable name), the Dirichlet ``counts`` behind them
+        and their posterior ``draws`` {name: (draws, prior)} (a variable given a CPT without counts
+        or draws has none: old ones would not fit).
         """
         counts, draws = counts or {}, draws or {}
-        return self.replace_variables({n: {"cpt": np.asarray(c, dtype=float), "counts": _floats(counts.get(n)),
-                                           "draws": _floats(draws.get(n, (None,))[0]),
-                                           "prior": _floats(draws.get(n, (None, None))[1])} for n, c in cpts.items()})
+        return self.replace_variables(
+            {n: {"cpt": np.asarray(c, dtype=float), "counts": _floats(counts.get(n)),
+                 "draws": _floats(draws.get(n, (None,))[0]),
+                 "prior": _floats(draws.get(n, (None, None))[1])}
+             for n, c in cpts.items()})
 
     @property
     def has_counts(self) -> bool:
@@ -373,50 +418,24 @@ class AffordanceNetwork:
         """{variable: CPT} (None where not learned)."""
         return {v.name: v.cpt for v in self.variables}
 
-    @property
-    def has_vector_sensors(self) -> bool:
-        """Whether any sensor reports several readings at once (the model file is then /2)."""
-        return any(v.sensor is not None and v.sensor.vector for v in self.variables)
 
-    def to_dict(self) -> dict:
-        """The JSON document: format /1, or /2 when a sensor is a vector sensor."""
-        doc = {"format": FORMAT_VECTOR if self.has_vector_sensors else FORMAT,
-               "variables": [_variable_dict(v) for v in self.variables], "metadata": self.metadata}
-        if self.learning:
-            doc["learning"] = self.learning
-        return doc
-
-    @classmethod
-    def from_dict(cls, doc: Mapping) -> "AffordanceNetwork":
-        """The network of a JSON document; ModelFormatError for anything that does not follow the schema."""
-        try:
-            return _network_from_document(doc)
-        except ModelFormatError:
-            raise
-        except RecursionError:
-            raise ModelFormatError("the document is nested too deeply to be a model") from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-            # e.g. a name that is a list (unhashable): whatever the checks above did not name
-            raise ModelFormatError(f"malformed model ({type(exc).__name__}: {_clipped(exc)})") from None
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the JSON (``model_text``) atomically: readers see the old file or the new one, never half."""
-        with written_atomically(path) as f:
-            f.write(model_text(self))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike, what: str = "model file") -> "AffordanceNetwork":
-        """Read a model or configuration file (``what`` it is, for the messages), every field checked."""
-        path = Path(path)
-        doc = _read_json(path, what)
-        try:
-            return cls.from_dict(doc)
-        except ModelFormatError as exc:
-            raise ModelFormatError(f"'{path}': {exc}") from None
+def _network_of(doc: Mapping) -> AffordanceNetwork:
+    """``_network_from_document``, with every error of a malformed document a ModelFormatError."""
+    try:
+        return _network_from_document(doc)
+    except ModelFormatError:
+        raise
+    except RecursionError:
+        raise ModelFormatError("the document is nested too deeply to be a model") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        # e.g. a name that is a list (unhashable): whatever the schema's checks did not name
+        raise ModelFormatError(f"malformed model ({type(exc).__name__}: {_clipped(exc)})") from None
 
 
 def _read_json(path: Path, what: str):
-    """The JSON document of file ``path``; ModelFormatError saying what it is instead when it is not JSON."""
+    """The JSON document of file ``path``; ModelFormatError saying what it is instead when it is
+    not JSON.
+    """
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -677,8 +696,8 @@ def current_umask() -> int:
 
 
 def model_text(network: AffordanceNetwork) -> str:
-    """The model file's JSON: indented by one space, but every variable's posterior ``draws`` on one line (they are
-    most of the numbers: one per line made a montesano model of 300 cases 260 kB instead of 60 kB).
+    """The model file's JSON: indented by one space, but every variable's posterior ``draws`` on one
+    line (they are most of the numbers: one a line would make the file several times larger).
     """
     doc = network.to_dict()
     draws = {}

@@ -63,7 +63,8 @@ class OnlineEM:
         self.n_updates = 0
         if start_weight > 0 and all(v.cpt is not None for v in network.variables):
             self.stats = family_priors(network, network)
-            self.n_seen = self.n_updates = start_weight
+            self.n_seen = start_weight
+            self.n_updates = start_weight
 
     def partial_fit(self, cases: CaseSet) -> "OnlineEM":
         """Update the CPTs with ``cases``, one stepwise-EM step per mini-batch."""

@@ -129,7 +129,8 @@ class _Step(NamedTuple):
 
 class QueryEngine:
     """What every query of one model shares: its junction tree, the clique beliefs without evidence,
-    the conditional tables p(clique | separator) per clique and neighbour, and the plans compiled so far.
+    the conditional tables p(clique | separator) per clique and neighbour, and the plans compiled so
+    far.
     """
 
     def __init__(self, model):
@@ -141,37 +142,46 @@ class QueryEngine:
         self.beliefs = [np.ascontiguousarray(b[..., 0]) for b in prior.beliefs]
         self.cliques = tree.cliques
         self.var_home = tree.var_home
-        self.holding = [{c for c, clique in enumerate(self.cliques) if i in clique} for i in range(n)]
-        self.in_large_table = {v for c, clique in enumerate(self.cliques) if self.beliefs[c].size > SUM_AHEAD_ABOVE
-                               for v in clique}
+        self.holding = [{c for c, clique in enumerate(self.cliques) if i in clique}
+                        for i in range(n)]
+        self.in_large_table = {v for c, clique in enumerate(self.cliques)
+                               if self.beliefs[c].size > SUM_AHEAD_ABOVE for v in clique}
         self.cards = [v.card for v in model.variables]
         self.variables = model.variables
         self.parents = [model.parent_indices(i) for i in range(n)]
         self.children = [[i for i in range(n) if j in self.parents[i]] for j in range(n)]
         self.has_zero = {i for i, v in enumerate(model.variables) if np.any(v.cpt == 0)}
-        # a tiny network: its joint distribution (*cards, 1), and how each variable's vector broadcasts into it
+        # a tiny network: its joint distribution (*cards, 1), how each variable's vector broadcasts
+        # into it
         self.joint = _joint(model) if math.prod(self.cards) <= JOINT_ENTRIES else None
-        self.unit_shapes = [(*(k if j == i else 1 for j in range(n)), -1) for i, k in enumerate(self.cards)]
+        self.unit_shapes = [(*(k if j == i else 1 for j in range(n)), -1)
+                            for i, k in enumerate(self.cards)]
         self.neighbours = [[] for _ in self.cliques]
         self.separators = {}    # (clique, neighbour): the variables they share, ascending
         for c, p in enumerate(tree.parent):
             if p is not None:
                 self.neighbours[c].append(p)
                 self.neighbours[p].append(c)
-                self.separators[c, p] = self.separators[p, c] = tuple(v for v in self.cliques[c]
-                                                                       if v in self.cliques[p])
+                shared = tuple(v for v in self.cliques[c] if v in self.cliques[p])
+                self.separators[c, p] = shared
+                self.separators[p, c] = shared
         self.plans: dict = {}
-        # (clique, toward which neighbour (None: the root), its variables kept): p(clique | separator) summed
-        self._tables = {(c, d, self.cliques[c]): self._conditional(c, d) for c, d in self.separators}
-        self._tables.update({(c, None, clique): belief for c, (clique, belief) in enumerate(zip(self.cliques,
-                                                                                                 self.beliefs))})
+        # (clique, toward which neighbour (None: the root), its variables kept): p(clique |
+        # separator), summed onto those variables
+        self._tables = {(c, d, self.cliques[c]): self._conditional(c, d)
+                        for c, d in self.separators}
+        self._tables.update({(c, None, clique): belief
+                             for c, (clique, belief) in enumerate(zip(self.cliques, self.beliefs))})
         self._steps: dict = {}
-        self.rooted = [self._rooted(c) for c in range(len(self.cliques))]   # per root: see _rooted
+        # per root: (each clique's neighbour toward it, each clique's place in a breadth-first order
+        # from it)
+        self.rooted = [self._rooted(c) for c in range(len(self.cliques))]
 
     def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = (),
              one_case: bool = True) -> "QueryPlan":
-        """The cached ``QueryPlan`` of this query and evidence pattern, for one case at a time (a tiny network
-        answers from its joint table) or for many (the tree's small tables cost less per case than the joint).
+        """The cached ``QueryPlan`` of this query and evidence pattern, for one case at a time (a
+        tiny network answers from its joint table) or for many (the tree's small tables cost less
+        per case than the joint).
         """
         key = (tuple(query), tuple(sorted(hard)), tuple(sorted(soft)), one_case)
         found = self.plans.get(key)
@@ -186,10 +196,11 @@ class QueryEngine:
         return found
 
     def _pruned_plan(self, query: tuple, hard: tuple, soft: tuple) -> "QueryPlan":
-        """For many cases of one pattern: the plan on the junction tree of the part of the network the query
-        needs (Bayes-ball; leaving barren and d-separated nodes out can shrink the cliques a lot), compiled per
-        pattern, which pays for itself over the cases. The whole tree's plan when nothing is left out, or when
-        a CPT left out has zero entries (the evidence could then be impossible for a reason only it tells).
+        """For many cases of one pattern: the plan on the junction tree of the part of the network
+        the query needs (Bayes-ball; leaving barren and d-separated nodes out can shrink the cliques
+        a lot), compiled per pattern, which pays for itself over the cases. The whole tree's plan
+        when nothing is left out, or when a CPT left out has zero entries (the evidence could then
+        be impossible for a reason only it tells).
         """
         hard_kept = [h for h in hard if h not in query]            # a query given by label: soft
         soft_kept = [*soft, *(h for h in hard if h in query)]
@@ -197,21 +208,23 @@ class QueryEngine:
         if len(cpt_nodes) == len(self.cards) or self.has_zero & (
                 _ancestors(self.parents, {*hard_kept, *soft_kept}) - cpt_nodes):
             return TreePlan(self, query, hard, soft)
-        hard_needed = [h for h in hard_kept if h in cpt_nodes or any(c in cpt_nodes for c in self.children[h])]
+        hard_needed = [h for h in hard_kept
+                       if h in cpt_nodes or any(c in cpt_nodes for c in self.children[h])]
         keep = sorted({*cpt_nodes, *query, *hard_needed})
         number = {v: j for j, v in enumerate(keep)}
         # the nodes kept for their label only get a uniform prior (a label overrides it)
-        part = AffordanceNetwork([dataclasses.replace(self.variables[v], sensor=None) if v in cpt_nodes else
-                                  dataclasses.replace(self.variables[v], sensor=None, parents=(),
-                                                      cpt=np.full(self.cards[v], 1.0 / self.cards[v]))
-                                  for v in keep])
-        inner = TreePlan(QueryEngine(part), [number[q] for q in query], [number[h] for h in hard_needed],
-                         [number[v] for v in soft_needed])
+        part = AffordanceNetwork([
+            dataclasses.replace(self.variables[v], sensor=None) if v in cpt_nodes else
+            dataclasses.replace(self.variables[v], sensor=None, parents=(),
+                                cpt=np.full(self.cards[v], 1.0 / self.cards[v]))
+            for v in keep])
+        inner = TreePlan(QueryEngine(part), [number[q] for q in query],
+                         [number[h] for h in hard_needed], [number[v] for v in soft_needed])
         return _Renumbered(inner, query, keep, {v: number[v] for v in (*hard_needed, *soft_needed)})
 
     def _rooted(self, root: int) -> tuple[list, list]:
-        """The tree rooted at ``root``: (each clique's neighbour toward the root, each clique's place in a
-        breadth-first order from the root).
+        """The tree rooted at ``root``: (each clique's neighbour toward the root, each clique's
+        place in a breadth-first order from the root).
         """
         toward = [None] * len(self.cliques)
         order, seen = [root], {root}
@@ -227,8 +240,9 @@ class QueryEngine:
         return toward, depth
 
     def table(self, c: int, toward: int | None, axes: tuple) -> np.ndarray:
-        """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its separator with
-        ``toward``) (0 where the separator has probability 0), p(clique c) at the root (``toward`` None).
+        """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its
+        separator with ``toward``) (0 where the separator has probability 0), p(clique c) at the
+        root (``toward`` None).
         """
         key = (c, toward, axes)
         found = self._tables.get(key)
@@ -239,85 +253,120 @@ class QueryEngine:
         return found
 
     def _conditional(self, c: int, toward: int) -> np.ndarray:
-        """p(clique c | its separator with clique ``toward``), 0 where the separator has probability 0."""
+        """p(clique c | its separator with clique ``toward``), 0 where the separator has
+        probability 0.
+        """
         sep = self.separators[c, toward]
         belief = self.beliefs[c]
-        margin = belief.sum(axis=tuple(a for a, v in enumerate(self.cliques[c]) if v not in sep), keepdims=True)
+        outside = tuple(a for a, v in enumerate(self.cliques[c]) if v not in sep)
+        margin = belief.sum(axis=outside, keepdims=True)
         return np.divide(belief, margin, out=np.zeros_like(belief), where=margin > 0)
 
-    def step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple, query) -> _Step:
-        """Clique c's ``_Step`` toward ``toward`` (None: c is the root), sliced at the ``labels`` of its
-        variables, with ``evidence`` multiplied in, messages from ``kids`` ((clique, the query variables its
-        message carries)), keeping the variables of ``query`` (at the root: the query, in its order).
+    def step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple,
+             query) -> _Step:
+        """Clique c's ``_Step`` toward ``toward`` (None: c is the root), sliced at the ``labels`` of
+        its variables, with ``evidence`` multiplied in, messages from ``kids`` ((clique, the query
+        variables its message carries)), keeping the variables of ``query`` (at the root: the query,
+        in its order); compiled once, then shared by the plans that use the clique the same way.
         """
         key = (c, toward, labels, evidence, kids, query)
         found = self._steps.get(key)
         if found is None:
             if len(self._steps) >= _MAX_STEPS:
                 self._steps.clear()
-            found = self._steps[key] = self._compile_step(*key)
+            found = self._steps[key] = _compiled_step(self, *key)
         return found
 
-    def _compile_step(self, c: int, toward: int | None, labels: tuple, evidence: tuple, kids: tuple,
-                      query) -> _Step:
-        cards, separators = self.cards, self.separators
-        up = separators[c, toward] if toward is not None else ()
-        if labels:
-            up = tuple(v for v in up if v not in labels)
-        clique = self.cliques[c]
-        if self.beliefs[c].size > SUM_AHEAD_ABOVE:     # a small table is summed by the step itself, not ahead
-            needed = {*up, *labels, *evidence, *query}
-            for d, _ in kids:
-                needed.update(separators[d, c])
-            clique = tuple(v for v in clique if v in needed)
-        carried = ()
-        for _, carries in kids:
-            carried += carries
-        table = self.table(c, toward, clique)
-        table = table.reshape(table.shape + (1,) * (len(carried) + 1))
-        # one case: slicing the last label's axis first leaves the axes before it where they are
-        slots = tuple(((_ALL,) * a, v) for a, v in reversed(list(enumerate(clique))) if v in labels)
-        if labels:    # many cases: one gather of every label's axis (and the cases' placeholder) at once
-            at = [a for a, v in enumerate(clique) if v in labels] + [table.ndim - 1]
-            slots = (slots, tuple(at), at[0] if at == list(range(at[0], at[0] + len(at))) else 0)
-        axes = (tuple(v for v in clique if v not in labels) if labels else clique) + carried
-        position = {v: a for a, v in enumerate(axes)}
-        ones = [1] * len(axes) + [-1]
-        kid_shapes = []
-        for d, carries in kids:
-            shape = ones.copy()
-            for v in (*separators[d, c], *carries):
-                if v in position:      # (not a label, sliced away on both sides)
-                    shape[position[v]] = cards[v]
-            kid_shapes.append((d, tuple(shape)))
-        evidence_shapes = []
-        for e in evidence:
-            shape = ones.copy()
-            shape[position[e]] = cards[e]
-            evidence_shapes.append((e, tuple(shape)))
-        keep = {*up, *query, *carried}
-        kept = [v for v in axes if v in keep]
-        if toward is None:   # the answer: the cases, then the query in its order
-            order, carries = (len(kept), *(kept.index(q) for q in query)), tuple(kept)
-        elif len(kept) == len(up):
-            order, carries = None, ()
-        else:
-            target = [*up, *(v for v in kept if v not in up)]
-            order = None if kept == target else (*(kept.index(v) for v in target), len(kept))
-            carries = tuple(target[len(up):])
-        size = math.prod([cards[v] for v in axes])
-        contraction = None
-        if size > SUM_AHEAD_ABOVE and not labels and (evidence or kids):
-            # many cases at once: one einsum, in an order that sums variables out early (see _contracted)
-            k = len(axes)
-            target = kept if order is None else [*up, *carries]
-            contraction = [table.reshape(table.shape[:len(clique)]), [list(range(len(clique)))], None,
-                           [*(position[v] for v in target), k]]
-            contraction[1] += [[position[e], k] for e in evidence]
-            contraction[1] += [[*(position[v] for v in separators[d, c]), *(position[v] for v in carries_d), k]
-                               for d, carries_d in kids]
-        return _Step(c, table, slots, tuple(evidence_shapes), tuple(kid_shapes),
-                     tuple(a for a, v in enumerate(axes) if v not in keep), order, carries, size, contraction)
+
+def _compiled_step(engine: QueryEngine, c: int, toward: int | None, labels: tuple, evidence: tuple,
+                   kids: tuple, query) -> _Step:
+    """Clique c's ``_Step`` (the arguments as ``QueryEngine.step``'s)."""
+    separators = engine.separators
+    up = separators[c, toward] if toward is not None else ()
+    if labels:
+        up = tuple(v for v in up if v not in labels)
+    clique = engine.cliques[c]
+    if engine.beliefs[c].size > SUM_AHEAD_ABOVE:   # a small table is summed by the step, not ahead
+        needed = {*up, *labels, *evidence, *query}
+        for d, _ in kids:
+            needed.update(separators[d, c])
+        clique = tuple(v for v in clique if v in needed)
+    carried = ()
+    for _, carries in kids:
+        carried += carries
+    table = engine.table(c, toward, clique)
+    table = table.reshape(table.shape + (1,) * (len(carried) + 1))
+    axes = (tuple(v for v in clique if v not in labels) if labels else clique) + carried
+    kid_variables = [(d, (*separators[d, c], *carries)) for d, carries in kids]
+    keep = {*up, *query, *carried}
+    kept = [v for v in axes if v in keep]
+    order, carries = _message_order(kept, up, query, toward is None)
+    size = math.prod([engine.cards[v] for v in axes])
+    contraction = None
+    if size > SUM_AHEAD_ABOVE and not labels and (evidence or kids):
+        target = kept if order is None else [*up, *carries]
+        contraction = _contraction(table, clique, axes, target, evidence, kid_variables)
+    return _Step(c, table, _label_slots(clique, labels, table.ndim),
+                 _shapes_in(axes, engine.cards, [(e, (e,)) for e in evidence]),
+                 _shapes_in(axes, engine.cards, kid_variables),
+                 tuple(a for a, v in enumerate(axes) if v not in keep), order, carries, size,
+                 contraction)
+
+
+def _label_slots(clique: tuple, labels: tuple, ndim: int) -> tuple:
+    """A step's ``slots``: where its table (``ndim`` axes) is sliced at its labels; () without."""
+    # one case: slicing the last label's axis first leaves the axes before it where they are
+    slots = tuple(((_ALL,) * a, v) for a, v in reversed(list(enumerate(clique))) if v in labels)
+    if not labels:
+        return slots
+    # many cases: one gather of every label's axis (and the cases' placeholder) at once
+    at = [a for a, v in enumerate(clique) if v in labels] + [ndim - 1]
+    return (slots, tuple(at), at[0] if at == list(range(at[0], at[0] + len(at))) else 0)
+
+
+def _shapes_in(axes: tuple, cards: Sequence[int], factors) -> tuple:
+    """((name, shape) ...): how each factor (name, its variables) broadcasts into a table of
+    ``axes`` and the cases; a variable that is not an axis (a label, sliced away on both sides)
+    broadcasts.
+    """
+    position = {v: a for a, v in enumerate(axes)}
+    shapes = []
+    for name, variables in factors:
+        shape = [1] * len(axes) + [-1]
+        for v in variables:
+            if v in position:
+                shape[position[v]] = cards[v]
+        shapes.append((name, tuple(shape)))
+    return tuple(shapes)
+
+
+def _message_order(kept: list, up: tuple, query, at_root: bool) -> tuple:
+    """(the transpose of a step's summed table, None when none is needed; the query variables its
+    message carries): the separator's variables ``up`` first, then the query's; at the root the
+    cases, then the query.
+    """
+    if at_root:
+        return (len(kept), *(kept.index(q) for q in query)), tuple(kept)
+    if len(kept) == len(up):
+        return None, ()
+    target = [*up, *(v for v in kept if v not in up)]
+    order = None if kept == target else (*(kept.index(v) for v in target), len(kept))
+    return order, tuple(target[len(up):])
+
+
+def _contraction(table: np.ndarray, clique: tuple, axes: tuple, target: list, evidence: tuple,
+                 kid_variables: list) -> list:
+    """A large step's one einsum for many cases, in an order that sums variables out early
+    (``_contracted``): [its table, the operands' axes, the einsum path (found on the first call), the
+    result's axes].
+    """
+    position = {v: a for a, v in enumerate(axes)}
+    k = len(axes)
+    operands = [list(range(len(clique)))]
+    operands += [[position[e], k] for e in evidence]
+    operands += [[*(position[v] for v in variables), k] for _, variables in kid_variables]
+    result = [*(position[v] for v in target), k]
+    return [table.reshape(table.shape[:len(clique)]), operands, None, result]
 
 
 class QueryPlan(abc.ABC):
@@ -444,7 +493,9 @@ class JointPlan(QueryPlan):
     def __init__(self, engine: QueryEngine, query: Sequence[int], hard: Sequence[int] = (),
                  soft: Sequence[int] = ()):
         self.query = tuple(query)
-        self._engine, self._pattern, self._tree = engine, (hard, soft), None
+        self._engine = engine
+        self._pattern = (hard, soft)
+        self._tree = None
         kept = sorted(set(self.query))
         self._sum_axes = tuple(a for a in range(len(engine.cards)) if a not in kept)
         self._order = (len(kept), *(kept.index(q) for q in self.query))
@@ -473,9 +524,11 @@ class _Renumbered(QueryPlan):
     """A plan on a part of the network (``QueryEngine._pruned_plan``): the evidence it needs, renumbered."""
 
     def __init__(self, plan: QueryPlan, query: Sequence[int], kept: Sequence[int], numbers: dict):
-        self.query, self.max_table = tuple(query), plan.max_table
+        self.query = tuple(query)
+        self.max_table = plan.max_table
         self.kept = tuple(kept)        # the variables of the part of the network it runs on
-        self._plan, self._numbers = plan, numbers
+        self._plan = plan
+        self._numbers = numbers
 
     def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
         """``QueryPlan.evaluate``."""

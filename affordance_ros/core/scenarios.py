@@ -16,14 +16,16 @@ prototypes: see config/tools.json).
 ``hands``: 3 hand postures (straight, fortyfive, bent) x 2 objects (ball, box) x 4 actions,
 the same kind of displacement.
 
-Three variants look more like the real data sets (issue 23): ``hands_shared``, about ten trials of each
+Three variants look more like the real data sets: ``hands_shared``, about ten trials of each
 hand-posture condition whose effects share structure (the size of a displacement is the action's, plus
 the hand's, plus the object's, with a small interaction: a condition's own ten trials are a noisy
 estimate, its neighbours know more); ``tools_unseen``, the tools scenario where an object's mobility is
 its own, unrelated to its shape (shape does not carry over to an unseen object), each object seen
 through a few views that repeat across its trials; ``transfer``, hand postures and tools seen through
 the same six descriptors of the manipulator, for learning on the hands and predicting the tools (the
-stick reaches like a long straight hand, the hook pulls like a bent one, the rake is wide as no hand is).
+stick is shaped like a long straight hand, the hook like a bent one, the rake is wide as no hand is; every
+tool is longer than any hand, so it moves an object two to three times as far as the hand it is shaped like:
+what it does lies beyond what the hands showed).
 """
 
 from __future__ import annotations
@@ -75,13 +77,15 @@ SHARED_OBJECT = {"ball": 2.0, "box": -1.5}
 SHARED_INTERACTION = {("pull", "bent"): 3.0, ("pull", "straight"): -2.5}
 # tools_unseen: views of each object, one per trial
 TOOLS_UNSEEN_VIEWS = 4
-# transfer: each manipulator's kind and latent (reach, hook, width) in [0, 1]
+# transfer: each manipulator's kind and latent (reach, hook, width) in [0, 1]: a tool is longer than any hand
 MANIPULATORS = {
-    "straight": ("hand", (0.50, 0.05, 0.30)), "fortyfive": ("hand", (0.45, 0.45, 0.30)),
-    "bent": ("hand", (0.40, 0.85, 0.30)),
-    "stick": ("tool", (0.55, 0.05, 0.20)), "hook": ("tool", (0.45, 0.80, 0.25)),
-    "rake": ("tool", (0.50, 0.40, 0.90)),
+    "straight": ("hand", (0.40, 0.05, 0.30)), "fortyfive": ("hand", (0.35, 0.45, 0.30)),
+    "bent": ("hand", (0.30, 0.85, 0.30)),
+    "stick": ("tool", (0.90, 0.05, 0.10)), "hook": ("tool", (0.80, 0.80, 0.15)),
+    "rake": ("tool", (0.70, 0.50, 0.90)),
 }
+# the reach at which a manipulator's lever is 1: a hand's (a tool's lever, its reach over this, is 2-2.6)
+HAND_REACH = 0.35
 MANIPULATOR_DESCRIPTORS = ("elongation", "curvature", "width", "convexity", "compactness", "tip_angle")
 TRANSFER_VIEWS = 3
 HAND_OBJECT_CIRCLENESS = {"ball": 0.9, "box": 0.15}
@@ -298,13 +302,15 @@ def simulate_transfer(n_repeats: int = 10, seed: int = 0, n_views: int = TRANSFE
 
 
 def _transfer_size(latent: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    """How far (cm) each action moves a reference object with a manipulator of latent (reach, hook, width):
-    a long straight one pushes far, a hooked one pulls, a wide one taps.
+    """How far (cm) each action moves a reference object with a manipulator of latent (reach, hook,
+    width): what its contact does (a straight front pushes, a hook draws, a wide one taps) times its
+    lever (its reach over ``HAND_REACH``): a tool, longer than any hand, moves an object two to
+    three times as far as the hand posture it is shaped like, as the real iCub data's tools do.
     """
     reach, hook, width = latent.T
-    by_action = {"push": 3.0 + 8.0 * reach * (1.0 - 0.6 * hook), "pull": 1.0 + 10.0 * hook,
-                 "tap_left": 3.0 + 3.0 * reach + 6.0 * width, "tap_right": 3.0 + 3.0 * reach + 6.0 * width}
-    return np.select([actions == a for a in ACTIONS], [by_action[a] for a in ACTIONS])
+    contact = {"push": 2.0 + 8.0 * (1.0 - hook), "pull": 1.0 + 9.0 * hook, "tap_left": 3.0 + 6.0 * width,
+               "tap_right": 3.0 + 6.0 * width}
+    return reach / HAND_REACH * np.select([actions == a for a in ACTIONS], [contact[a] for a in ACTIONS])
 
 
 SIMULATORS = {"tools": simulate_tools, "hands": simulate_hands, "hands_shared": simulate_hands_shared,

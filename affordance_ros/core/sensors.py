@@ -250,13 +250,13 @@ def ward_clusters(tree: np.ndarray | None, k: int) -> np.ndarray:
     return np.zeros(1, dtype=np.int64) if tree is None else fcluster(tree, k, criterion="maxclust") - 1
 
 
-# The trim of the condition centres when the number of clusters is chosen by held-out effects: a robust centre
-# (outliers must not choose the clusters); the effect's own trim is chosen when its sensor is fitted. Up to
-# HELD_OUT_REPEATS * STRENGTH_FOLDS entities, each is held out once (no more fits than random folds, and no split's
-# luck); more are held out in STRENGTH_FOLDS random folds drawn HELD_OUT_REPEATS times.
+# The condition centres' trim when held-out effects choose the number of clusters: robust, so that
+# outliers do not choose them. Up to HELD_OUT_REPEATS * STRENGTH_FOLDS entities each is held out
+# once (no split's luck, no more fits than the folds); more are held out in STRENGTH_FOLDS folds
+# drawn HELD_OUT_REPEATS times.
 HELD_OUT_TRIM = 0.25
 HELD_OUT_REPEATS = 3
-# The level of the one-sided test that clusters predict held-out entities better than one cluster does.
+# The level of the one-sided test that clusters predict held-out entities better than one does.
 CARRY_OVER_SIGNIFICANCE = 0.05
 
 

@@ -56,7 +56,8 @@ class FamilyCounts:
     """Where a family score's counts come from; the cases are split into ``CV_FOLDS`` fixed random folds."""
 
     def __init__(self, cards: Sequence[int], n_cases: int):
-        self.cards, self.n_cases = list(cards), n_cases
+        self.cards = list(cards)
+        self.n_cases = n_cases
         self._fold = None
 
     def fold_of_case(self) -> np.ndarray:
@@ -414,7 +415,8 @@ class ArcMoves:
 
     def __init__(self, allowed: np.ndarray, max_parents: int, parents: Sequence[Sequence[int]]):
         n = len(parents)
-        self.n, self.max_parents = n, max_parents
+        self.n = n
+        self.max_parents = max_parents
         self.allowed_into = [sum(1 << u for u in range(n) if allowed[u, v] and u != v) for v in range(n)]
         self.parents = [sum(1 << int(u) for u in ps) for ps in parents]
         self.children = [sum(1 << v for v in range(n) if self.parents[v] >> u & 1) for u in range(n)]

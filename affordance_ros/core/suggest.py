@@ -25,8 +25,8 @@ A trial is an action done on a candidate object (an object the robot could act o
 For a planner each suggestion also carries the effects the model expects (their marginals and
 predicted readings) and how sure it is of them: the standard deviation of each predicted probability
 under the model's posterior draws (``core.posterior``: what ``predict`` says), or, for a model without
-them, under the Dirichlet of the effect's CPT counts with the parents' distribution held fixed (that
-was 0.82-0.88 of the true spread for an effect whose parent is an effect).
+them, under the Dirichlet of the effect's CPT counts with the parents' distribution held fixed (too
+narrow where an effect's parent is an effect: the parent's uncertainty is left out).
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ class ScenarioWorld:
         held, objects = (TOOLS, OBJECTS) if scenario == "tools" else (HANDS, HAND_OBJECTS)
         self.kinds = [(h, o) for h in held for o in objects]
         self.n_kinds = len(self.kinds)
-        self._views, self._effects = (tools_views, tools_effects) if scenario == "tools" else (hands_views,
-                                                                                                hands_effects)
+        self._views = tools_views if scenario == "tools" else hands_views
+        self._effects = tools_effects if scenario == "tools" else hands_effects
 
     def objects(self, n: int, rng: np.random.Generator) -> Objects:
         """``n`` objects as they come."""

@@ -84,8 +84,11 @@ class BagPlayer:
                 if now - start >= due:
                     break
                 time.sleep(min(start + due, next_tick if self.clock is not None else float("inf")) - now)
+            kept = self.trials is not None and message.trial_id in self.complete_ids
+            if kept:  # the pace goes on from where it was once the learner confirmed some
+                start += self._wait_for_room(message.trial_id)
             publish_waiting(self.publishers[message.topic], message.raw, self.node.context.ok)
-            if self.trials is not None and message.trial_id in self.complete_ids:
+            if kept:
                 self.trials.keep(message.trial_id, self.publishers[message.topic], message.raw)
             self.published += 1
             if progress is not None:
@@ -93,6 +96,17 @@ class BagPlayer:
         if self.clock is not None and messages:
             self._publish_clock(messages[-1].log_time)
         return self.published
+
+    def _wait_for_room(self, trial_id: str) -> float:
+        """While the trials waiting for their confirmation fill the spool and ``trial_id`` is a new one: wait (the
+        node spins elsewhere, taking the answers); the seconds waited."""
+        started = time.monotonic()
+        if self.trials.full and trial_id not in self.trials.waiting.trials:
+            self.node.get_logger().warning(f"{self.trials.pending} trials wait for the learner's confirmation "
+                                           "(the spool limit): playing waits until it confirms some")
+            while self.trials.full and self.node.context.ok():
+                time.sleep(0.01)
+        return time.monotonic() - started
 
     def wait_for_acknowledgements(self, timeout: float = 10.0) -> bool:
         return all(p.wait_for_all_acked(Duration(seconds=timeout)) for p in self.publishers.values())

@@ -63,8 +63,37 @@ TRIAL_HEARTBEAT_PERIOD = 0.1  # seconds between a trial writer's heartbeats whil
 # as soon as the reader is matched; only an answer to a caller whose reader never matches (its QoS incompatible)
 # holds the executor this long.
 SERVICE_ANSWER_WAIT = 1.0
+# Bytes of the largest RTPS message (one UDP datagram) a process of this package sends: within one Ethernet or WiFi
+# frame (1500 bytes, less the IP and UDP headers and room for a tunnel's). Fast DDS's default (65,500) sends a
+# discovery message of ~18 kB as ~13 IP fragments, and one fragment lost loses the message: over a link losing 30 %
+# of its frames a robot's first trial went out 42 s after its start, against 10 s capped (docs/benchmarks.md, the
+# link bench). Capped, a larger sample goes as RTPS fragments, each sent again on its own when lost. The cap is on
+# what is sent (Fast DDS's fastdds.max_message_size property): larger messages from other programs are still taken.
+MAX_MESSAGE_SIZE = 1400
+# Seconds between a participant's announcements (Fast DDS: 3 s; its lease stays 20 s). A learner unmatched after an
+# outage longer than the lease is found again at the next announcement after the link's return: with 3 s the last
+# trial was confirmed 0.7-2.3 s after a 25 s outage ended, with 1 s 0.7-1.0 s (the link bench, 4 runs each).
+ANNOUNCEMENT_PERIOD = 1.0
 PROFILES_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
 PROFILES_PREFIX = "affordance_ros_dds_"  # the profiles files: <prefix><pid>_<random>.xml in the temporary folder
+_PARTICIPANT_PROFILE = """    <participant profile_name="affordance_ros_participant" is_default_profile="true">
+      <rtps>
+        <builtin>
+          <discovery_config>
+            <leaseAnnouncement>{announcement}</leaseAnnouncement>
+          </discovery_config>
+        </builtin>
+        <propertiesPolicy>
+          <properties>
+            <property>
+              <name>fastdds.max_message_size</name>
+              <value>{size}</value>
+            </property>
+          </properties>
+        </propertiesPolicy>
+      </rtps>
+    </participant>
+"""
 _READER_PROFILE = """    <data_reader profile_name="affordance_ros_reader" is_default_profile="true">
       <topic>
         <resourceLimitsQos>
@@ -98,35 +127,44 @@ def _duration(seconds: float) -> str:
 
 @contextlib.contextmanager
 def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | None = None,
-                 service_answer_wait: float | None = None) -> Iterator[str]:
-    """Within the block, the DDS readers this process creates hold at most ``reader_samples`` samples each,
+                 service_answer_wait: float | None = None,
+                 max_message_size: int | None = MAX_MESSAGE_SIZE) -> Iterator[str]:
+    """Within the block, the DDS messages this process sends are at most ``max_message_size`` bytes (UDP datagrams
+    that fit one frame, discovery's too) and its participant announces itself every ``ANNOUNCEMENT_PERIOD`` seconds
+    (None: Fast DDS's defaults for both), the DDS readers it creates hold at most ``reader_samples`` samples each,
     its writers send a heartbeat every ``heartbeat_period`` seconds while a reader has not acknowledged
     all they sent, and its services wait up to ``service_answer_wait`` seconds for a caller's reply reader
     to be matched before they give up on an answer (Fast DDS default profiles, read once, when the
     process's first context is made: enter this before any, a command line check's too; later ones keep
     what the first read). Yields a line for the log: what applies.
 
-    Why the first two (docs/benchmarks.md §6, item 5): a reader whose history is full refuses a sample; the
+    Why the message size and the announcements: ``MAX_MESSAGE_SIZE``, ``ANNOUNCEMENT_PERIOD``. Why the reader queue
+    and the heartbeat (docs/benchmarks.md §6, item 5): a reader whose history is full refuses a sample; the
     sample stays in its writer's history and is sent again once the writer learns it is missing, which for a
     writer that sent one trial is at its next heartbeat (Fast DDS: every 3 s). A short reader queue bounds
     the parts a good trial waits behind under a flood; a short heartbeat bounds how long a part refused
     by a full queue waits for its re-send. A KEEP_LAST reader deeper than ``reader_samples`` also holds at
-    most that many: what a reliable writer sends beyond them is sent again, not lost. Why the third:
+    most that many: what a reliable writer sends beyond them is sent again, not lost. Why the service wait:
     ``SERVICE_ANSWER_WAIT``. rmw_fastrtps makes a service's response writer from the data_writer profile
     named "service" when there is one (its max_blocking_time is that wait; checked: 1.0 s between the answers
     to a caller that cannot match, against 0.1 s without it); the heartbeat is repeated there so that it does
     not depend on whether that profile starts from the default one.
 
-    Left as it is when the user gave Fast DDS profiles of their own (``FASTDDS_DEFAULT_PROFILES_FILE``)
-    or chose another middleware (``RMW_IMPLEMENTATION``).
+    Left as it is when the user gave Fast DDS profiles of their own (``FASTDDS_DEFAULT_PROFILES_FILE``: docs/node.md
+    says what to put in them to keep messages within one frame) or chose another middleware (``RMW_IMPLEMENTATION``).
     """
     rmw = os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     given = next((os.environ[v] for v in PROFILES_VARIABLES if os.environ.get(v)), None)
     if given is not None or not rmw.startswith("rmw_fastrtps"):
-        yield (f"DDS queues and heartbeats as the Fast DDS profiles in {given} say" if given
-               else f"DDS queues and heartbeats as {rmw} sets them")
+        yield (f"DDS message sizes, queues and heartbeats as the Fast DDS profiles in {given} say" if given
+               else f"DDS message sizes, queues and heartbeats as {rmw} sets them")
         return
     profiles, said = [], []
+    if max_message_size is not None:
+        profiles.append(_PARTICIPANT_PROFILE.format(size=int(max_message_size),
+                                                    announcement=_duration(ANNOUNCEMENT_PERIOD)))
+        said.append(f"DDS messages sent of at most {max_message_size} bytes, announced every "
+                    f"{ANNOUNCEMENT_PERIOD:g} s")
     if reader_samples is not None:
         profiles.append(_READER_PROFILE.format(samples=reader_samples, allocated=min(reader_samples, 100)))
         said.append(f"DDS readers hold at most {reader_samples} samples each")

@@ -35,6 +35,7 @@ import time
 import numpy as np
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor
 from rclpy.duration import Duration
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.task import Future
@@ -44,17 +45,21 @@ from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
 from ..core.predict import STRATEGIES
 from ..core.scenarios import FEATURES, SCENARIOS, simulate
 from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
+from ..data.spool import SpoolError
 from ..data.trial import trial_topics
 from ..msg import Action, Features
 from . import shutdown
 from .command_line import check_command_line
 from .numbers import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
+from .robot_gates import SpoolGate, StartGate
 from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
 from .trial_publisher import (
     DEFAULT_MAX_RESENDS,
     DEFAULT_RESEND_TIMEOUT,
+    DEFAULT_SPOOL_LIMIT,
     STATUS_TOPIC,
+    SpoolFull,
     TrialPublisher,
     robot_name_problem,
 )
@@ -159,7 +164,6 @@ class SimulatedRobot(Node):
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
-        self._waiting_logged = []  # what the last 'waiting' line named; None once publishing
         self._finish_started = None  # when the last trial was sent (waiting for confirmations from then)
         self._confirmations = None  # the timer checking them
 
@@ -167,21 +171,25 @@ class SimulatedRobot(Node):
         # the learner that answers on status_topic ('<learner>/stored'), when wait_for names it
         self._learner = next((name for name in self.wait_for if name.strip("/").split("/")[-1]
                               == param["status_topic"].strip("/").split("/")[-2:][0]), None)
+        self.spool_gate = SpoolGate(self.get_logger())
         if param["confirm"] and self.use_trial_ids:
             self.trials = TrialPublisher(self, param["resend_timeout"], param["qos_depth"], param["status_topic"],
-                                         max_resends=param["max_resends"], robot_name=param["robot_name"])
+                                         max_resends=param["max_resends"], robot_name=param["robot_name"],
+                                         spool_path=param["spool_path"] or None, spool_limit=param["spool_limit"])
+            self.trials.link.listeners.append(lambda: self.gate.poke())
             self._outputs = self.trials.publishers
         else:
             qos, topics = trial_qos(param["qos_depth"]), trial_topics(param["robot_name"])
-            self._outputs = {
-                "action": self.create_publisher(Action, topics["action"], qos),
-                "object": self.create_publisher(Features, topics["object"], qos),
-                "effect": self.create_publisher(Features, topics["effect"], qos),
-            }
+            events = PublisherEventCallbacks(matched=lambda info: self.gate.poke())
+            self._outputs = {kind: self.create_publisher(Action if kind == "action" else Features, topic, qos,
+                                                         event_callbacks=events) for kind, topic in topics.items()}
         self.rate = param["rate"]
         self._first_sent = None  # when the first trial was sent (monotonic), and how many since
         self._sent_since_first = 0
         self._timer = self.create_timer(1.0 / self.rate, self._publish_trial)
+        self._timer.cancel()  # runs once what publishing waits for is there
+        self.gate = StartGate(self, self.missing_subscribers, self._start, f"{', '.join(self.wait_for)} subscribed "
+                              "to every topic" if self.wait_for else "subscribers are there")
         self.get_logger().info(
             (f"ground truth '{network}' (sigma {param['sigma']:g}, truth_seed {truth_seed}); "
              if self.scenario == "network" else f"scenario '{self.scenario}'; ")
@@ -190,6 +198,7 @@ class SimulatedRobot(Node):
             + f"; {self.count or 'endless'} trials at {param['rate']:g} Hz, "
             + (f"trial ids '{self.trial_id_prefix}-NNNNNN'" if self.use_trial_ids else "paired by stamp")
             + (f", each kept until the learner confirms it on {param['status_topic']}" if self.trials else "")
+            + (f" (and in the spool {param['spool_path']})" if self.trials and self.trials.spool else "")
             + (f"; {self.explorer.describe()}" if self.explorer else ""))
 
     def _subscribers_ready(self) -> bool:
@@ -211,26 +220,19 @@ class SimulatedRobot(Node):
             missing.append(f"{self._learner}'s answers (status_topic)")
         return missing
 
+    def _start(self) -> None:
+        if self.trials is not None and not self.trials.learner_present():
+            self.get_logger().info("no learner answers on status_topic: publishing without confirmations "
+                                   "(done once every subscriber acknowledged every trial)")
+            self.trials.destroy()
+            self.trials = None
+        self._timer.reset()
+        self._publish_trial()
+
     def _publish_trial(self) -> None:
-        if self.count and self.published >= self.count:
+        if self.count and self.published >= self.count or not self.spool_gate.room(self.trials):
             return
-        if not self.published:
-            missing = self.missing_subscribers()
-            if missing:
-                if missing != self._waiting_logged:
-                    self.get_logger().info(f"waiting for {', '.join(missing)} before publishing")
-                    self._waiting_logged = missing
-                return
-            if self._waiting_logged is not None:
-                self.get_logger().info("publishing: " + (f"{', '.join(self.wait_for)} subscribed to every topic"
-                                                         if self.wait_for else "subscribers are there"))
-                self._waiting_logged = None
-            if self.trials is not None and not self.trials.learner_present():
-                self.get_logger().info("no learner answers on status_topic: publishing without confirmations "
-                                       "(done once every subscriber acknowledged every trial)")
-                self.trials.destroy()
-                self.trials = None
-        elif not self._subscribers_ready():  # a subscriber left: pause
+        if self.trials is None and not self._subscribers_ready():  # a subscriber left: pause (trials are not kept)
             return
         if self.explorer is not None:
             self.explorer.step()  # the trial is sent when the learner has chosen it
@@ -243,7 +245,8 @@ class SimulatedRobot(Node):
         for _ in range(max(1, min(due, MAX_TRIALS_PER_TICK))):
             self._send(*self.sampler.next_trial())
             self._sent_since_first += 1
-            if self.count and self.published >= self.count or not self._subscribers_ready():
+            if (self.count and self.published >= self.count or self.trials is None and not self._subscribers_ready()
+                    or not self.spool_gate.room(self.trials)):
                 break
 
     def _send(self, label: str, readings: dict) -> None:
@@ -261,7 +264,11 @@ class SimulatedRobot(Node):
             msg.header.stamp = stamp
             parts.append((kind, msg))
         if self.trials is not None:
-            self.trials.send(trial_id, [(self._outputs[kind], msg) for kind, msg in parts])
+            try:
+                self.trials.send(trial_id, [(self._outputs[kind], msg) for kind, msg in parts])
+            except SpoolFull as exc:  # (an explorer's trial chosen while the spool filled: not done)
+                self.get_logger().warning(str(exc), throttle_duration_sec=5.0)
+                return
         else:
             for kind, msg in parts:
                 self._publish(kind, msg)
@@ -313,6 +320,7 @@ class SimulatedRobot(Node):
         self.publish_waits += self.trials.publish_waits
         self.get_logger().info(f"published {self.published} trials; {self.trials.summary()}"
                                + (f"; {self.explorer.summary()}" if self.explorer else ""))
+        self.trials.destroy()  # (its spool synced and closed)
         self.done.set_result(self.published)
 
     def _all_acked(self) -> bool:
@@ -367,6 +375,14 @@ def declare_robot_parameters(node: Node) -> dict:
     node.declare_parameter("max_resends", DEFAULT_MAX_RESENDS, describe(
         "Re-sends of one trial without an answer before it is given up (logged, and counted in the summary).",
         integer_range=[IntegerRange(from_value=0, to_value=1000000)]))
+    node.declare_parameter("spool_path", "", describe(
+        "With confirmations: a file (made if missing) where the trials not yet confirmed are kept too, so that a "
+        "robot restarted before the learner confirmed them (an outage, a crash) sends them again once it is there; "
+        "empty: kept in memory only. One robot process per spool."))
+    node.declare_parameter("spool_limit", DEFAULT_SPOOL_LIMIT, describe(
+        "With confirmations: trials waiting for the learner's confirmation at most; then the robot says so and "
+        "takes no new trial until the learner confirms some (none is dropped).",
+        integer_range=[IntegerRange(from_value=1, to_value=100_000_000)]))
     node.declare_parameter("status_topic", STATUS_TOPIC, describe(
         "Where the learner confirms trials (its ~/stored)."))
     node.declare_parameter("exploration", "random", describe(
@@ -419,13 +435,15 @@ def main(args=None) -> int:
     # first: Fast DDS reads its profiles once, at the process's first context (the command line check's too)
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
         check_command_line("simulated_robot", NODE_NAME, declare_robot_parameters, __doc__, args)
-        return shutdown.run(SimulatedRobot, (ValueError,), NODE_NAME, args, done=lambda node: node.done.done(),
-                            stopped=_report_unconfirmed)
+        return shutdown.run(SimulatedRobot, (ValueError, SpoolError), NODE_NAME, args,
+                            done=lambda node: node.done.done(), stopped=_report_unconfirmed)
 
 
 def _report_unconfirmed(node: SimulatedRobot, signal_name: str) -> None:
     if node.trials is not None and node.trials.pending:
         node.get_logger().warning(f"{signal_name}: stopped with trials unconfirmed: {node.trials.summary()}")
+    if node.trials is not None and not node.done.done():  # its spool synced and closed: what waits stays there
+        node.trials.destroy()
 
 
 if __name__ == "__main__":

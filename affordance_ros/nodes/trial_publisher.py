@@ -6,19 +6,19 @@ a learner killed at that moment loses it. The learner answers every trial on ``~
 is idempotent by trial_id). So a robot that keeps each trial until it is confirmed, and sends
 it again when no answer came, loses none across crashes and restarts of the learner::
 
-    trials = TrialPublisher(node, resend_timeout=5.0)
+    trials = TrialPublisher(node, resend_timeout=5.0, spool_path="/var/lib/robot/trials.spool")
     trials.publish("run7-000042", "tap", {"color": 5.1, "shape": 0.2}, {"obj_vel": 9.7}, stamp=node.get_clock().now())
     ...                                   # spin the node; statuses arrive, due trials are re-sent on a timer
     trials.unconfirmed                    # ids still waiting: exit only once it is empty
 
-A trial is sent again when it has waited ``resend_timeout`` seconds and either a trial sent after
-it was confirmed already (the learner is running, so this one was lost), or no answer at all came
-for ``resend_timeout`` seconds (the learner is down or restarting), or the learner answered
-``retry`` (it could not take it now: its clock). A learner that is merely behind keeps confirming,
-in order, and gets nothing twice. Each further re-send of a trial waits twice as long as the one
-before (up to ``BACKOFF_LIMIT`` times ``resend_timeout``), and after ``max_resends`` re-sends
-without an answer the trial is given up: logged (one line for the trials given up at once), and kept in
-``given_up`` with why.
+When each trial is sent again, and when one is given up: ``waiting_trials`` (after ``max_resends`` re-sends
+the learner did not take while it took later trials, or answered retry: logged, one line for the trials
+given up at once, and kept in ``given_up`` with why; never while the learner is silent, so an outage of any
+length gives up nothing). When the learner comes back after an outage (matched again, or answering after a
+silence), every trial waiting is sent again at once, ``RESEND_WINDOW`` unanswered at a time
+(``learner_link``). With ``spool_path`` the trials waiting are also kept on disk (``data.spool``): a robot
+restarted meanwhile sends them once the learner is there. At most ``spool_limit`` trials wait at a time;
+then ``full`` is true and a new trial is refused (SpoolFull), never dropped.
 
 A trial_id the learner would answer under another name is refused before anything is sent
 (``trial_id_problem``): one with a NUL character (the middleware cuts the string there), one that
@@ -33,10 +33,9 @@ trials then (docs/node.md, access control).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections import Counter, OrderedDict
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from rclpy.exceptions import InvalidTopicNameException
@@ -47,13 +46,16 @@ from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
 from ..data.text import RepeatedMessages
 from ..data.trial import trial_topics
 from ..msg import Action, Features, TrialStatus
+from .learner_link import LearnerLink, ResendPacer
 from .qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
+from .trial_spool import SpooledTrials
+from .waiting_trials import BACKOFF_LIMIT, MAX_RESEND_BATCH, SpoolFull, WaitingTrials  # noqa: F401 (theirs)
 
 STATUS_TOPIC = "affordance_learner/stored"  # the learner's ~/stored, relative: the robot's namespace applies
 DEFAULT_RESEND_TIMEOUT = 5.0
 DEFAULT_MAX_RESENDS = 10
-BACKOFF_LIMIT = 8       # a re-send waits at most this many times resend_timeout
-MAX_RESEND_BATCH = 200  # trials sent again per timer tick at most
+DEFAULT_SPOOL_LIMIT = 100_000  # trials waiting for their answers at most (~1 kB of memory each)
+RESEND_WINDOW = 50      # trials sent again after an outage and not answered yet, at most
 DRAIN_SECONDS = 0.002   # longest the status callback goes on taking the answers queued behind its own
 
 
@@ -84,112 +86,99 @@ def trial_id_problem(trial_id, max_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH) ->
     return ""
 
 
-@dataclass
-class _Sent:
-    messages: Sequence  # (publisher, message or serialized bytes)
-    sequence: int       # order of the first send
-    sent: float         # monotonic time of the latest send
-    resends: int = 0    # how many times it was sent again
-    retry: bool = False  # the learner answered 'retry' (since the latest send)
-    reason: str = ""     # why, the latest time
-
-
 class TrialPublisher:
-    """Publishes trials on ``node`` (on the topics of ``robot_name``: ``trial_topics``) and keeps each until
-    the learner answers on ``status_topic``.
+    """Publishes trials on ``node`` (on the topics of ``robot_name``: ``trial_topics``) and keeps each until the
+    learner answers on ``status_topic``. ``publish`` builds and sends the three messages of a trial; ``send`` sends
+    messages made elsewhere (e.g. a bag's serialized messages) on given publishers. Trials need a trial_id the
+    learner answers as it is (``trial_id_problem``; ValueError otherwise). ``confirmed``, ``rejected``,
+    ``duplicates``, ``given_up`` (trial_id -> reason) and ``resent`` say what happened. With ``spool_path`` the
+    trials waiting are kept in that file too (``spool``; SpoolError if it cannot be used); ``spool_limit`` wait."""
 
-    ``publish`` builds and sends the three messages of a trial; ``send`` sends messages made elsewhere
-    (e.g. a bag's serialized messages) on given publishers. Trials need a trial_id the learner answers as
-    it is (``trial_id_problem``; ValueError otherwise). ``confirmed``, ``rejected``, ``duplicates`` and
-    ``given_up`` (trial_id -> reason) and ``resent`` say what happened.
-    """
+    confirmed = property(lambda self: self.waiting.confirmed)
+    rejected = property(lambda self: self.waiting.rejected)
+    duplicates = property(lambda self: self.waiting.duplicates)
+    given_up = property(lambda self: self.waiting.given_up)
+    answers = property(lambda self: self.waiting.answers)
 
     def __init__(self, node, resend_timeout: float = DEFAULT_RESEND_TIMEOUT, qos_depth: int = KEEP_ALL,
                  status_topic: str = STATUS_TOPIC, callback_group=None, max_resends: int = DEFAULT_MAX_RESENDS,
-                 max_trial_id_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH, robot_name: str = ""):
-        if not resend_timeout > 0:
-            raise ValueError(f"resend_timeout must be > 0 seconds, got {resend_timeout}")
-        if max_resends < 0:
-            raise ValueError(f"max_resends must be >= 0, got {max_resends}")
-        problem = robot_name and robot_name_problem(robot_name, node.get_name(), node.get_namespace())
+                 max_trial_id_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH, robot_name: str = "",
+                 spool_path: str | os.PathLike | None = None, spool_limit: int = DEFAULT_SPOOL_LIMIT):
+        problem = settings_problem(resend_timeout, max_resends, spool_limit) or (
+            robot_name and robot_name_problem(robot_name, node.get_name(), node.get_namespace()))
         if problem:
             raise ValueError(problem)
         self.node = node
         self.topics = trial_topics(robot_name)
         self.resend_timeout = float(resend_timeout)
-        self.max_resends = max_resends
-        self.max_trial_id_length = max_trial_id_length
+        self.max_resends, self.max_trial_id_length = max_resends, max_trial_id_length
         self._qos = trial_qos(qos_depth)
         self._publishers = None
+        self._by_topic = {}  # topic -> publisher, of every trial kept (a spooled trial is sent again on them)
         self._lock = threading.Lock()
-        self._waiting: OrderedDict[str, _Sent] = OrderedDict()
-        self._sequence = 0
-        self._newest_confirmed = -1
-        self._last_answer = time.monotonic()
-        self.confirmed = 0
-        self.resent = 0
-        self.publish_waits = 0
-        self.rejected: dict[str, str] = {}
-        self.duplicates: dict[str, str] = {}
-        self.given_up: dict[str, str] = {}
-        self.answers = Counter()
+        self.waiting = WaitingTrials(self.resend_timeout, max_resends, spool_limit)
+        self.link = LearnerLink(node, self.resend_timeout, lambda: self._check_return(), callback_group)
+        self.resent = self.publish_waits = 0
         self._warnings = RepeatedMessages(lambda level, text: self.node.get_logger().warning(text))
-        self._status = node.create_subscription(TrialStatus, status_topic, self._on_status, trial_qos(KEEP_ALL),
-                                                callback_group=callback_group)
+        self._status = node.create_subscription(
+            TrialStatus, status_topic, self._on_status, trial_qos(KEEP_ALL), callback_group=callback_group,
+            event_callbacks=self.link.answers_events())
         self._timer = node.create_timer(self.resend_timeout / 4, self.resend_due, callback_group=callback_group)
+        self._pacer = ResendPacer(node, self._send_again, RESEND_WINDOW, self.resend_timeout, callback_group)
+        self.spool = SpooledTrials(spool_path, self._publisher_of) if spool_path else None
+        for trial_id, messages in self.spool.load() if self.spool else ():
+            self.waiting.add(trial_id, messages, time.monotonic())
+        if self.waiting.trials:  # an earlier run's trials: sent once the learner is there
+            self.link.came_back()
+            node.get_logger().info(f"{len(self.waiting.trials)} trials of an earlier run in the spool "
+                                   f"{self.spool.path}: sent again once the learner is there")
 
     # ----------------------------------------------------------------- sending
     @property
     def publishers(self) -> dict:
         """kind -> publisher of the three trial topics (created on first use)."""
         if self._publishers is None:
-            self._publishers = {
-                "action": self.node.create_publisher(Action, self.topics["action"], self._qos),
-                "object": self.node.create_publisher(Features, self.topics["object"], self._qos),
-                "effect": self.node.create_publisher(Features, self.topics["effect"], self._qos)}
+            self._publishers = {kind: self._publisher_of(self.node.resolve_topic_name(topic),
+                                                         Action if kind == "action" else Features)
+                                for kind, topic in self.topics.items()}
         return self._publishers
+
+    def _publisher_of(self, topic: str, msg_type):
+        """The publisher of trials on ``topic`` (fully qualified), made with a matched event if there is none."""
+        if topic not in self._by_topic:
+            self._by_topic[topic] = self.node.create_publisher(msg_type, topic, self._qos,
+                                                               event_callbacks=self.link.trial_topic_events())
+        return self._by_topic[topic]
 
     def publish(self, trial_id: str, action: str, object_features: Mapping[str, float],
                 effects: Mapping[str, float], stamp=None) -> None:
         """Publish one trial (``stamp``: a builtin_interfaces/Time, or an rclpy Time; None: unstamped)."""
-        if stamp is not None and hasattr(stamp, "to_msg"):
-            stamp = stamp.to_msg()
-        action_msg = Action(trial_id=trial_id, action=action)
-        parts = [(self.publishers["action"], action_msg)]
-        for kind, readings in (("object", object_features), ("effect", effects)):
-            msg = Features(trial_id=trial_id, names=list(readings), values=[float(x) for x in readings.values()])
-            parts.append((self.publishers[kind], msg))
-        if stamp is not None:
-            for _, msg in parts:
-                msg.header.stamp = stamp
-        self.send(trial_id, parts)
+        self.send(trial_id, trial_messages(self.publishers, trial_id, action, object_features, effects, stamp))
 
     def send(self, trial_id: str, messages: Sequence) -> None:
         """Publish ``messages`` ((publisher, message or serialized bytes), the whole trial) and keep them
-        until ``trial_id`` is confirmed. Publishing waits while a reader is behind (keep-all history full)."""
-        self._check(trial_id)
-        with self._lock:
-            if trial_id not in self._waiting:
-                self._waiting[trial_id] = _Sent(list(messages), self._sequence, time.monotonic())
-                self._sequence += 1
+        until ``trial_id`` is confirmed. Publishing waits while a reader is behind (keep-all history full).
+        SpoolFull while ``full``; SpoolError when the spool cannot be written (the trial is not taken)."""
+        self._keep(trial_id, messages, sent=False)
         self._publish(messages)
 
     def keep(self, trial_id: str, publisher, msg) -> None:
         """Keep one message of ``trial_id`` that was published already (e.g. a bag's, at its recorded
         time) until the trial is confirmed; it is sent again with the trial's other kept messages."""
-        self._check(trial_id)
-        with self._lock:
-            sent = self._waiting.get(trial_id)
-            if sent is None:
-                sent = self._waiting[trial_id] = _Sent([], self._sequence, time.monotonic())
-                self._sequence += 1
-            sent.messages.append((publisher, msg))
-            sent.sent = time.monotonic()
+        self._keep(trial_id, [(publisher, msg)], sent=True)
 
-    def _check(self, trial_id: str) -> None:
+    def _keep(self, trial_id: str, messages: Sequence, sent: bool) -> None:
         problem = trial_id_problem(trial_id, self.max_trial_id_length)
         if problem:
             raise ValueError(problem)
+        with self._lock:
+            if not sent and trial_id in self.waiting.trials:
+                return  # (sent again by its robot: the messages of its first send are kept)
+            self.waiting.check_room(trial_id)  # (before the spool is written)
+            for publisher, _ in messages:
+                self._by_topic.setdefault(publisher.topic_name, publisher)
+            self.waiting.add(trial_id, self.spool.add(trial_id, messages) if self.spool else messages,
+                             time.monotonic(), sent)
 
     def _publish(self, messages: Sequence) -> None:
         for publisher, msg in messages:
@@ -199,27 +188,24 @@ class TrialPublisher:
         self.node.get_logger().warning("a subscriber is behind: waiting to publish (the history is full)",
                                        throttle_duration_sec=5.0)
 
+    # whether ``spool_limit`` trials wait for their answers (``send`` of a new trial raises SpoolFull)
+    full = property(lambda self: self.waiting.full)
+
     def resend_due(self, now: float | None = None) -> int:
-        """Send again the trials that are due (see the module's description) and give up those sent again
-        ``max_resends`` times; returns how many were sent."""
+        """The timer's tick: every waiting trial again, paced, if the learner came back; else those due
+        (``waiting_trials``), and the given up logged; returns how many were sent now."""
         now = time.monotonic() if now is None else now
+        self._check_return()
         with self._lock:
-            silent = now - self._last_answer > self.resend_timeout
-            due = [(trial_id, sent) for trial_id, sent in self._waiting.items()
-                   if now - sent.sent > self.resend_timeout * min(2 ** sent.resends, BACKOFF_LIMIT)
-                   and (silent or sent.retry or sent.sequence < self._newest_confirmed)][:MAX_RESEND_BATCH]
-            given_up = [(trial_id, sent) for trial_id, sent in due if sent.resends >= self.max_resends]
-            for trial_id, sent in given_up:
-                del self._waiting[trial_id]
-                self.given_up[trial_id] = (f"not confirmed after {sent.resends} re-sends"
-                                           + (f"; the learner answered retry: {sent.reason}" if sent.reason else ""))
-            due = [(trial_id, sent) for trial_id, sent in due if trial_id not in self.given_up]
-            for _, sent in due:
-                sent.sent, sent.resends, sent.retry = now, sent.resends + 1, False
-        if given_up:  # one line for all of them: a learner gone for long gives up a whole stream's trials at once
-            self.node.get_logger().warning(_given_up_line([trial_id for trial_id, _ in given_up], self.given_up))
+            due, given_up = self.waiting.due(now, self.link.silent(now), self._pacer.queued)
+            if given_up and self.spool:
+                self.spool.remove(given_up)
+        if given_up:  # one line for all of them
+            self.node.get_logger().warning(_given_up_line(given_up, self.given_up))
         self._warnings.flush()
-        for trial_id, sent in due:
+        if self.spool:
+            self.spool.sync(now)
+        for sent in due:
             if not self.node.context.ok():
                 break
             self._publish(sent.messages)
@@ -229,6 +215,26 @@ class TrialPublisher:
                                         "the learner)", throttle_duration_sec=5.0)
         return len(due)
 
+    def _check_return(self) -> None:
+        """Once the learner is back and matched on every topic: every trial sent before it came, again, paced."""
+        back_at = self.link.take_return(lambda: all(p.get_subscription_count() for p in self._by_topic.values()))
+        if back_at is None:
+            return
+        with self._lock:
+            again = self.waiting.sent_before(back_at)
+        if self._pacer.start(again):
+            self.node.get_logger().info(f"the learner is back: sending the {len(again)} trials waiting for its "
+                                        f"answer again, {RESEND_WINDOW} unanswered at a time")
+
+    def _send_again(self, trial_id: str) -> bool:
+        """The pacer's send: ``trial_id`` again, its back-off started anew (False: answered meanwhile)."""
+        with self._lock:
+            sent = self.waiting.sent_again(trial_id, time.monotonic())
+        if sent is not None:
+            self._publish(sent.messages)
+            self.resent += 1
+        return sent is not None
+
     # --------------------------------------------------------------- answers
     def _on_status(self, msg: TrialStatus) -> None:
         """An answer, then the answers queued behind it (for up to ``DRAIN_SECONDS``: one executor callback
@@ -237,27 +243,17 @@ class TrialPublisher:
         while msg is not None:
             self._answer(msg)
             if time.monotonic() > deadline:
-                return
+                break
             msg = take_queued(self._status)
 
     def _answer(self, msg: TrialStatus) -> None:
         with self._lock:
-            self._last_answer = time.monotonic()
-            sent = self._waiting.get(msg.trial_id)
-            if sent is None:  # another robot's trial, or an answer to a trial sent twice
-                return
-            self.answers[msg.status] += 1
-            if msg.status == TrialStatus.RETRY:  # kept, and sent again after resend_timeout
-                sent.retry, sent.reason = True, msg.reason
-            else:
-                del self._waiting[msg.trial_id]
-                self._newest_confirmed = max(self._newest_confirmed, sent.sequence)
-                if msg.status == TrialStatus.STORED:
-                    self.confirmed += 1
-                elif msg.status == TrialStatus.DUPLICATE:
-                    self.duplicates[msg.trial_id] = msg.reason
-                else:
-                    self.rejected[msg.trial_id] = msg.reason
+            self.link.answered(time.monotonic())
+            if not self.waiting.answered(msg.trial_id, msg.status, msg.reason):
+                return  # another robot's trial, or an answer to a trial sent twice
+            if self.spool and msg.status != TrialStatus.RETRY:
+                self.spool.remove([msg.trial_id])
+        self._pacer.answered(msg.trial_id)
         if msg.status == TrialStatus.REJECTED:  # one line per kind of reason and 5 s: each is in ``rejected``
             self._warnings.grouped("warning", f"the learner rejected trial '{msg.trial_id[:80]}': {msg.reason[:300]}")
         elif msg.status == TrialStatus.RETRY:
@@ -268,28 +264,51 @@ class TrialPublisher:
         """Whether a node publishes on the status topic (a learner that confirms trials is up)."""
         return self.node.count_publishers(self._status.topic_name) > 0
 
-    @property
-    def unconfirmed(self) -> list[str]:
-        """The trial ids sent and not answered yet, oldest first."""
-        with self._lock:
-            return list(self._waiting)
+    # the trial ids sent and not answered yet, oldest first
+    unconfirmed = property(lambda self: self.waiting.sent_before(float("inf")))
 
-    @property
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._waiting)
+    pending = property(lambda self: len(self.waiting.trials))  # trials waiting for their answer
 
     def summary(self) -> str:
+        kept = f" (kept in the spool {self.spool.path})" if self.spool and self.pending else ""
         return (f"{self.confirmed} trials confirmed stored, {len(self.rejected)} rejected, {len(self.duplicates)} "
-                f"duplicate, {self.pending} unconfirmed, {len(self.given_up)} given up; sent again {self.resent} "
-                "times")
+                f"duplicate, {self.pending} unconfirmed{kept}, {len(self.given_up)} given up; sent again "
+                f"{self.resent} times")
 
     def destroy(self) -> None:
-        """Stop the resend timer and the status subscription (the node stays)."""
+        """Stop the timers and the status subscription, sync and close the spool (the node stays)."""
         self._timer.cancel()
         self.node.destroy_timer(self._timer)
+        self._pacer.destroy()
+        self.link.destroy()
         self.node.destroy_subscription(self._status)
         self._warnings.flush(force=True)
+        if self.spool:
+            self.spool.close()
+
+
+def settings_problem(resend_timeout: float, max_resends: int, spool_limit: int) -> str:
+    """'' if a TrialPublisher can work with these, else what is wrong."""
+    if not resend_timeout > 0:
+        return f"resend_timeout must be > 0 seconds, got {resend_timeout}"
+    if max_resends < 0:
+        return f"max_resends must be >= 0, got {max_resends}"
+    return f"spool_limit must be >= 1 trial, got {spool_limit}" if spool_limit < 1 else ""
+
+
+def trial_messages(publishers: Mapping, trial_id: str, action: str, object_features: Mapping[str, float],
+                   effects: Mapping[str, float], stamp=None) -> list:
+    """The three messages of a trial, each with its publisher (of ``publishers``, by kind)."""
+    if stamp is not None and hasattr(stamp, "to_msg"):
+        stamp = stamp.to_msg()
+    parts = [(publishers["action"], Action(trial_id=trial_id, action=action))]
+    for kind, readings in (("object", object_features), ("effect", effects)):
+        msg = Features(trial_id=trial_id, names=list(readings), values=[float(x) for x in readings.values()])
+        parts.append((publishers[kind], msg))
+    if stamp is not None:
+        for _, msg in parts:
+            msg.header.stamp = stamp
+    return parts
 
 
 def _given_up_line(ids: list[str], reasons: Mapping[str, str]) -> str:

@@ -122,9 +122,11 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from ..core import LearningCancelled
     from ..nodes.affordance_client import AffordanceClient
     from ..nodes.learner_calls import LearnerRefused, LearnerUnavailable
+    from ..nodes.qos import dds_profiles
 
     context = rclpy.Context()
-    rclpy.init(args=["call", *ros_args], context=context)
+    with dds_profiles():  # (messages within one frame: read as the context is made)
+        rclpy.init(args=["call", *ros_args], context=context)
     node = rclpy.create_node("affordance_call", context=context)
     client = None
     try:

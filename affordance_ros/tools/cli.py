@@ -16,7 +16,7 @@
 
 This module is what runs first: the list of commands, and `--help`, without numpy or the core (the
 commands are ``tools/commands.py``, imported once a command is named). Bags are rosbag2 (sqlite3 or
-mcap) holding the Action/Features topics; see docs/offline.md.
+mcap) holding the Action/Features topics; see docs/bags.md.
 """
 
 from __future__ import annotations

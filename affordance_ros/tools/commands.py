@@ -18,6 +18,7 @@ from ..data import offline
 from ..data.bag import BagError
 from ..data.formats import FORMATS, export_model, format_of, import_model
 from ..data.pairing import DEFAULT_SLOP, DEFAULT_TRIAL_TIMEOUT
+from ..data.spool import SpoolError
 from ..data.storage import CaseStoreError
 from ..data.trial import case_set
 from ..share import configuration_file, default_config_path, shipped_configurations
@@ -537,7 +538,7 @@ def run(argv) -> int:
     except KeyboardInterrupt as exc:
         print(f"affordance-ros {command}: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
         return INTERRUPTED
-    except (AffordanceError, UserError, BagError, CaseStoreError, call.CallError) as exc:
+    except (AffordanceError, UserError, BagError, CaseStoreError, SpoolError, call.CallError) as exc:
         print(f"affordance-ros {command}: error: {exc}{_hint(command, exc)}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:

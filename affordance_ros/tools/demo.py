@@ -151,7 +151,8 @@ class Demo:
         from ..nodes.learner_node import LearnerNode
         from ..nodes.simulated_robot import SimulatedRobot
 
-        self.rclpy, self.refused = rclpy, LearnerRefused
+        self.rclpy = rclpy
+        self.refused = LearnerRefused
         # Without rclpy's signal handlers: Ctrl-C is a KeyboardInterrupt here, and the nodes are closed in order.
         rclpy.init(args=None if args.verbose else ["--ros-args", "--log-level", "warn"],
                    signal_handler_options=SignalHandlerOptions.NO)

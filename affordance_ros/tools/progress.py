@@ -10,10 +10,11 @@ import time
 
 
 def report_line_by_line() -> None:
-    """stdout for a command's report: flushed at every line also when it is a pipe or a file (`affordance-ros
-    bench paper | tee log`), where Python would hold the report back until the command ends (unless
-    PYTHONUNBUFFERED is set); and when its reader goes away (`... | head -1`) the rest of the report goes to
-    /dev/null and the command carries on to its end (its files written, its exit status its own)."""
+    """stdout for a command's report: flushed at every line also when it is a pipe or a file
+    (`affordance-ros evaluate ... | tee log`), where Python would hold the report back until the
+    command ends (unless PYTHONUNBUFFERED is set); and when its reader goes away (`... | head -1`)
+    the rest of the report goes to /dev/null and the command carries on to its end (its files
+    written, its exit status its own)."""
     if isinstance(sys.stdout, _ReportStream) or not hasattr(sys.stdout, "reconfigure"):
         return
     sys.stdout.reconfigure(line_buffering=True)
@@ -139,7 +140,8 @@ class LearnProgress:
         now = time.monotonic()
         if phase == self._phase and now - self._last_draw < self.interval:
             return
-        self._phase, self._last_draw = phase, now
+        self._phase = phase
+        self._last_draw = now
         self._write(self.line(phase, iteration, score, now - self._started if elapsed is None else elapsed, cases))
 
     @classmethod

@@ -13,8 +13,11 @@ Waits for a subscriber on each topic first (like the simulated robot), so nothin
 ``--confirm`` also keeps every trial the bag holds whole (its three parts, one trial_id) until the
 learner confirms it on ``--status-topic``, sends it again after ``--resend-timeout`` seconds, and
 exits (status 1, naming them) if some are still unconfirmed after ``--confirm-timeout`` or were given
-up (re-sent ``TrialPublisher``'s ``max_resends`` times without an answer). A trial the
-recording itself lost to a timeout is then stored as well: a re-send comes all at once.
+up (re-sent ``TrialPublisher``'s ``max_resends`` times without being taken while the learner took
+later ones). A trial the recording itself lost to a timeout is then stored as well: a re-send comes
+all at once. ``--spool FILE`` (implies ``--confirm``) keeps the trials not yet confirmed in FILE too:
+a replay stopped or timed out before the learner confirmed them (an outage) sends them again when it
+is run with the same spool; at most ``--spool-limit`` trials wait at a time (then playing waits).
 """
 
 from __future__ import annotations
@@ -22,15 +25,18 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 import time
 from typing import Sequence
 
 from ..data.bag import BagError
+from ..data.spool import SpoolError
 from .progress import ProgressBar
 from .ros_args import qos_depth, run_executable
 
 STATUS_TOPIC = "affordance_learner/stored"  # (as nodes.trial_publisher: the command line's help needs no ROS)
 DEFAULT_RESEND_TIMEOUT = 5.0
+DEFAULT_SPOOL_LIMIT = 100_000
 
 NODE_NAME = "affordance_replay"
 DEFAULT_CLOCK_FREQUENCY = 40.0  # /clock messages per wall second (as ros2 bag play --clock)
@@ -63,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              f"(default {DEFAULT_RESEND_TIMEOUT:g})")
     parser.add_argument("--confirm-timeout", type=_positive, default=120.0,
                         help="with --confirm: seconds to wait for the last confirmations (default 120)")
+    parser.add_argument("--spool", metavar="FILE",
+                        help="keep the trials not yet confirmed in FILE too (implies --confirm): a replay stopped "
+                             "before the learner confirmed them sends them again when run with the same FILE")
+    parser.add_argument("--spool-limit", type=_count, default=DEFAULT_SPOOL_LIMIT,
+                        help="with --confirm: trials waiting for their confirmation at most; then playing waits "
+                             f"for the learner (default {DEFAULT_SPOOL_LIMIT})")
     parser.add_argument("--progress", action="store_true", default=None,
                         help="show a progress bar on stderr (default: only on a terminal)")
     return parser
@@ -78,15 +90,26 @@ def _positive(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
 def run(args, ros_args: Sequence[str] = ()) -> int:
     """`affordance-ros replay` and the `replay` executable: read the bag, wait for subscribers, play."""
     # (here, not at the top: the command line's other commands need neither ROS nor rosbags; ROS first,
     # so that without it the command says so before reading a bag)
     import rclpy
-    from rclpy.executors import ExternalShutdownException
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from ..data.bag import BagReader
     from ..nodes.bag_player import BagPlayer
+    from ..nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles
     from ..nodes.trial_publisher import TrialPublisher
 
     reader = BagReader(args.bag, namespace=args.namespace)
@@ -98,13 +121,19 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
         raise BagError(f"'{args.bag}' has no affordance messages to replay")
 
     context = rclpy.Context()
-    rclpy.init(args=["replay", *ros_args], context=context)
-    node = None
+    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):  # (as the simulated robot's; read at the init)
+        rclpy.init(args=["replay", *ros_args], context=context)
+    node = trials = spinning = None
+    executor = SingleThreadedExecutor(context=context)
     previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
     try:
         node = rclpy.create_node(NODE_NAME, context=context)
-        trials = (TrialPublisher(node, args.resend_timeout, args.qos_depth, args.status_topic)
-                  if args.confirm else None)
+        if args.confirm or args.spool:
+            trials = TrialPublisher(node, args.resend_timeout, args.qos_depth, args.status_topic,
+                                    spool_path=args.spool, spool_limit=args.spool_limit)
+            executor.add_node(node)  # answers and re-sends while playing (a full spool waits for answers)
+            spinning = threading.Thread(target=executor.spin, name="affordance_replay_spin", daemon=True)
+            spinning.start()
         player = BagPlayer(node, messages, publish_clock=args.clock, qos_depth=args.qos_depth, trials=trials)
         if args.min_subscribers > 0 and not player.subscribers_ready(args.min_subscribers):
             print(f"replay: waiting for {args.min_subscribers} subscriber(s) on {', '.join(player.publishers)}",
@@ -120,41 +149,42 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
         acknowledged = player.wait_for_acknowledgements()
         print(f"replay: published {player.published} messages in {time.monotonic() - started:.2f} s"
               + ("" if acknowledged else "; some were not acknowledged by every subscriber within 10 s"), flush=True)
-        if trials is not None and not _confirmed(node, context, trials, args.confirm_timeout):
+        if trials is not None and not _confirmed(trials, args.confirm_timeout):
             return 1
     except (KeyboardInterrupt, ExternalShutdownException):
-        print("replay: interrupted", file=sys.stderr)
+        print("replay: interrupted" + (f"; {trials.summary()}" if trials is not None else ""), file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+        executor.shutdown()
+        if spinning is not None:
+            spinning.join(10.0)
+        if trials is not None:
+            trials.destroy()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown(context=context)
     return 0
 
 
-def _confirmed(node, context, trials, timeout: float) -> bool:
-    """Spin (statuses, re-sends) until every kept trial is answered or ``timeout``; print the outcome."""
-    from rclpy.executors import SingleThreadedExecutor
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
+def _confirmed(trials, timeout: float) -> bool:
+    """Wait (the node spins in its thread: answers, re-sends) until every kept trial is answered or ``timeout``;
+    print the outcome."""
     deadline = time.monotonic() + timeout
-    try:
-        while trials.pending and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-    finally:
-        executor.remove_node(node)
-        executor.shutdown()
+    while trials.pending and time.monotonic() < deadline:
+        time.sleep(0.05)
     print(f"replay: {trials.summary()}", flush=True)
     for trial_id, reason in list(trials.rejected.items())[:10]:
         print(f"replay: rejected trial '{trial_id[:80]}': {reason[:300]}", file=sys.stderr)
     unconfirmed, given_up = trials.unconfirmed, list(trials.given_up)
     if unconfirmed:
         print(f"replay: error: {len(unconfirmed)} trials were not confirmed within {timeout:g} s: "
-              + _some(unconfirmed), file=sys.stderr)
-    if given_up:  # not confirmed either: re-sent max_resends times without an answer
-        print(f"replay: error: {len(given_up)} trials were given up, not confirmed after {trials.max_resends} "
-              f"re-sends: " + _some(given_up), file=sys.stderr)
+              + _some(unconfirmed) + (f" (kept in the spool {trials.spool.path}: a replay with --spool "
+                                      f"{trials.spool.path} sends them again)" if trials.spool else ""),
+              file=sys.stderr)
+    if given_up:  # not confirmed either: the learner did not take them max_resends times while it took later ones
+        print(f"replay: error: {len(given_up)} trials were given up after {trials.max_resends} re-sends the learner "
+              "did not take: " + _some(given_up), file=sys.stderr)
     return not unconfirmed and not given_up
 
 
@@ -168,7 +198,7 @@ def _interrupt(signum, frame):
 
 def main(args=None) -> int:
     """The ROS executable (lib/affordance_ros/replay)."""
-    return run_executable("replay", __doc__.split("\n")[0], add_arguments, run, args, errors=(BagError,))
+    return run_executable("replay", __doc__.split("\n")[0], add_arguments, run, args, errors=(BagError, SpoolError))
 
 
 if __name__ == "__main__":

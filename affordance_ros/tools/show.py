@@ -195,8 +195,13 @@ class _Router:
     channel, so that no two arcs run on top of each other and none crosses a box."""
 
     def __init__(self, boxes, columns, column_of, right, gap_width, channel, ports):
-        self.boxes, self.columns, self.column_of = boxes, columns, column_of
-        self.right, self.gap_width, self.channel, self.ports = right, gap_width, channel, ports
+        self.boxes = boxes
+        self.columns = columns
+        self.column_of = column_of
+        self.right = right
+        self.gap_width = gap_width
+        self.channel = channel
+        self.ports = ports
         self._next_lane = {}
         self._taken = {}
 

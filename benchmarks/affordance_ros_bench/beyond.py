@@ -1,4 +1,4 @@
-"""Beyond the paper (issue 6): online EM against batch EM after one pass, and sensor models
+"""Beyond the paper: online EM against batch EM after one pass, and sensor models
 re-estimated inside EM when they are only roughly known.
 
     affordance-ros-bench beyond [--quick] [--reps N] [--out DIR]

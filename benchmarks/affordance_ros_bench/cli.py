@@ -18,7 +18,9 @@ BENCHMARKS = {
     "dds": ("dds", "the node over DDS: cases stored per second from the robot, learn, predict round trip"),
     "beyond": ("beyond", "online EM vs batch EM after one pass; sensor models re-estimated inside EM"),
     "faults": ("faults", "fault injection: kill -9 mid-stream and restart, stops under load, malformed flood"),
-    "scenario": ("scenario", "the tools and hands scenarios: ours against every baseline; evaluate's time"),
+    "link": ("link", "a robot on WiFi: two hosts (network namespaces) and a link that loses, delays and cuts frames"),
+    "scenario": ("scenario", "every shipped configuration on realistic scenarios: ours against every baseline, "
+                             "evaluate's time; --compare: the figures that got worse than a reference's"),
     "em": ("em", "SQUAREM vs plain EM (montesano 10k); a latent variable in asia and alarm (start, n_init)"),
     "scale": ("scale", "~/learn through the node from 10k to 1M stored cases: time and peak memory"),
     "structure": ("structure", "K2 and MCMC on alarm and insurance: structural Hamming distance, time vs pyAgrum"),
@@ -28,7 +30,7 @@ BENCHMARKS = {
     "posterior": ("posterior", "answers' 90 % intervals: coverage of the truth by trials and sensor noise; query cost"),
     "decisions": ("decisions", "choosing actions while learning: regret of rank_actions' strategies, three worlds"),
 }
-NEEDS_ROS = ("dds", "faults", "scale")
+NEEDS_ROS = ("dds", "faults", "link", "scale")
 NEEDS_PGMPY = ("pgmpy",)
 
 

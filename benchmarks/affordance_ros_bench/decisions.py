@@ -1,4 +1,4 @@
-"""Deciding while learning (issue 32): the regret of rank_actions' strategies against the ground truth's best action.
+"""Deciding while learning: the regret of rank_actions' strategies against the ground truth's best action.
 
     affordance-ros-bench decisions [--quick] [--reps N] [--jobs N] [--out DIR] [--resume]
 

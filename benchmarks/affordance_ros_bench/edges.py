@@ -1,4 +1,4 @@
-"""Faults at the edges (issue 18), for ``bench faults``: each run injects one fault for real into a learner node
+"""Faults at the edges, for ``bench faults``: each run injects one fault for real into a learner node
 running as a process of its own (the installed launcher) and returns what it cost.
 
 1. the database file removed while a robot streams with confirmations (then its folder, then the folder
@@ -716,7 +716,9 @@ def keep_all_flooder(seconds: float, topic: str = "action") -> None:
 
     from affordance_ros.msg import Action
     from affordance_ros.nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, trial_qos
-    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
+    # (Fast DDS's default message size: a robot of another program, whose large datagrams fill the learner's reader
+    # in bursts; capped at 1400 bytes, as this package's, the learner kept up with it here)
+    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD, max_message_size=None):
         context = ros_context()
         node = rclpy.create_node("affordance_keep_all_flood", context=context)
         publisher = node.create_publisher(Action, topic, trial_qos())
@@ -827,8 +829,9 @@ def confirmed_rate(tmp: Path, env: dict, n: int, confirm: bool) -> dict:
 
 
 def resends() -> dict:
-    """9. a trial no learner ever answers (resend_timeout 1 s): re-sends in its first 8 s and in all before the
-    robot gives it up; and whether ids the middleware would mangle are refused before sending."""
+    """9. a trial no learner ever answers (resend_timeout 1 s): re-sends in its first 8 s and in 1000 s of timer ticks,
+    the longest wait between two, and whether it was given up (never while the learner is silent); and
+    whether ids the middleware would mangle are refused before sending."""
     import rclpy
 
     from affordance_ros.nodes.trial_publisher import TrialPublisher
@@ -848,8 +851,9 @@ def resends() -> dict:
         except ValueError:
             refused.append(trial_id)
     close_ros(context, [node])
+    ticks = [0.25 * tick for tick, n in enumerate(sent) if n]
     return {"resends_in_8_s": sum(sent[:33]), "resends_in_all": sum(sent), "given_up": list(trials.given_up),
-            "seconds_until_given_up": gave_up,
+            "seconds_until_given_up": gave_up, "longest_wait_s": max(b - a for a, b in zip(ticks, ticks[1:])),
             "mangled_ids_refused": len(refused), "mangled_ids": 3}
 
 

@@ -1,4 +1,4 @@
-"""Active exploration against random and round-robin trials (issue 21): learning curves, and the time of a ranking.
+"""Active exploration against random and round-robin trials: learning curves, and the time of a ranking.
 
     affordance-ros-bench exploration [--quick] [--reps N] [--jobs N] [--out DIR]
 

@@ -1,4 +1,4 @@
-"""How sure answers are (issue 32): the 90 % credible intervals' coverage of the truth, and what they cost.
+"""How sure answers are: the 90 % credible intervals' coverage of the truth, and what they cost.
 
     affordance-ros-bench posterior [--quick] [--reps N] [--out DIR]
 

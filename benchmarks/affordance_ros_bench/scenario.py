@@ -11,7 +11,13 @@ does (scikit-learn's too, when installed). Then, on the tools scenario left one 
 learn alone: its time, its peak memory (``tracemalloc``: what numpy allocates) and the size of the effect;
 and the time of 10 folds on about 1500 tools cases (ours and the hand-written baselines). ``--jobs``: the
 evaluations (one per scenario and data set) in that many processes; the fold costs and the time always in this
-one, after them. Each scenario's table is printed as soon as its data sets are done.
+one, after them. Each scenario's table is printed as soon as its data sets are done. The simulated robot's
+trials (montesano) are learned with config/montesano.json, so that every shipped configuration has figures.
+
+``--compare FILE``: then compare the run's figures of ours with those of an earlier run (``compare.py``; the
+repository keeps the references: docs/bench/scenario_results.json of the full run, scenario_quick_results.json
+of ``--quick --reps 3``), print every figure that got worse beyond its noise, and exit with status 1 if one
+did; ``--run FILE`` compares that run's scenario_results.json instead of running.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from affordance_ros.core.evaluation import (
 )
 from affordance_ros.core.scenarios import scenario_cases, simulate
 from affordance_ros.share import share_directory
-from affordance_ros.tools.evaluate import every_baseline
+from affordance_ros.tools.evaluate import every_baseline, robot_trials
 
+from .compare import figure_changes, higher_is_better, load_results, report
 from .report import machine, output_dir
 
 # (scenario, configuration, scheme, targets)
@@ -43,10 +50,17 @@ SETTINGS = [("tools", "tools", "leave-one-object-out", ["Effect"]), ("tools", "t
             ("hands", "hands", "10-fold", ["Action", "Effect"]),
             ("hands_shared", "hands", "10-fold", ["Action", "Effect"]),
             ("tools_unseen", "tools", "leave-one-object-out", ["Effect"]),
-            ("transfer", "transfer", "learn on hands, test on tools", ["Action", "Effect"])]
-# the column that names each scenario's entities (objects; the manipulators of the transfer)
-ENTITIES = {"transfer": "manipulator_id"}
-HIGHER_IS_BETTER = {"accuracy": True, "log_loss": False, "euclidean_rmse": False, "rmse": False, "log_density": True}
+            ("transfer", "transfer", "learn on hands, test on tools", ["Action", "Effect"]),
+            ("montesano", "montesano", "10-fold", ["Action", "effect"])]
+# the column that names each scenario's entities (objects; the manipulators of the transfer; none of the robot's)
+ENTITIES = {"transfer": "manipulator_id", "montesano": None}
+# the simulated robot's trials: this many for each of a scenario's trials of every condition (10: 1000 trials)
+MONTESANO_TRIALS_PER_REPEAT = 100
+# Data sets per repetition of the settings of 240 hand-posture trials (cheap): the transfer's accuracy moves by 3-7
+# points from one data set to the next, so a loss of a few points stands out of that noise only over a dozen.
+# --quick runs the transfer at its full size (one fold) with 4 data sets a repetition too.
+MORE_DATA_SETS = {"hands": 4, "hands_shared": 4, "transfer": 4}
+QUICK_MORE_DATA_SETS = {"transfer": 4}
 
 
 def scenario_config(name: str) -> AffordanceNetwork:
@@ -55,9 +69,12 @@ def scenario_config(name: str) -> AffordanceNetwork:
 
 
 def setting_cases(scenario: str, config_name: str, seed: int, repeats: int):
-    """(configuration, cases with their entity column and, for the transfer, the kind column)."""
+    """(configuration, cases with their entity column and, for the transfer, the kind column; the column's name,
+    None for the simulated robot's trials)."""
     config = scenario_config(config_name)
     entity = ENTITIES.get(scenario, "object_id")
+    if scenario == "montesano":
+        return config, scenario_cases(config, robot_trials(MONTESANO_TRIALS_PER_REPEAT * repeats, seed), extra=()), None
     extra = (entity, "kind") if scenario == "transfer" else (entity,)
     return config, scenario_cases(config, simulate(scenario, repeats, seed), extra=extra), entity
 
@@ -75,7 +92,7 @@ def run_setting(scenario: str, config_name: str, scheme: str, targets, seed: int
         test = kfold_indices(cases.n_cases, folds, seed)
     learner = AffordanceLearner(posterior_draws=0)   # (the scores are of point predictions, as evaluate's)
     return evaluate(config, cases, lambda cfg, train: learner.fit(cfg, train).model_, test, targets,
-                    groups=cases.extra[entity], scheme=scheme, baselines=baselines), cases.n_cases
+                    groups=cases.extra[entity] if entity else None, scheme=scheme, baselines=baselines), cases.n_cases
 
 
 def metric_rows(result) -> list[tuple]:
@@ -121,10 +138,12 @@ def fold_costs(seed: int, repeats: int, n_folds: int) -> list[dict]:
 
 def _table(title: str, n_cases: int, collected: dict) -> list[str]:
     methods = list(dict.fromkeys(m for per_seed in collected.values() for values in per_seed for m in values))
-    lines = [f"**{title}** ({n_cases} cases):", "", "| target | metric | " + " | ".join(methods) + " | ours wins |",
+    n_sets = len(next(iter(collected.values())))
+    lines = [f"**{title}** ({n_cases} cases, {n_sets} data sets):", "",
+             "| target | metric | " + " | ".join(methods) + " | ours wins |",
              "|---|---|" + "---|" * (len(methods) + 1)]
     for (target, key), per_seed in collected.items():
-        higher = HIGHER_IS_BETTER["rmse" if key.startswith("rmse") else key]
+        higher = higher_is_better(key)
         means = {m: float(np.mean([v[m] for v in per_seed])) for m in methods if m in per_seed[0]}
         best = (max if higher else min)(means.values())
         wins = sum((max if higher else min)(v.values()) == v["ours"] for v in per_seed)
@@ -135,16 +154,35 @@ def _table(title: str, n_cases: int, collected: dict) -> list[str]:
     return lines + [""]
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("--compare", metavar="FILE",
+                        help="an earlier run's scenario_results.json (docs/bench/scenario_results.json, or "
+                             "scenario_quick_results.json with --quick --reps 3): print every figure of ours that "
+                             "got worse beyond its noise; exit status 1 if one did")
+    parser.add_argument("--run", metavar="FILE",
+                        help="with --compare: compare this run's scenario_results.json instead of running")
+
+
 def run(args) -> int:
+    if args.run:
+        if not args.compare:
+            raise SystemExit("affordance-ros-bench scenario: --run FILE compares a run: give --compare REFERENCE")
+        return compared(load_results(args.run), args.compare)
     out = output_dir(args.out)
     reps = args.reps or (1 if args.quick else 3)
-    # quick: 3 trials of every condition, 3 folds, 3 objects left out in turn (CI-sized)
+    # quick: 3 trials of every condition, 3 folds, 3 objects left out in turn (CI-sized), the transfer full-sized
     repeats, folds, objects_left_out = (3, 3, 3) if args.quick else (10, 10, None)
-    lines = [f"Ours against every baseline (mean over {reps} simulated data sets; * best of the row; "
-             "ours wins: on how many data sets ours was best; euclidean_rmse: of the displacement (dx, dy) as a "
-             "whole, rmse: per coordinate):", ""]
-    tasks = [(scenario, config_name, scheme, targets, seed, repeats, folds, objects_left_out)
-             for scenario, config_name, scheme, targets in SETTINGS for seed in range(reps)]
+    sizes = {"repeats": repeats, "folds": folds, "objects_left_out": objects_left_out,
+             "montesano_trials": MONTESANO_TRIALS_PER_REPEAT * repeats, "transfer_repeats": 10}
+    more = QUICK_MORE_DATA_SETS if args.quick else MORE_DATA_SETS
+    seeds = {f"{scenario} {scheme}": list(range(reps * more.get(scenario, 1)))
+             for scenario, _, scheme, _ in SETTINGS}
+    lines = ["Ours against every baseline (mean over the simulated data sets; * best of the row; ours wins: on how "
+             "many data sets ours was best; euclidean_rmse: of the displacement (dx, dy) as a whole, rmse: per "
+             "coordinate):", ""]
+    tasks = [(scenario, config_name, scheme, targets, seed, 10 if scenario == "transfer" else repeats, folds,
+              objects_left_out)
+             for scenario, config_name, scheme, targets in SETTINGS for seed in seeds[f"{scenario} {scheme}"]]
     results = {}
     with ProcessPoolExecutor(max_workers=args.jobs) if args.jobs > 1 else contextlib.nullcontext() as pool:
         done = (pool.map if pool else map)(setting_rows, tasks)
@@ -153,7 +191,7 @@ def run(args) -> int:
             if objects_left_out and scheme == "leave-one-object-out":
                 scheme_name += f" (the first {objects_left_out} objects)"
             collected, n_cases = {}, 0
-            for _ in range(reps):
+            for _ in seeds[f"{scenario} {scheme}"]:
                 rows, n_cases = next(done)
                 for target, key, values in rows:
                     collected.setdefault((target, key), []).append(values)
@@ -181,7 +219,20 @@ def run(args) -> int:
     print("bench scenario")
     print(text)
     (out / "scenario_table.md").write_text(text + "\n")
-    (out / "scenario_results.json").write_text(json.dumps(
-        {"machine": machine(), "reps": reps, "results": results, "fold_costs": costs, "time_10_folds": seconds,
-         "time_cases": n_timed}, indent=1))
-    return 0
+    doc = {"machine": machine(), "reps": reps, "seeds": seeds, "sizes": sizes, "results": results,
+           "fold_costs": costs, "time_10_folds": seconds, "time_cases": n_timed}
+    (out / "scenario_results.json").write_text(json.dumps(doc, indent=1))
+    return compared(doc, args.compare) if args.compare else 0
+
+
+def compared(doc: dict, reference_path: str) -> int:
+    """Print the comparison of a run's results ``doc`` with the reference file; 1 if a figure got worse beyond its
+    noise."""
+    reference = load_results(reference_path)
+    try:
+        changes = figure_changes(doc, reference)
+    except ValueError as exc:
+        raise SystemExit(f"affordance-ros-bench scenario: cannot compare with '{reference_path}': {exc}") from None
+    lines, worse = report(changes, reference_path)
+    print("\n".join(lines))
+    return 1 if worse else 0

@@ -24,7 +24,7 @@ from .report import fmt_seconds, markdown_table, output_dir, write_results
 
 # Loaded only by the commands that need them (test/test_packaging.py holds it for --help and predict).
 HEAVY = ("rclpy", "rosbags", "matplotlib", "scipy")
-TARGET = 0.3  # seconds: what --help and predict may take to start (issue 19)
+TARGET = 0.3  # seconds: what --help and predict may take to start
 
 
 def installed_command() -> str:

@@ -1,4 +1,4 @@
-"""What the README and docs/node.md promise of ~/suggest_trial (core.suggest.suggest_trials), measured in closed
+"""What docs/exploration.md promises of ~/suggest_trial (core.suggest.suggest_trials), measured in closed
 loops over small seeded worlds: the robot sees a few objects as they come, does the top suggestion, and the model's
 Dirichlet counts take the outcome (its values seen: the CPTs are what is learned). The exactness of the
 information gain is test_suggest.py's (against brute-force enumeration); the montesano and tools worlds with

@@ -221,7 +221,7 @@ def test_export_refuses_to_overwrite_and_to_write_a_database(tmp_path):
 
 
 def test_export_never_replaces_a_file_made_while_it_wrote_its_own(tmp_path, monkeypatch):
-    """docs/offline.md: existing files are never overwritten. Another program makes the file between export's check
+    """docs/bags.md: existing files are never overwritten. Another program makes the file between export's check
     and its rename (an export of 200,000 cases takes seconds to write): export fails, the file stays. Was: the file
     was replaced (os.replace), 'wrote 200000 cases to out.csv'."""
     import affordance_ros.core.network as network

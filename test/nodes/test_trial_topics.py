@@ -145,6 +145,8 @@ def test_the_status_callback_takes_the_answers_queued_behind_it(ros, spun_by_han
     trials = TrialPublisher(robot, resend_timeout=60.0)
     status = ros.client_node.create_publisher(TrialStatus, "affordance_learner/stored", trial_qos())
     wait_for(lambda: status.get_subscription_count(), timeout=30, what="the robot's status subscription")
+    for _ in range(3):  # the matched events of the subscription first
+        executor.spin_once(timeout_sec=0.2)
     for k in range(TRIALS):
         trials.send(f"t{k}", [])
     for k in range(TRIALS):
@@ -181,7 +183,7 @@ def test_a_node_run_with_affordance_ros_profile_writes_its_profile(tmp_path):
     profile = tmp_path / "profile"
     env = dict(os.environ, AFFORDANCE_ROS_PROFILE=str(profile))
     robot = subprocess.Popen([str(LIB / "simulated_robot"), "--ros-args", "-p", "count:=0", "-p", "rate:=100",
-                              "-p", "min_subscribers:=0", "-p", "confirm:=false"],
+                              "-p", "min_subscribers:=0", "-p", "wait_for:=''", "-p", "confirm:=false"],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     first_line = robot.stderr.readline()  # the node is made (its stop signals handled): it logged
     time.sleep(1.0)  # publishing to nobody, endless: stopped by SIGINT, as an operator would
@@ -204,7 +206,8 @@ def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_use
         path = os.environ["FASTDDS_DEFAULT_PROFILES_FILE"]
         root = ET.parse(path).getroot()
     assert "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ and not os.path.exists(path)
-    assert said == ("DDS readers hold at most 100 samples each; "
+    assert said == ("DDS messages sent of at most 1400 bytes, announced every 1 s; DDS readers hold at most 100 "
+                    "samples each; "
                     "DDS writers send a heartbeat every 0.1 s while unacknowledged; "
                     "services wait up to 1.5 s for a new caller's reply reader")
 
@@ -221,7 +224,13 @@ def test_dds_profiles_bound_the_readers_and_shorten_the_heartbeat_unless_the_use
     assert duration(writers["service"]["heartbeat_period"]) == ("0", "100000000")
     assert duration(writers["service"]["max_blocking_time"]) == ("1", "500000000")
     defaults = [p for p in root.iter() if p.get("is_default_profile") == "true"]
-    assert sorted(p.tag.split("}")[-1] for p in defaults) == ["data_reader", "data_writer"]
+    assert sorted(p.tag.split("}")[-1] for p in defaults) == ["data_reader", "data_writer", "participant"]
+    # every message sent fits one frame (discovery's too: a lost IP fragment loses the whole datagram); what others
+    # send larger is still taken (the property caps sending only, not the transports' receive buffers)
+    properties = {p.find("{*}name").text: p.find("{*}value").text for p in root.iter() if p.tag.endswith("property")}
+    assert properties == {"fastdds.max_message_size": "1400"}
+    assert not [e for e in root.iter() if e.tag.endswith(("builtinTransports", "userTransports"))]
+    assert duration(next(e for e in root.iter() if e.tag.endswith("leaseAnnouncement"))) == ("1", "0")
 
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profiles.xml")  # the user's own: left alone
     with dds_profiles(reader_samples=100) as said:

@@ -166,7 +166,7 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
 
 
 def test_a_robot_on_its_own_topics_is_recorded_by_a_recorder_in_its_namespace(ros, tmp_path):
-    # docs/node.md, trial topics per robot: the learner takes arm1/action, ...; record them from /arm1
+    # docs/node.md, several robots: the learner takes arm1/action, ...; record them from /arm1
     bag = tmp_path / "arm1"
     learner, _ = recorded_while([str(bag), "--trials", "10", "--ros-args", "-r", "__ns:=/arm1"],
                                 lambda: learner_and_robot(ros, 10, {"robots": "arm1"}, seed=3, robot_name="arm1"))
@@ -189,7 +189,7 @@ def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial
 @pytest.mark.ros  # (no ros fixture: two executables, a robot and a recorder, over DDS)
 def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledged(tmp_path):
     """A robot without a learner ends once DDS acknowledged its trials, which are then in the recorder's reader
-    queue, not yet in the bag; the recorder SIGTERMed then (docs/offline.md: `kill %1` after the robot) takes
+    queue, not yet in the bag; the recorder SIGTERMed then (docs/bags.md: `kill %1` after the robot) takes
     them first. Was: 2056 of 3000 trials recorded, the rest lost (the recorder stopped spinning at the signal)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     bag = tmp_path / "bag"
@@ -211,17 +211,44 @@ def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledg
 
 
 def test_replay_with_confirm_fails_naming_the_trials_it_gave_up(ros, tmp_path):
-    """Subscribers that never confirm (no learner, a recorder or a planner listens): every trial is sent again
-    until it is given up, and the replay says so and exits 1 as for trials still unconfirmed (was: exit 0, the
-    summary's '5 given up' the only trace)."""
-    from affordance_ros.msg import Action, Features
+    """A learner that answers retry to every trial (its clock far behind the bag's, say): each is sent again until
+    it is given up (retries count), and the replay says so and exits 1 as for trials still unconfirmed (was:
+    exit 0, the summary's '5 given up' the only trace)."""
+    from affordance_ros.msg import Action, Features, TrialStatus
+    from affordance_ros.nodes.qos import trial_qos
 
     bag, _ = robot_bag(tmp_path / "bag")
-    for topic, kind in (("action", Action), ("object_features", Features), ("effects", Features)):
-        ros.client_node.create_subscription(kind, topic, lambda msg: None, 100)
+    answers = ros.client_node.create_publisher(TrialStatus, "affordance_learner/stored", trial_qos())
+    ros.client_node.create_subscription(Action, "action", lambda msg: answers.publish(TrialStatus(
+        trial_id=msg.trial_id, status=TrialStatus.RETRY, reason="its clock")), trial_qos())
+    for topic in ("object_features", "effects"):
+        ros.client_node.create_subscription(Features, topic, lambda msg: None, trial_qos())
     player = subprocess.run([CLI, "replay", str(bag), "--rate", "20", "--confirm", "--resend-timeout", "0.1"],
                             capture_output=True, text=True, timeout=90)
     assert player.returncode == 1, player.stderr + player.stdout
     assert "0 trials confirmed stored, 0 rejected, 0 duplicate, 0 unconfirmed, 25 given up" in player.stdout
-    assert re.search(r"error: 25 trials were given up, not confirmed after 10 re-sends: id0, id1, .*, \.\.\.$",
-                     player.stderr, re.M), player.stderr
+    assert re.search(r"error: 25 trials were given up after 10 re-sends the learner did not take: id0, id1, .*, "
+                     r"\.\.\.$", player.stderr, re.M), player.stderr
+
+
+def test_replay_with_a_spool_keeps_what_the_learner_did_not_confirm_for_the_next_replay(ros, tmp_path):
+    """No learner within reach (subscribers, no answers) until the deadline: the trials stay in the spool, and the
+    next replay with that spool sends them (a learner is there then) with its own bag's."""
+    from affordance_ros.msg import Action, Features
+
+    bag, _ = robot_bag(tmp_path / "bag")
+    other, _ = write_parts(tmp_path / "other", trial(T0, "other", "tap"))
+    spool = tmp_path / "replay.spool"
+    for topic, kind in (("action", Action), ("object_features", Features), ("effects", Features)):
+        ros.client_node.create_subscription(kind, topic, lambda msg: None, 100)
+    first = subprocess.run([CLI, "replay", str(bag), "--rate", "20", "--spool", str(spool), "--confirm-timeout", "2"],
+                           capture_output=True, text=True, timeout=90)
+    assert first.returncode == 1, first.stderr + first.stdout
+    assert (f"error: 25 trials were not confirmed within 2 s: id0, id1, id2, id3, id4, id5, id6, id7, id8, id9, ... "
+            f"(kept in the spool {spool}: a replay with --spool {spool} sends them again)") in first.stderr
+    learner = ros.learner()
+    second = subprocess.run([CLI, "replay", str(other), "--spool", str(spool), "--resend-timeout", "1"],
+                            capture_output=True, text=True, timeout=90)
+    assert second.returncode == 0, second.stderr + second.stdout
+    assert "25 trials confirmed stored, 1 rejected, 0 duplicate, 0 unconfirmed" in second.stdout, second.stdout
+    assert {"other", *(f"id{k}" for k in range(24))} <= {r.trial_id for r in learner.manager.store.records()}
