@@ -50,15 +50,15 @@ BENCH = shutil.which("affordance-ros-bench", path=os.pathsep.join([str(Path(sys.
                                                                    os.environ.get("PATH", "")]))
 
 
-def committed_events(intake, writer, timeout=20.0):
-    """The events of the trials ``writer`` (a CaseWriter) stored for ``intake`` (a TrialIntake), once every trial
-    the intake gave it is stored, as the node takes them."""
-    events = intake.committed(writer.take())
+def committed_events(intake, timeout=20.0):
+    """The events of the trials ``intake`` (a TrialIntake) had its writer store, once every trial the intake gave
+    it is stored, as the node takes them."""
+    events = intake.committed()
     deadline = time.monotonic() + timeout
     while intake.storing:
         assert time.monotonic() < deadline, f"the writer did not store {intake.storing} trials in {timeout} s"
         time.sleep(0.001)
-        events += intake.committed(writer.take())
+        events += intake.committed()
     return events
 
 

@@ -74,9 +74,13 @@ class CaseWriter:
                  retry_period: float = RETRY_PERIOD, check_period: float = CHECK_PERIOD):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self.store, self.notify, self.capacity = store, notify, capacity
-        self.retry_period, self.check_period = retry_period, check_period
-        self.committed = self.groups = 0
+        self.store = store
+        self.notify = notify
+        self.capacity = capacity
+        self.retry_period = retry_period
+        self.check_period = check_period
+        self.committed = 0
+        self.groups = 0
         self.cases_at_start = store.count()
         self._queue: deque[TrialRecord] = deque()
         self._in_flight = 0               # records being committed (out of the queue)
@@ -85,7 +89,8 @@ class CaseWriter:
         self._file_problem = ""           # the database file is not the one opened (confirmations stop)
         self._problem = ""                # storing fails (locked, disk full, ...): retried
         self._problem_since = 0.0       # when the current problems began
-        self._closing = self._abandoned = False
+        self._closing = False
+        self._abandoned = False
         self._cond = threading.Condition()
         store.set_busy_timeout(LOCK_WAIT)
         self._thread = threading.Thread(target=self._run, name="affordance_store", daemon=True)

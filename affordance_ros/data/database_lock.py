@@ -57,7 +57,8 @@ class DatabaseLock:
         self.path = database_path.with_name(database_path.name + ".lock")
         self.database_path = database_path
         self._fd = None
-        self._file_socket, self._file_identity = None, None  # held by ``hold_file``
+        self._file_socket = None  # held by ``hold_file``
+        self._file_identity = None
         self._socket = _bind(_path_name(database_path), database_path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +97,8 @@ class DatabaseLock:
         held = _bind(_file_name(identity), self.database_path)
         if self._file_socket is not None:
             self._file_socket.close()
-        self._file_socket, self._file_identity = held, identity
+        self._file_socket = held
+        self._file_identity = identity
 
     def retake(self) -> str:
         """Lock the file at the path again when it is not the one held (``problem``; made if missing): '' once
@@ -114,7 +116,9 @@ class DatabaseLock:
             os.close(fd)
             raise
         os.close(self._fd)
-        self._fd, self._identity = fd, self._hold(fd)
+        identity = self._hold(fd)
+        self._fd = fd
+        self._identity = identity
         return ""
 
     def _answer_probes(self) -> None:
@@ -142,7 +146,9 @@ class DatabaseLock:
         for held in (self._socket, self._file_socket):
             if held is not None:
                 held.close()
-        self._socket = self._file_socket = self._file_identity = None
+        self._socket = None
+        self._file_socket = None
+        self._file_identity = None
 
 
 def _path_name(database_path: Path) -> bytes:

@@ -3,8 +3,8 @@
 ``TrialIntake`` is the learner node's path for every message, below ROS: the node hands it
 each part (kind, trial_id, header stamp, fields) with the receive clock, and on a timer the
 receive clock alone; it gets back ``Event``s to count, log and answer, in order. A completed
-trial goes to ``submit`` (the ``CaseWriter``, which commits in a thread of its own); the writer's
-results come back through ``committed``, which gives the events of the stored trials.
+trial is queued to its ``CaseWriter`` (which commits in a thread of its own); ``committed`` takes the
+writer's results and gives the events of the stored trials.
 
 End-to-end delivery: an event with a ``status`` is the learner's answer to the robot about one
 trial (published on ``~/stored``): ``stored`` once it is committed (never before), and again when it
@@ -16,18 +16,18 @@ stored (the stored case is kept; the answer and the log name the part that diffe
 part of that trial_id after it; ``rejected`` when a part of it cannot be used (the reason says why);
 ``retry`` when a part cannot be taken now for a reason of the learner's (its clock is far behind the
 part's stamp): the robot keeps the trial and sends it again later. An incomplete trial that is
-dropped gets no answer: the robot sends it again. While ``confirming()`` is false (the database file
-is not the one the node opened) no stored trial is confirmed.
+dropped gets no answer: the robot sends it again. While the writer is not ``confirming`` (the database
+file is not the one the node opened) no stored trial is confirmed.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from ..core import GROUPS
-from .case_writer import Committed
+from .case_writer import CaseWriter
+from .log_text import quoted
 from .pairing import (
     DroppedTrial,
     DuplicatePartError,
@@ -37,7 +37,6 @@ from .pairing import (
     PartValidator,
     TrialAssembler,
 )
-from .text import quoted
 from .trial import TrialRecord
 
 # The statuses of msg/TrialStatus (its constants), as the learner reports them.
@@ -55,7 +54,7 @@ class Event:
     """Something to count (``counter``, and ``also`` more counters) and, with a ``message``, to log at
     ``level``. A stored trial carries its case id and record (``case``) for online learning; ``status``
     (trial_id, status, reason) is the answer to publish for a trial. ``kind``: what messages of one kind share,
-    under which repeated ones are counted (empty: the message without its names and numbers, ``text.shape``)."""
+    under which repeated ones are counted (empty: the message without its names and numbers, ``log_text.shape``)."""
 
     counter: str
     message: str = ""
@@ -69,23 +68,19 @@ class Event:
 class TrialIntake:
     """Checks parts against the configuration, pairs them into trials and queues every trial for storing.
 
-    ``submit(record)`` queues a ``TrialRecord`` for storing (its result comes back through ``committed``);
-    ``stored(trial_id)`` returns the stored record of a trial, or None (asked for the first part of a trial
-    that is neither being paired, nor being stored, nor among those stored lately); ``confirming()`` says
-    whether stored trials may be confirmed now. ``expire_period``: how often the
-    node calls ``expire`` (a call late by more than two periods is skipped: see ``expire``).
-    ``max_stamp_skew``: a part stamped more than this many seconds after ``now`` is answered ``retry``
-    (0: no limit; not judged while ``now`` is 0, a simulated clock that has not started).
+    A completed trial is queued to ``writer`` (``CaseWriter.submit``); its result comes back through
+    ``committed``. The first part of a trial that is neither being paired, nor being stored, nor among those
+    stored lately is looked up in the writer's store; while the writer is not ``confirming`` no stored trial is
+    confirmed. ``expire_period``: how often the node calls ``expire`` (a call late by more than two periods is
+    skipped: see ``expire``). ``max_stamp_skew``: a part stamped more than this many seconds after ``now`` is
+    answered ``retry`` (0: no limit; not judged while ``now`` is 0, a simulated clock that has not started).
     """
 
-    def __init__(self, parts: PartValidator, assembler: TrialAssembler, submit: Callable[[TrialRecord], None],
-                 stored: Callable[[str], TrialRecord | None], confirming: Callable[[], bool], expire_period: float,
+    def __init__(self, parts: PartValidator, assembler: TrialAssembler, writer: CaseWriter, expire_period: float,
                  max_stamp_skew: float = 0.0):
         self.parts = parts
         self.assembler = assembler
-        self._submit = submit
-        self._stored = stored
-        self._confirming = confirming
+        self.writer = writer
         self.expire_period = expire_period
         self.max_stamp_skew = max_stamp_skew
         self._last_expire = None
@@ -107,7 +102,7 @@ class TrialIntake:
             return events + [self._again(kind, trial_id, fields, storing, being_stored=True)]
         record = self._stored_record(trial_id)
         if record is not None:
-            if not self._confirming():  # not in the file the node would read at its next start: no answer
+            if not self.writer.confirming:  # not in the file the node would read at its next start: no answer
                 return events + [Event("unconfirmed_parts")]
             return events + [self._again(kind, trial_id, fields, record)]
         if self.max_stamp_skew > 0 and now > 0 and stamp - now > self.max_stamp_skew:
@@ -130,15 +125,15 @@ class TrialIntake:
         if trial is not None:
             record = trial.to_record(self.parts.action_variable)
             self._storing[trial.trial_id] = record
-            self._submit(record)
+            self.writer.submit(record)
         return events
 
-    def committed(self, results: Iterable[Committed]) -> list[Event]:
-        """The events of the writer's results: stored (with the case for online learning), stored already
-        (the same trial sent again: confirmed; another one: duplicate), or not stored (no answer: the
-        robot sends it again)."""
+    def committed(self) -> list[Event]:
+        """The events of the writer's results since it was last asked: stored (with the case for online
+        learning), stored already (the same trial sent again: confirmed; another one: duplicate), or not stored
+        (no answer: the robot sends it again)."""
         events = []
-        for result in results:
+        for result in self.writer.take():
             record = result.record
             trial_id = record.trial_id
             self._storing.pop(trial_id, None)
@@ -183,7 +178,7 @@ class TrialIntake:
             return None
         record = self._recent.get(trial_id)
         if record is None:
-            record = self._stored(trial_id)
+            record = self.writer.store.record_of(trial_id)
             if record is not None:
                 self._remember(record)
         return record

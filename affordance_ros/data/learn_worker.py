@@ -1,13 +1,13 @@
 """Learning in a process of its own, which dies with the node and never writes the model file.
 
-A learn is pure Python and numpy work for seconds; in a thread of the node's process it holds
-the interpreter lock often enough to delay every ~/predict by tens of milliseconds. Here it
+A learn is pure Python and numpy work for seconds; in a thread of the node's process it would hold
+the interpreter lock often enough to delay every ~/predict. Here it
 runs in a child process (``python -m affordance_ros.data.learn_worker``: a fresh interpreter,
 nothing of the node's DDS threads inherited), kept for the next learn and restarted when it is
-found dead. What it gets is a ``learn.LearnJob`` as plain data (the configuration and the current
-model as JSON, the paths); it runs ``learn.learn`` (the case database opened read-only, the model
+found dead. What it gets is a ``learn_job.LearnJob`` as plain data (the configuration and the current
+model as JSON, the paths); it runs ``learn_job.learn`` (the case database opened read-only, the model
 written to a file of its own beside the model file, which the node renames over the model file,
-or not: ``ModelManager.install_learned``) and sends the ``LearnOutcome`` back. It runs at a lower
+or not: ``CurrentModel.install_learned``) and sends the ``LearnOutcome`` back. It runs at a lower
 CPU priority (nice +10): on a busy machine the node's answers come first.
 
 Node and worker talk over one socket pair (pickled messages): the job and "cancel" one way,
@@ -32,7 +32,7 @@ import time
 from multiprocessing.connection import Connection
 
 from ..core import AffordanceError, LearningCancelled
-from .learn import LearnJob, LearnOutcome, LearnProgress, learn
+from .learn_job import LearnJob, LearnOutcome, LearnProgress, learn
 
 NICENESS = 10
 POLL = 0.05            # seconds between looks at the worker while it learns
@@ -73,7 +73,7 @@ class LearnWorker:
             return self._process.pid
 
     def learn(self, job: LearnJob, progress=None) -> LearnOutcome:
-        """``learn.learn(job)`` in the worker process; blocks the calling thread (not the interpreter).
+        """``learn_job.learn(job)`` in the worker process; blocks the calling thread (not the interpreter).
         ``progress(LearnProgress)`` hears of the steps in this thread; it may raise ``LearningCancelled``,
         which stops the worker at its next step (nothing learned) and is raised here. A worker that died
         while idle is replaced (also when it is found dead only as the job goes out); one that dies while
@@ -141,7 +141,10 @@ class LearnWorker:
             self._conn.send(message)
 
     def _stop(self) -> None:
-        process, conn, self._process, self._conn = self._process, self._conn, None, None
+        process = self._process
+        conn = self._conn
+        self._process = None
+        self._conn = None
         if conn is not None:
             conn.close()  # the worker sees the end of its stream and exits
         if process is not None:

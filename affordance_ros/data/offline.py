@@ -32,6 +32,7 @@ from .bag import (
     to_nanoseconds,
     to_seconds,
 )
+from .log_text import quoted
 from .pairing import (
     DEFAULT_SLOP,
     DEFAULT_TRIAL_TIMEOUT,
@@ -42,7 +43,6 @@ from .pairing import (
     TrialAssembler,
 )
 from .storage import CaseStore
-from .text import quoted
 from .trial import Trial, TrialRecord, case_set
 
 # Stamps given to cases that have none (from a CSV file) when they are written to a bag.

@@ -39,7 +39,7 @@ from ..core import GROUPS, SENSOR_GROUPS, AffordanceNetwork
 from ..core.errors import did_you_mean
 from ..core.network import out_of_range
 from ..core.number_checks import is_finite_number
-from .text import quoted
+from .log_text import quoted
 from .trial import Trial
 
 # The defaults of the learner node's 'slop' and 'trial_timeout' parameters (and of offline import).

@@ -6,10 +6,10 @@ trial's messages here (serialized, with the topic and type of each) when it send
 once the learner has answered it; a robot started on the same spool loads what an earlier run left and
 sends it again once the learner is there.
 
-Each trial is committed as it is added (WAL, ``synchronous = NORMAL``: ~55 µs a commit here, against 3.4 ms
-with a sync to disk per commit, which would bound a robot to ~300 trials/s), and ``sync`` (the publisher calls
-it about once a second) puts what was committed on disk: a robot process that is killed loses no trial it
-sent; a power cut at most those of the last second. Removals are committed at ``sync`` too: a trial removed
+Each trial is committed as it is added (WAL, ``synchronous = NORMAL``: a sync to disk per commit would bound how
+many trials a second a robot sends), and ``sync`` (the publisher calls it about once a second) puts what was
+committed on disk: a robot process that is killed loses no trial it sent; a power cut at most those of the last
+second. Removals are committed at ``sync`` too: a trial removed
 but not yet synced is sent again after a restart, and the learner answers it "stored already".
 
 One process at a time: the spool holds an exclusive lock on ``<spool>.lock`` (released by the kernel however

@@ -91,27 +91,14 @@ class CaseStore:
                  database_lock: DatabaseLock | None = None):
         self.path = Path(path)
         self.read_only = read_only
-        self.busy_timeout = busy_timeout
-        self.database_lock = database_lock
         self._lock = threading.Lock()
         self._read_lock = threading.Lock() if not read_only else self._lock
-        self._conn: sqlite3.Connection | None = None
-        self._reader: sqlite3.Connection | None = None
-        self._file: OpenedFile | None = None
-        self._open()
-
-    def _open(self, create: bool = True) -> None:
-        if self.database_lock is not None and os.path.exists(self.path):  # before SQLite opens it by this path
-            _hold(self.database_lock, os.stat(self.path))
-        self._conn = self._reader = _connect(self.path, self.read_only, self.busy_timeout, create)
-        if not self.read_only:
-            self._file, self._reader = _open_writable(self._conn, self.path, self.busy_timeout, self.database_lock)
+        self._db = OpenDatabase(self.path, read_only, busy_timeout, database_lock)
 
     def set_busy_timeout(self, seconds: float) -> None:
         """How long a statement waits for another program's lock from now on."""
         with self._lock:
-            self.busy_timeout = seconds
-            self._conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+            self._db.set_busy_timeout(seconds)
 
     # ------------------------------------------------------------------ write
     def add(self, record: TrialRecord) -> bool:
@@ -130,7 +117,7 @@ class CaseStore:
                 raise TypeError(f"the case store takes a TrialRecord (data.trial), not {type(record).__name__}")
         case_ids, readings = [], []
         with self._lock:
-            conn = self._conn
+            conn = self._db.writer
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for record in records:
@@ -156,9 +143,7 @@ class CaseStore:
     def file_problem(self) -> str:
         """'' while the path names the database file this store opened; else what happened to it."""
         with self._lock:
-            if self._file is None:
-                return ""
-            return self._file.problem() or (self.database_lock.problem() if self.database_lock is not None else "")
+            return self._db.file_problem()
 
     def recover(self) -> str:
         """When the file was removed while open: write what the open database holds to a new file at the
@@ -166,47 +151,38 @@ class CaseStore:
         replaced, lock the file at its path again first. '' once the path names this store's database (and its
         lock file) again, else why that cannot be done now (nothing more is then changed)."""
         with self._lock, self._read_lock:
-            problem = "" if self.read_only else self._file.problem()
-            lock_problem = self.database_lock.problem() if self.database_lock is not None else ""
-            if not problem and not lock_problem:
-                return ""
-            if not self.path.parent.is_dir():
-                return f"{problem or lock_problem}; waiting for the folder to exist again"
-            if lock_problem:
-                in_use = self.database_lock.retake()
-                if in_use:
-                    return f"{problem or lock_problem}; {in_use}"
-            return _write_back(self, problem) if problem else ""
+            return self._db.recover()
 
     # ------------------------------------------------------------------- read
     def count(self) -> int:
         with self._read_lock:
-            return self._reader.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
+            return self._db.reader.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
 
     def contains(self, trial_id: str) -> bool:
         with self._read_lock:
-            return self._reader.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
+            return self._db.reader.execute("SELECT 1 FROM cases WHERE trial_id = ?", (trial_id,)).fetchone() is not None
 
     def record_of(self, trial_id: str) -> TrialRecord | None:
         """The stored record of a trial, None if it is not stored."""
         if not self.contains(trial_id):  # (most trials asked about are new: one statement, no transaction)
             return None
         with self._read_lock:
-            self._reader.execute("BEGIN")
+            reader = self._db.reader
+            reader.execute("BEGIN")
             try:
-                case = self._reader.execute("SELECT id, trial_id, stamp, action_variable, action, received FROM cases "
-                                          "WHERE trial_id = ?", (trial_id,)).fetchone()
-                readings = [] if case is None else self._reader.execute(
+                case = reader.execute("SELECT id, trial_id, stamp, action_variable, action, received FROM cases "
+                                      "WHERE trial_id = ?", (trial_id,)).fetchone()
+                readings = [] if case is None else reader.execute(
                     "SELECT case_id, source, sensor, value FROM readings WHERE case_id = ? ORDER BY rowid",
                     (case[0],)).fetchall()
             finally:
-                self._reader.execute("COMMIT")
+                reader.execute("COMMIT")
         return None if case is None else _records([case], readings)[0][1]
 
     def trial_id_of(self, case_id: int) -> str | None:
         """The trial_id of the case with this id, None if there is none."""
         with self._read_lock:
-            row = self._reader.execute("SELECT trial_id FROM cases WHERE id = ?", (case_id,)).fetchone()
+            row = self._db.reader.execute("SELECT trial_id FROM cases WHERE id = ?", (case_id,)).fetchone()
         return row[0] if row else None
 
     def records(self) -> list[TrialRecord]:
@@ -217,16 +193,16 @@ class CaseStore:
         """(case id, record) of the stored cases with an id above ``after``, oldest first."""
         with self._read_lock:
             # One read transaction: a case added meanwhile is seen whole or not at all.
-            self._reader.execute("BEGIN")
+            self._db.reader.execute("BEGIN")
             try:
-                cases = self._reader.execute(
+                cases = self._db.reader.execute(
                     "SELECT id, trial_id, stamp, action_variable, action, received FROM cases WHERE id > ? "
                     "ORDER BY id", (after,)).fetchall()
-                readings = self._reader.execute(
+                readings = self._db.reader.execute(
                     "SELECT case_id, source, sensor, value FROM readings WHERE case_id > ? ORDER BY case_id, rowid",
                     (after,)).fetchall()
             finally:
-                self._reader.execute("COMMIT")
+                self._db.reader.execute("COMMIT")
         return _records(cases, readings)
 
     def column_chunks(self, after: int = 0, chunk_size: int = 100_000) -> Iterator[CaseColumns]:
@@ -238,28 +214,25 @@ class CaseStore:
         last = after
         while True:
             with self._read_lock:
-                self._reader.execute("BEGIN")
+                self._db.reader.execute("BEGIN")
                 try:
-                    cases = self._reader.execute(
+                    cases = self._db.reader.execute(
                         "SELECT id, trial_id, action_variable, action FROM cases WHERE id > ? ORDER BY id LIMIT ?",
                         (last, chunk_size)).fetchall()
                     if not cases:
                         return
-                    readings = self._reader.execute(
+                    readings = self._db.reader.execute(
                         "SELECT case_id, sensor, value FROM readings WHERE case_id > ? AND case_id <= ?",
                         (last, cases[-1][0])).fetchall()
                 finally:
-                    self._reader.execute("COMMIT")
+                    self._db.reader.execute("COMMIT")
             yield _columns(cases, readings)
             last = cases[-1][0]
 
     # -------------------------------------------------------------- lifetime
     def close(self) -> None:
         with self._lock, self._read_lock if not self.read_only else contextlib.nullcontext():
-            self._conn.close()
-            if not self.read_only:
-                self._reader.close()
-                self._file.close()
+            self._db.close()
 
     def __enter__(self) -> "CaseStore":
         return self
@@ -268,24 +241,77 @@ class CaseStore:
         self.close()
 
 
-def _write_back(store: CaseStore, problem: str) -> str:
-    """``CaseStore.recover`` of a database file removed while open (the store's locks held): what the open
-    database holds written to a new file at the path, the store going on in it; '' once done, else why not."""
-    if os.path.lexists(store.path):
-        return f"{problem}; move that file away and the node writes its database there again"
-    _recover(store._conn, store.path)
-    store._reader.close()
-    store._conn.close()
-    store._file.close()
-    for leftover in (f"{store.path}-wal", f"{store.path}-shm"):  # the removed database's, if it left them
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(leftover)
-    try:
-        store._open(create=False)  # (never an empty database, if the file went again meanwhile)
-    except CaseStoreError as exc:
-        store._file = OpenedFile(store.path, gone=f"{exc}: restart the node")
-        raise
-    return ""
+class OpenDatabase:
+    """The connections of an open case database at ``path``: ``writer`` (also the reader of a read-only one),
+    ``reader`` (a writable database is read on a connection of its own: a read never waits for a commit, nor for
+    another program's lock) and, writable, its ``file`` held open (``OpenedFile``) and locked by
+    ``database_lock``. Used under the locks of its ``CaseStore``."""
+
+    def __init__(self, path: Path, read_only: bool, busy_timeout: float, database_lock: DatabaseLock | None):
+        self.path = path
+        self.read_only = read_only
+        self.busy_timeout = busy_timeout
+        self.database_lock = database_lock
+        self.writer: sqlite3.Connection | None = None
+        self.reader: sqlite3.Connection | None = None
+        self.file: OpenedFile | None = None
+        self.open()
+
+    def open(self, create: bool = True) -> None:
+        """Connect (``create``: a new database if there is none; CaseStoreError saying what is wrong)."""
+        if self.database_lock is not None and os.path.exists(self.path):  # before SQLite opens it by this path
+            _hold(self.database_lock, os.stat(self.path))
+        self.writer = _connect(self.path, self.read_only, self.busy_timeout, create)
+        self.reader = self.writer
+        if not self.read_only:
+            self.file, self.reader = _open_writable(self.writer, self.path, self.busy_timeout, self.database_lock)
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        self.busy_timeout = seconds
+        self.writer.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def file_problem(self) -> str:
+        """'' while the path names the database file opened (and its lock file); else what happened to it."""
+        if self.file is None:
+            return ""
+        return self.file.problem() or (self.database_lock.problem() if self.database_lock is not None else "")
+
+    def recover(self) -> str:
+        """``CaseStore.recover``."""
+        problem = "" if self.read_only else self.file.problem()
+        lock_problem = self.database_lock.problem() if self.database_lock is not None else ""
+        if not problem and not lock_problem:
+            return ""
+        if not self.path.parent.is_dir():
+            return f"{problem or lock_problem}; waiting for the folder to exist again"
+        if lock_problem:
+            in_use = self.database_lock.retake()
+            if in_use:
+                return f"{problem or lock_problem}; {in_use}"
+        return self._write_back(problem) if problem else ""
+
+    def _write_back(self, problem: str) -> str:
+        """What the open database holds written to a new file at the path of the removed one, and connections to
+        that file; '' once done, else why not."""
+        if os.path.lexists(self.path):
+            return f"{problem}; move that file away and the node writes its database there again"
+        _recover(self.writer, self.path)
+        self.close()
+        for leftover in (f"{self.path}-wal", f"{self.path}-shm"):  # the removed database's, if it left them
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+        try:
+            self.open(create=False)  # (never an empty database, if the file went again meanwhile)
+        except CaseStoreError as exc:
+            self.file = OpenedFile(self.path, gone=f"{exc}: restart the node")
+            raise
+        return ""
+
+    def close(self) -> None:
+        self.writer.close()
+        if not self.read_only:
+            self.reader.close()
+            self.file.close()
 
 
 def _open_writable(conn: sqlite3.Connection, path: Path, busy_timeout: float,

@@ -5,7 +5,7 @@ variable or with an action the configuration does not have, with a sensor it doe
 a reading outside a sensor's valid_range, or evidence of zero likelihood under the sensor models
 is left out of a learn, and named with its reason (``SkippedCases``).
 
-Which stored cases a model has seen is kept in its metadata ("cases", see ``online_refiner``):
+Which stored cases a model has seen is kept in its metadata ("cases", ``cases_marker``):
 a learn with a prior uses only the cases stored since (``new_cases``), and online learning
 catches up on them (``seen_until``).
 """
@@ -19,10 +19,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core import AffordanceError, AffordanceNetwork, CaseSet
-from .online_refiner import cases_marker
+from .log_text import quoted
 from .pairing import PartValidator
 from .storage import CaseColumns, CaseStore
-from .text import quoted
 
 EXAMPLES = 3  # trial ids named per reason a case was skipped
 LEARN_CHUNK = 100_000   # stored cases read at a time when learning (as columns)
@@ -134,6 +133,11 @@ def seen_until(store: CaseStore, model: AffordanceNetwork) -> int | None:
     return last_id
 
 
+def cases_marker(database, count: int, last_id: int, last_trial_id: str | None) -> dict:
+    """The metadata entry "cases": which stored cases a model has seen (up to and including ``last_id``)."""
+    return {"database": str(database), "count": int(count), "last_id": int(last_id), "last_trial_id": last_trial_id}
+
+
 def _unfit(chunk: CaseColumns, parts: PartValidator) -> np.ndarray:
     """Why each stored case of a chunk does not fit the configuration ('' where it does), as an array of strings."""
     action_variable, ranges = parts.action_variable, parts.ranges
@@ -160,4 +164,4 @@ def _unfit(chunk: CaseColumns, parts: PartValidator) -> np.ndarray:
     return reasons
 
 
-__all__ = ["LEARN_CHUNK", "SkippedCases", "TrainingCases", "new_cases", "seen_until", "stored_cases"]
+__all__ = ["LEARN_CHUNK", "SkippedCases", "TrainingCases", "cases_marker", "new_cases", "seen_until", "stored_cases"]

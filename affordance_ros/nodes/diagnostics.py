@@ -28,7 +28,8 @@ class DiagnosticsPublisher:
     """Publishes ``assess()`` on /diagnostics every ``period`` seconds until ``close``."""
 
     def __init__(self, node, assess: Callable[[], Health], period: float, callback_group=None):
-        self.node, self.assess = node, assess
+        self.node = node
+        self.assess = assess
         self.name = f"{node.get_name()}: learner"
         self.publisher = node.create_publisher(DiagnosticArray, TOPIC, 10)
         self.timer = node.create_timer(period, self.publish, callback_group=callback_group)

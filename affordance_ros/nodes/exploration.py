@@ -28,11 +28,16 @@ class ActiveExplorer:
 
     def __init__(self, node, sampler, candidates: int, service: str, send: Callable[[str, dict], None],
                  log: Callable[[str, str], None], answer_timeout: float = 5.0):
-        self.sampler, self.candidates, self.send, self.log = sampler, candidates, send, log
+        self.sampler = sampler
+        self.candidates = candidates
+        self.send = send
+        self.log = log
         self.answer_timeout = answer_timeout
         self.client = node.create_client(SuggestTrial, service, qos_profile=reply_qos())
         self.asking = None  # (the answer's future, when it was asked) while a question is out
-        self.asked = self.refused = self.unanswered = 0
+        self.asked = 0
+        self.refused = 0
+        self.unanswered = 0
         self._waiting_logged = False
 
     def describe(self) -> str:

@@ -27,8 +27,8 @@ from unique_identifier_msgs.msg import UUID
 
 from ..action import Learn
 from ..core import LearningCancelled
+from .learn_endpoints import REFUSED_QOS, REFUSED_TOPIC
 from .learner_calls import FIRST_RESEND, GONE_AFTER, LearnerRefused, LearnerUnavailable, Ticking
-from .learning import REFUSED_QOS, REFUSED_TOPIC
 
 REASON_WAIT = 5.0  # seconds to wait for the node to say why it refused a goal
 CANCEL_WAIT = 40.0  # seconds to wait for the node to stop a cancelled learn
@@ -83,8 +83,11 @@ class LearnCall(Ticking):
     def __init__(self, node, callback_group, client, name: str, refusals: RefusalListener, structure: str,
                  timeout: float, learn_timeout: float, progress: Callable | None):
         super().__init__(node, callback_group, timeout)
-        self.client, self.name, self.refusals = client, name, refusals
-        self.learn_timeout, self.progress = learn_timeout, progress
+        self.client = client
+        self.name = name
+        self.refusals = refusals
+        self.learn_timeout = learn_timeout
+        self.progress = progress
         self.goal = Learn.Goal(structure=structure)
         self.goal_id = UUID(uuid=list(uuid.uuid4().bytes))  # one id however often the goal is sent
         self.asked_at = time.time() - 1.0  # refusal reasons stamped before are older ones
@@ -92,7 +95,9 @@ class LearnCall(Ticking):
         self.phase_started = self.started
         self.goal_sends: list = []
         self.handle = None  # the ClientGoalHandle once the goal is taken
-        self.sent_at, self.resend, self.seen = -math.inf, FIRST_RESEND, self.started
+        self.sent_at = -math.inf
+        self.resend = FIRST_RESEND
+        self.seen = self.started
         self.cancel_reason = ""
 
     def tick(self, now: float) -> None:
@@ -151,8 +156,10 @@ class LearnCall(Ticking):
                              Learn.Impl.SendGoalService.Response(accepted=True)).cancel_goal_async()
 
     def _enter(self, phase: str) -> None:
-        self.phase, self.phase_started = phase, time.monotonic()
-        self.sent_at, self.resend = -math.inf, FIRST_RESEND
+        self.phase = phase
+        self.phase_started = time.monotonic()
+        self.sent_at = -math.inf
+        self.resend = FIRST_RESEND
 
     def _send_goal(self, now: float) -> None:
         self.sent_at = now

@@ -68,7 +68,8 @@ class Ticking:
         self.node = node
         self.answer = Future()
         self.timeout = timeout
-        self.started = self.last_tick = time.monotonic()
+        self.started = time.monotonic()
+        self.last_tick = self.started
         self.lock = threading.RLock()
         self.finished = False
         self.timer = node.create_timer(TICK, self._on_timer, callback_group=callback_group,
@@ -139,7 +140,9 @@ class ServiceCall(Ticking):
 
     def __init__(self, node, callback_group, client, request, convert: Callable, timeout: float):
         super().__init__(node, callback_group, timeout)
-        self.client, self.request, self.convert = client, request, convert
+        self.client = client
+        self.request = request
+        self.convert = convert
         self.name = client.srv_name
         self.sent: list[Future] = []  # the requests sent, oldest first
         self.sent_at = -math.inf  # when the request was last sent

@@ -4,7 +4,7 @@ A robot on a wireless link loses the learner for seconds or minutes. DDS keeps d
 learner stays matched; once the learner's participant has been silent for its lease (Fast DDS: 20 s) it is
 unmatched, and what the robot publishes meanwhile reaches nobody. When it comes back, the trials waiting for
 their answers are to be sent again at once, not when each one's back-off timer ends (up to 8 times
-``resend_timeout``: the last trial was confirmed 2-30 s after a 20 s outage before).
+``resend_timeout``).
 
 ``LearnerLink`` says when the learner is back: its answers' topic was matched again (a learner appeared,
 or one restarted: ``current_count_change`` > 0), or a trial topic was subscribed to again (a learner activated,
@@ -42,7 +42,9 @@ class LearnerLink:
     matched event each of ``listeners`` is called (others who wait for the learner)."""
 
     def __init__(self, node, silence: float, changed: Callable[[], None], callback_group=None):
-        self.node, self.silence, self.changed = node, silence, changed
+        self.node = node
+        self.silence = silence
+        self.changed = changed
         self.listeners: list[Callable[[], None]] = []
         self.last_answer = time.monotonic()
         self.answers_matched = 0  # publishers matched on the answers' topic (a learner's ~/stored)
@@ -74,7 +76,8 @@ class LearnerLink:
     def came_back(self) -> None:
         """A sign that the learner is back (also for a robot's trials of an earlier run): ``changed()`` in
         ``SETTLE`` seconds, unless another sign comes first."""
-        self.back, self.back_at = True, time.monotonic()
+        self.back = True
+        self.back_at = time.monotonic()
         if self._settle is not None:  # (the publishers outlive their TrialPublisher, and their events come here)
             self.settling = True
             self._settle.reset()
@@ -109,7 +112,10 @@ class ResendPacer:
     a time, on a timer of ``node`` that runs only while it has trials to send."""
 
     def __init__(self, node, send: Callable[[str], bool], window: int, release: float, callback_group=None):
-        self.node, self._send, self.window, self.release = node, send, window, release
+        self.node = node
+        self._send = send
+        self.window = window
+        self.release = release
         self._queue: deque[str] = deque()
         self._queued: set[str] = set()
         self._in_flight: dict[str, float] = {}  # trial_id -> when it was sent again

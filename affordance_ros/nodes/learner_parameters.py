@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 
@@ -19,7 +18,8 @@ from ..data.pairing import (
     SizeLimits,
 )
 from ..share import configuration_file, default_config_path, default_database_path, default_model_path
-from .numbers import accept_integers, number_descriptor, number_value
+from .node_state import NodeState
+from .number_parameters import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL
 from .trial_publisher import robot_name_problem
 
@@ -207,7 +207,6 @@ def robot_names(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-
 def _check_structure(params) -> SetParametersResult:
     for p in params:  # (prior_strength: its descriptor's range is checked by rclpy)
         if p.name == "structure" and p.value not in STRUCTURES:
@@ -216,11 +215,11 @@ def _check_structure(params) -> SetParametersResult:
     return SetParametersResult(successful=True)
 
 
-def refuse_clock_changes(node, active: Callable[[], bool]) -> None:
-    """Refuse to change ``use_sim_time`` on ``node`` while ``active()``: its clock would jump, and every trial's
-    stamp would look far ahead of it (or behind)."""
+def refuse_clock_changes(node, lifecycle: NodeState) -> None:
+    """Refuse to change ``use_sim_time`` on ``node`` while its ``lifecycle`` is active: its clock would jump, and
+    every trial's stamp would look far ahead of it (or behind)."""
     def check(params) -> SetParametersResult:
-        if active() and any(p.name == "use_sim_time" for p in params):
+        if lifecycle.active and any(p.name == "use_sim_time" for p in params):
             return SetParametersResult(successful=False, reason=(
                 "use_sim_time cannot change while the node is active (its clock would jump, and every trial's "
                 "stamp would look far ahead or behind): deactivate it first, or start it with the parameter"))

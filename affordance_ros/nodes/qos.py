@@ -13,7 +13,7 @@ The learner's readers hold at most ``LEARNER_READER_SAMPLES``, and the trial wri
 package's robot processes send heartbeats every ``TRIAL_HEARTBEAT_PERIOD`` (``dds_profiles``):
 under a flood a good trial's part waits behind the few parts queued in the reader (not 5000) and
 those the flooding writer still holds, and a part refused by a full queue is offered again every
-heartbeat, not every 3 s (docs/benchmarks.md §6, item 5).
+heartbeat, not every 3 s.
 """
 
 from __future__ import annotations
@@ -41,11 +41,8 @@ def trial_qos(depth: int = KEEP_ALL) -> QoSProfile:
 
 
 # How many replies a client of the learner's services keeps until it takes them (rclpy's default: 10). Fast DDS
-# sends every reply of a service to every client of it; each client takes them all and keeps its own. A reply
-# is lost when more replies to other clients than this arrive before its client takes it (a client process
-# not scheduled for a moment while other planners call): 45 of 60,000 with four clients of ~/predict on a
-# loaded machine keeping 10, none keeping 1000 (docs/benchmarks.md §6, item 8). A client that does not spin
-# between its calls takes at most this many stale replies (~0.4 ms each) before its next answer.
+# sends every reply of a service to every client of it, and a reply is lost when more replies to other clients
+# than this arrive before its client takes it (a client not scheduled for a moment while other planners call).
 REPLY_DEPTH = 1000
 
 
@@ -57,22 +54,18 @@ def reply_qos() -> QoSProfile:
 LEARNER_READER_SAMPLES = 100  # most samples a learner's reader holds (Fast DDS's default: 5000)
 TRIAL_HEARTBEAT_PERIOD = 0.1  # seconds between a trial writer's heartbeats while it has unacknowledged parts
 # Seconds a learner's service waits for a caller's reply reader to be matched before it gives up on the answer
-# (Fast DDS's default: its response writer's max_blocking_time, 100 ms). A caller that has just started can send
-# its request before the learner has discovered its reader; on a loaded machine that took longer than 100 ms and
-# the answer was dropped ("failed to send response (timeout): client will not receive response"). The wait ends
-# as soon as the reader is matched; only an answer to a caller whose reader never matches (its QoS incompatible)
-# holds the executor this long.
+# (Fast DDS's default, its response writer's max_blocking_time, is 100 ms): a caller that has just started can send
+# its request before the learner has discovered its reader. The wait ends as soon as the reader is matched; only
+# an answer to a caller whose reader never matches (its QoS incompatible) holds the executor this long.
 SERVICE_ANSWER_WAIT = 1.0
 # Bytes of the largest RTPS message (one UDP datagram) a process of this package sends: within one Ethernet or WiFi
-# frame (1500 bytes, less the IP and UDP headers and room for a tunnel's). Fast DDS's default (65,500) sends a
-# discovery message of ~18 kB as ~13 IP fragments, and one fragment lost loses the message: over a link losing 30 %
-# of its frames a robot's first trial went out 42 s after its start, against 10 s capped (docs/benchmarks.md, the
-# link bench). Capped, a larger sample goes as RTPS fragments, each sent again on its own when lost. The cap is on
-# what is sent (Fast DDS's fastdds.max_message_size property): larger messages from other programs are still taken.
+# frame (1500 bytes, less the IP and UDP headers and room for a tunnel's). With Fast DDS's default (65,500) a
+# discovery message goes as IP fragments, and one fragment lost loses the message; capped, a larger sample goes as
+# RTPS fragments, each sent again on its own when lost. The cap is on what is sent (Fast DDS's
+# fastdds.max_message_size property): larger messages from other programs are still taken.
 MAX_MESSAGE_SIZE = 1400
-# Seconds between a participant's announcements (Fast DDS: 3 s; its lease stays 20 s). A learner unmatched after an
-# outage longer than the lease is found again at the next announcement after the link's return: with 3 s the last
-# trial was confirmed 0.7-2.3 s after a 25 s outage ended, with 1 s 0.7-1.0 s (the link bench, 4 runs each).
+# Seconds between a participant's announcements (Fast DDS: 3 s; its lease stays 20 s): a learner unmatched after an
+# outage longer than the lease is found again at the next announcement after the link's return.
 ANNOUNCEMENT_PERIOD = 1.0
 PROFILES_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
 PROFILES_PREFIX = "affordance_ros_dds_"  # the profiles files: <prefix><pid>_<random>.xml in the temporary folder
@@ -139,15 +132,15 @@ def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | No
     what the first read). Yields a line for the log: what applies.
 
     Why the message size and the announcements: ``MAX_MESSAGE_SIZE``, ``ANNOUNCEMENT_PERIOD``. Why the reader queue
-    and the heartbeat (docs/benchmarks.md §6, item 5): a reader whose history is full refuses a sample; the
+    and the heartbeat: a reader whose history is full refuses a sample; the
     sample stays in its writer's history and is sent again once the writer learns it is missing, which for a
     writer that sent one trial is at its next heartbeat (Fast DDS: every 3 s). A short reader queue bounds
     the parts a good trial waits behind under a flood; a short heartbeat bounds how long a part refused
     by a full queue waits for its re-send. A KEEP_LAST reader deeper than ``reader_samples`` also holds at
     most that many: what a reliable writer sends beyond them is sent again, not lost. Why the service wait:
     ``SERVICE_ANSWER_WAIT``. rmw_fastrtps makes a service's response writer from the data_writer profile
-    named "service" when there is one (its max_blocking_time is that wait; checked: 1.0 s between the answers
-    to a caller that cannot match, against 0.1 s without it); the heartbeat is repeated there so that it does
+    named "service" when there is one (its max_blocking_time is that wait); the heartbeat is repeated there so that
+    it does
     not depend on whether that profile starts from the default one.
 
     Left as it is when the user gave Fast DDS profiles of their own (``FASTDDS_DEFAULT_PROFILES_FILE``: docs/node.md

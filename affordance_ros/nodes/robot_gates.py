@@ -1,10 +1,10 @@
 """When a robot may publish: once what it waits for is there (``StartGate``), and while its spool has room
 (``SpoolGate``).
 
-Waiting for the learner must cost nothing: the simulated robot looked at the graph at its trial rate while it
-waited (17 % of a core at 100 Hz, 1.2 % at 1 Hz). ``StartGate`` looks when a topic of the robot is matched
-(``poke``, from the QoS matched events of its publishers and of its answers' subscription) and otherwise once
-every ``WAIT_CHECK_PERIOD`` seconds (a node named in ``wait_for`` whose topics matched before its name was known).
+Waiting for the learner must cost nothing, not a look at the graph at the robot's trial rate. ``StartGate``
+looks when a topic of the robot is matched (``poke``, from the QoS matched events of its publishers and of its
+answers' subscription) and otherwise once every ``WAIT_CHECK_PERIOD`` seconds (a node named in ``wait_for`` whose
+topics matched before its name was known).
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ class StartGate:
     what it waits for as that changes, then ``ready`` (the line said when it starts)."""
 
     def __init__(self, node, missing: Callable[[], list[str]], start: Callable[[], None], ready: str):
-        self.node, self.missing, self.start, self.ready = node, missing, start, ready
+        self.node = node
+        self.missing = missing
+        self.start = start
+        self.ready = ready
         self.open = False
         self._said: list[str] = []
         self._timer = node.create_timer(WAIT_CHECK_PERIOD, self.poke)

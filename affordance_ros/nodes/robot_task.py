@@ -97,14 +97,23 @@ class TaskRunner:
 
     def __init__(self, client: AffordanceClient, sampler, wanted: dict, strategy: str, learn_every: int,
                  send: Callable, log: Callable, pending: Callable[[], int]):
-        self.client, self.sampler, self.wanted, self.strategy = client, sampler, wanted, strategy
-        self.learn_every, self.send, self.log, self.pending = learn_every, send, log, pending
+        self.client = client
+        self.sampler = sampler
+        self.wanted = wanted
+        self.strategy = strategy
+        self.learn_every = learn_every
+        self.send = send
+        self.log = log
+        self.pending = pending
         self.truth: AffordanceNetwork = sampler.truth
         self.actions = list(self.truth[self.truth.group("action")[0]].values)
         self.table = truth_table(self.truth, wanted)
         self.asking = None  # the Future of the question (or the learn) out
         self.learn_due = False
-        self.successes = self.unranked = self.unanswered = self.learns = 0
+        self.successes = 0
+        self.unranked = 0
+        self.unanswered = 0
+        self.learns = 0
         self.regrets: list[float] = []
         self.best_chances: list[float] = []  # p(wanted | the best action) of each trial's object
         self.kinds: list[int] = []  # each trial's kind of object (the world's number)

@@ -116,7 +116,7 @@ def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: 
     ``done(node)`` (``SETTLE_LIMIT``, then ``ANSWER_GRACE`` seconds more when it was not at once), and ``close``.
     Returns the exit status. With the environment variable AFFORDANCE_ROS_PROFILE set to a path, the main
     thread runs under cProfile, its stats written to <path>.<name> at exit (a developer's profile of the
-    executor thread: docs/benchmarks.md §6)."""
+    executor thread: docs/benchmarks.md)."""
     arguments = (make_node, startup_errors, name, args, done, taken, stopped, finish)
     profile = os.environ.get(PROFILE_VARIABLE)
     if not profile:

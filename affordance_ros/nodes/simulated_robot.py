@@ -50,7 +50,7 @@ from ..data.trial import trial_topics
 from ..msg import Action, Features
 from . import shutdown
 from .command_line import check_command_line
-from .numbers import accept_integers, number_descriptor, number_value
+from .number_parameters import accept_integers, number_descriptor, number_value
 from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
 from .robot_gates import SpoolGate, StartGate
 from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
@@ -85,7 +85,8 @@ class TrialSampler:
     action (``actions``) itself, drawn from ``rng``."""
 
     def __init__(self, truth: AffordanceNetwork, scenario: str, seed: int):
-        self.truth, self.scenario = truth, scenario
+        self.truth = truth
+        self.scenario = scenario
         # The trials come from another random stream than the ground truth's CPTs.
         self.rng = np.random.default_rng([seed, 1])
         self.world = NetworkWorld(truth) if scenario == "network" else ScenarioWorld(scenario)
@@ -126,6 +127,21 @@ class TrialSampler:
         chosen = objects.take([index])
         effects = self.world.act(chosen, [action], self.rng)
         return action, {"object": chosen.sensors(0), "effect": {name: float(x[0]) for name, x in effects.items()}}
+
+
+class TrialRate:
+    """Trials at ``rate`` per second: how many are due by now, from the first one sent (``sent`` since)."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.first: float | None = None  # when the first trial was sent (monotonic)
+        self.sent = 0
+
+    def due(self, now: float) -> int:
+        if self.first is None:
+            self.first = now
+            self.sent = 0
+        return int((now - self.first) * self.rate) + 1 - self.sent
 
 
 class SimulatedRobot(Node):
@@ -183,10 +199,8 @@ class SimulatedRobot(Node):
             events = PublisherEventCallbacks(matched=lambda info: self.gate.poke())
             self._outputs = {kind: self.create_publisher(Action if kind == "action" else Features, topic, qos,
                                                          event_callbacks=events) for kind, topic in topics.items()}
-        self.rate = param["rate"]
-        self._first_sent = None  # when the first trial was sent (monotonic), and how many since
-        self._sent_since_first = 0
-        self._timer = self.create_timer(1.0 / self.rate, self._publish_trial)
+        self.rate = TrialRate(param["rate"])
+        self._timer = self.create_timer(1.0 / self.rate.rate, self._publish_trial)
         self._timer.cancel()  # runs once what publishing waits for is there
         self.gate = StartGate(self, self.missing_subscribers, self._start, f"{', '.join(self.wait_for)} subscribed "
                               "to every topic" if self.wait_for else "subscribers are there")
@@ -238,13 +252,9 @@ class SimulatedRobot(Node):
             self.explorer.step()  # the trial is sent when the learner has chosen it
             return
         # every trial due by now (a timer faster than the executor fires late): the rate holds at high rates
-        now = time.monotonic()
-        if self._first_sent is None:
-            self._first_sent, self._sent_since_first = now, 0
-        due = int((now - self._first_sent) * self.rate) + 1 - self._sent_since_first
-        for _ in range(max(1, min(due, MAX_TRIALS_PER_TICK))):
+        for _ in range(max(1, min(self.rate.due(time.monotonic()), MAX_TRIALS_PER_TICK))):
             self._send(*self.sampler.next_trial())
-            self._sent_since_first += 1
+            self.rate.sent += 1
             if (self.count and self.published >= self.count or self.trials is None and not self._subscribers_ready()
                     or not self.spool_gate.room(self.trials)):
                 break

@@ -9,64 +9,71 @@ range, a reading that is not finite) is ``success: false`` with a message, count
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Callable
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ..core import AffordanceNetwork, EvidenceError
 from ..core.suggest import Candidate, check_criterion, check_trials, suggest_trials
+from ..data.model_manager import ModelManager
 from ..data.pairing import SizeLimits
 from ..srv import SuggestTrial
-from .answers import answer, checked
+from .reporter import Reporter
+from .service_answer import answer, log_level
 
 ROUND_ROBIN = "round_robin"
 NO_MODEL = "no model yet: a round robin over (action, candidate); call ~/learn to rank by what the model would learn"
 
 
 class SuggestService:
-    """``~/suggest_trial`` on ``node``, in ``callback_group``: answered from ``model()``, or before the first
-    learn by a round robin over the actions of ``config``; requests within ``limits``; ``count(name)`` and
-    ``log(level, message)`` report what was answered (``suggest_ok``, ``suggest_failed``)."""
+    """``~/suggest_trial`` on ``node``, in a callback group of its own: answered from the current model of
+    ``manager``, or before the first learn by a round robin over the actions of its configuration; requests within
+    ``limits``; ``reporter`` hears what was answered (``suggest_ok``, ``suggest_failed``)."""
 
-    def __init__(self, node, callback_group, model: Callable[[], AffordanceNetwork | None], config: AffordanceNetwork,
-                 limits: SizeLimits, count: Callable[[str], None], log: Callable[[str, str], None]):
-        self.node, self.model, self.config, self.limits = node, model, config, limits
-        self.count, self.log = count, log
+    def __init__(self, node, manager: ModelManager, limits: SizeLimits, reporter: Reporter):
+        self.node = node
+        self.current = manager.current
+        self.config = manager.config
+        self.limits = limits
+        self.reporter = reporter
         self.turn = 0  # where the round robin goes on
+        self.suggest = functools.partial(suggest_response, limits=limits)
         self.service = node.create_service(SuggestTrial, "~/suggest_trial", self._on_suggest,
-                                           callback_group=callback_group)
+                                           callback_group=MutuallyExclusiveCallbackGroup())
 
     def close(self) -> None:
         """Remove the service."""
         self.node.destroy_service(self.service)
 
     def _on_suggest(self, request: SuggestTrial.Request, response: SuggestTrial.Response) -> SuggestTrial.Response:
-        model = self.model()
+        model = self.current.model
         if model is None:  # the configuration knows the actions and the names of the candidates' evidence
-            model, fill = self.config, self._round_robin_into(request)
+            problem = answer(self.config, request, response, self._round_robin, self.limits, "")
         else:
-            fill = suggest_into(request, self.limits)
-        problem = answer(model, response, checked(self.limits, request, fill), "")
+            problem = answer(model, request, response, self.suggest, self.limits, "")
         if problem:
-            self.log("error" if problem.startswith("internal error") else "warning", f"suggest_trial: {problem}")
-        self.count(f"suggest_{'failed' if problem else 'ok'}")
+            self.reporter.grouped(log_level(problem), f"suggest_trial: {problem}")
+        self.reporter.count(f"suggest_{'failed' if problem else 'ok'}")
         return response
 
-    def _round_robin_into(self, request: SuggestTrial.Request) -> Callable:
-        def fill(config: AffordanceNetwork, response: SuggestTrial.Response) -> None:
-            candidates = candidates_of(request, self.limits)
-            if request.criterion:
-                check_criterion(request.criterion)
-            actions = check_trials(config, candidates, list(request.actions) or None)
-            pairs = len(actions) * len(candidates)
-            trials = [(self.turn + k) % pairs for k in range(min(request.max_suggestions or pairs, pairs))]
-            self.turn = (self.turn + 1) % pairs
-            response.criterion, response.message = ROUND_ROBIN, NO_MODEL
-            response.action_variable = config.group("action")[0]
-            response.actions = [actions[k % len(actions)] for k in trials]
-            response.candidates = [k // len(actions) for k in trials]
-            response.scores = [0.0] * len(trials)
-            response.information_gains = response.predictive_entropies = [math.nan] * len(trials)
-        return fill
+    def _round_robin(self, config: AffordanceNetwork, request: SuggestTrial.Request,
+                     response: SuggestTrial.Response) -> None:
+        candidates = candidates_of(request, self.limits)
+        if request.criterion:
+            check_criterion(request.criterion)
+        actions = check_trials(config, candidates, list(request.actions) or None)
+        pairs = len(actions) * len(candidates)
+        trials = [(self.turn + k) % pairs for k in range(min(request.max_suggestions or pairs, pairs))]
+        self.turn = (self.turn + 1) % pairs
+        response.criterion = ROUND_ROBIN
+        response.message = NO_MODEL
+        response.action_variable = config.group("action")[0]
+        response.actions = [actions[k % len(actions)] for k in trials]
+        response.candidates = [k // len(actions) for k in trials]
+        response.scores = [0.0] * len(trials)
+        response.information_gains = [math.nan] * len(trials)
+        response.predictive_entropies = [math.nan] * len(trials)
 
 
 def ranked_by(criterion: str) -> str:
@@ -104,26 +111,27 @@ def _per_candidate(owners, names, values, n: int, what: str) -> list[dict]:
     return per
 
 
-def suggest_into(request: SuggestTrial.Request, limits: SizeLimits) -> Callable:
-    """How to fill a SuggestTrial response for ``request`` from a model."""
-    def fill(model: AffordanceNetwork, response: SuggestTrial.Response) -> None:
-        result = suggest_trials(model, candidates_of(request, limits), list(request.actions) or None,
-                                request.criterion or "information_gain", request.max_suggestions or None)
-        suggestions, effects = result.suggestions, model.group("effect")
-        response.criterion, response.action_variable = result.criterion, result.action_variable
-        response.message = result.note or ranked_by(result.criterion)
-        response.actions = [s.action for s in suggestions]
-        response.candidates = [s.candidate for s in suggestions]
-        response.scores = [s.score for s in suggestions]
-        response.information_gains = [s.information_gain for s in suggestions]
-        response.predictive_entropies = [s.predictive_entropy for s in suggestions]
-        response.effect_variables = effects
-        expected = [(s, name, s.expected[name]) for s in suggestions for name in effects]
-        response.expected_labels = [label for _, _, label in expected]
-        response.expected_probabilities = [s.effects[name][label] for s, name, label in expected]
-        response.probability_stddevs = [s.effect_stddevs[name][label] if s.effect_stddevs else math.nan
-                                        for s, name, label in expected]
-        response.reading_names = list(suggestions[0].readings)
-        response.reading_means = [r["mean"] for s in suggestions for r in s.readings.values()]
-        response.reading_stddevs = [r["stddev"] for s in suggestions for r in s.readings.values()]
-    return fill
+def suggest_response(model: AffordanceNetwork, request: SuggestTrial.Request, response: SuggestTrial.Response,
+                     limits: SizeLimits) -> None:
+    """The SuggestTrial response to ``request`` from ``model``."""
+    result = suggest_trials(model, candidates_of(request, limits), list(request.actions) or None,
+                            request.criterion or "information_gain", request.max_suggestions or None)
+    suggestions = result.suggestions
+    effects = model.group("effect")
+    response.criterion = result.criterion
+    response.action_variable = result.action_variable
+    response.message = result.note or ranked_by(result.criterion)
+    response.actions = [s.action for s in suggestions]
+    response.candidates = [s.candidate for s in suggestions]
+    response.scores = [s.score for s in suggestions]
+    response.information_gains = [s.information_gain for s in suggestions]
+    response.predictive_entropies = [s.predictive_entropy for s in suggestions]
+    response.effect_variables = effects
+    expected = [(s, name, s.expected[name]) for s in suggestions for name in effects]
+    response.expected_labels = [label for _, _, label in expected]
+    response.expected_probabilities = [s.effects[name][label] for s, name, label in expected]
+    response.probability_stddevs = [s.effect_stddevs[name][label] if s.effect_stddevs else math.nan
+                                    for s, name, label in expected]
+    response.reading_names = list(suggestions[0].readings)
+    response.reading_means = [r["mean"] for s in suggestions for r in s.readings.values()]
+    response.reading_stddevs = [r["stddev"] for s in suggestions for r in s.readings.values()]

@@ -42,8 +42,8 @@ from rclpy.exceptions import InvalidTopicNameException
 from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_full_topic_name import validate_full_topic_name
 
+from ..data.log_text import RepeatedMessages
 from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
-from ..data.text import RepeatedMessages
 from ..data.trial import trial_topics
 from ..msg import Action, Features, TrialStatus
 from .learner_link import LearnerLink, ResendPacer
@@ -86,6 +86,19 @@ def trial_id_problem(trial_id, max_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH) ->
     return ""
 
 
+class FromWaiting:
+    """A read-only attribute of a ``TrialPublisher`` that is its ``waiting`` book's of the same name."""
+
+    def __init__(self):
+        self.name = ""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, publisher, owner=None):
+        return self if publisher is None else getattr(publisher.waiting, self.name)
+
+
 class TrialPublisher:
     """Publishes trials on ``node`` (on the topics of ``robot_name``: ``trial_topics``) and keeps each until the
     learner answers on ``status_topic``. ``publish`` builds and sends the three messages of a trial; ``send`` sends
@@ -94,11 +107,11 @@ class TrialPublisher:
     ``duplicates``, ``given_up`` (trial_id -> reason) and ``resent`` say what happened. With ``spool_path`` the
     trials waiting are kept in that file too (``spool``; SpoolError if it cannot be used); ``spool_limit`` wait."""
 
-    confirmed = property(lambda self: self.waiting.confirmed)
-    rejected = property(lambda self: self.waiting.rejected)
-    duplicates = property(lambda self: self.waiting.duplicates)
-    given_up = property(lambda self: self.waiting.given_up)
-    answers = property(lambda self: self.waiting.answers)
+    confirmed = FromWaiting()
+    rejected = FromWaiting()
+    duplicates = FromWaiting()
+    given_up = FromWaiting()
+    answers = FromWaiting()
 
     def __init__(self, node, resend_timeout: float = DEFAULT_RESEND_TIMEOUT, qos_depth: int = KEEP_ALL,
                  status_topic: str = STATUS_TOPIC, callback_group=None, max_resends: int = DEFAULT_MAX_RESENDS,
@@ -111,21 +124,20 @@ class TrialPublisher:
         self.node = node
         self.topics = trial_topics(robot_name)
         self.resend_timeout = float(resend_timeout)
-        self.max_resends, self.max_trial_id_length = max_resends, max_trial_id_length
-        self._qos = trial_qos(qos_depth)
-        self._publishers = None
-        self._by_topic = {}  # topic -> publisher, of every trial kept (a spooled trial is sent again on them)
+        self.max_resends = max_resends
+        self.max_trial_id_length = max_trial_id_length
         self._lock = threading.Lock()
         self.waiting = WaitingTrials(self.resend_timeout, max_resends, spool_limit)
-        self.link = LearnerLink(node, self.resend_timeout, lambda: self._check_return(), callback_group)
-        self.resent = self.publish_waits = 0
-        self._warnings = RepeatedMessages(lambda level, text: self.node.get_logger().warning(text))
+        self.link = LearnerLink(node, self.resend_timeout, self._check_return, callback_group)
+        self.outputs = TrialOutputs(node, self.topics, trial_qos(qos_depth), self.link)
+        self.resent = 0
+        self._warnings = RepeatedMessages(self._warn)
         self._status = node.create_subscription(
             TrialStatus, status_topic, self._on_status, trial_qos(KEEP_ALL), callback_group=callback_group,
             event_callbacks=self.link.answers_events())
         self._timer = node.create_timer(self.resend_timeout / 4, self.resend_due, callback_group=callback_group)
         self._pacer = ResendPacer(node, self._send_again, RESEND_WINDOW, self.resend_timeout, callback_group)
-        self.spool = SpooledTrials(spool_path, self._publisher_of) if spool_path else None
+        self.spool = SpooledTrials(spool_path, self.outputs.on) if spool_path else None
         for trial_id, messages in self.spool.load() if self.spool else ():
             self.waiting.add(trial_id, messages, time.monotonic())
         if self.waiting.trials:  # an earlier run's trials: sent once the learner is there
@@ -137,18 +149,7 @@ class TrialPublisher:
     @property
     def publishers(self) -> dict:
         """kind -> publisher of the three trial topics (created on first use)."""
-        if self._publishers is None:
-            self._publishers = {kind: self._publisher_of(self.node.resolve_topic_name(topic),
-                                                         Action if kind == "action" else Features)
-                                for kind, topic in self.topics.items()}
-        return self._publishers
-
-    def _publisher_of(self, topic: str, msg_type):
-        """The publisher of trials on ``topic`` (fully qualified), made with a matched event if there is none."""
-        if topic not in self._by_topic:
-            self._by_topic[topic] = self.node.create_publisher(msg_type, topic, self._qos,
-                                                               event_callbacks=self.link.trial_topic_events())
-        return self._by_topic[topic]
+        return self.outputs.by_kind()
 
     def publish(self, trial_id: str, action: str, object_features: Mapping[str, float],
                 effects: Mapping[str, float], stamp=None) -> None:
@@ -160,7 +161,7 @@ class TrialPublisher:
         until ``trial_id`` is confirmed. Publishing waits while a reader is behind (keep-all history full).
         SpoolFull while ``full``; SpoolError when the spool cannot be written (the trial is not taken)."""
         self._keep(trial_id, messages, sent=False)
-        self._publish(messages)
+        self.outputs.send(messages)
 
     def keep(self, trial_id: str, publisher, msg) -> None:
         """Keep one message of ``trial_id`` that was published already (e.g. a bag's, at its recorded
@@ -176,20 +177,23 @@ class TrialPublisher:
                 return  # (sent again by its robot: the messages of its first send are kept)
             self.waiting.check_room(trial_id)  # (before the spool is written)
             for publisher, _ in messages:
-                self._by_topic.setdefault(publisher.topic_name, publisher)
+                self.outputs.keep(publisher)
             self.waiting.add(trial_id, self.spool.add(trial_id, messages) if self.spool else messages,
                              time.monotonic(), sent)
 
-    def _publish(self, messages: Sequence) -> None:
-        for publisher, msg in messages:
-            self.publish_waits += publish_waiting(publisher, msg, self.node.context.ok, on_wait=self._log_wait)
+    def _warn(self, level: str, text: str) -> None:
+        """A line of the grouped warnings (the node's logger as it is now)."""
+        self.node.get_logger().warning(text)
 
-    def _log_wait(self) -> None:
-        self.node.get_logger().warning("a subscriber is behind: waiting to publish (the history is full)",
-                                       throttle_duration_sec=5.0)
+    @property
+    def publish_waits(self) -> int:
+        """Publish attempts that found a reader's history full (and waited)."""
+        return self.outputs.waits
 
-    # whether ``spool_limit`` trials wait for their answers (``send`` of a new trial raises SpoolFull)
-    full = property(lambda self: self.waiting.full)
+    @property
+    def full(self) -> bool:
+        """Whether ``spool_limit`` trials wait for their answers (``send`` of a new trial raises SpoolFull)."""
+        return self.waiting.full
 
     def resend_due(self, now: float | None = None) -> int:
         """The timer's tick: every waiting trial again, paced, if the learner came back; else those due
@@ -208,7 +212,7 @@ class TrialPublisher:
         for sent in due:
             if not self.node.context.ok():
                 break
-            self._publish(sent.messages)
+            self.outputs.send(sent.messages)
         self.resent += len(due)
         if due:
             self.node.get_logger().info(f"sent {len(due)} unconfirmed trials again ({self.pending} waiting for "
@@ -217,7 +221,7 @@ class TrialPublisher:
 
     def _check_return(self) -> None:
         """Once the learner is back and matched on every topic: every trial sent before it came, again, paced."""
-        back_at = self.link.take_return(lambda: all(p.get_subscription_count() for p in self._by_topic.values()))
+        back_at = self.link.take_return(self.outputs.all_matched)
         if back_at is None:
             return
         with self._lock:
@@ -231,7 +235,7 @@ class TrialPublisher:
         with self._lock:
             sent = self.waiting.sent_again(trial_id, time.monotonic())
         if sent is not None:
-            self._publish(sent.messages)
+            self.outputs.send(sent.messages)
             self.resent += 1
         return sent is not None
 
@@ -264,10 +268,16 @@ class TrialPublisher:
         """Whether a node publishes on the status topic (a learner that confirms trials is up)."""
         return self.node.count_publishers(self._status.topic_name) > 0
 
-    # the trial ids sent and not answered yet, oldest first
-    unconfirmed = property(lambda self: self.waiting.sent_before(float("inf")))
+    @property
+    def unconfirmed(self) -> list[str]:
+        """The trial ids sent and not answered yet, oldest first."""
+        return self.waiting.sent_before(float("inf"))
 
-    pending = property(lambda self: len(self.waiting.trials))  # trials waiting for their answer
+    @property
+    def pending(self) -> int:
+        """Trials waiting for their answer."""
+        return len(self.waiting.trials)
+
 
     def summary(self) -> str:
         kept = f" (kept in the spool {self.spool.path})" if self.spool and self.pending else ""
@@ -285,6 +295,53 @@ class TrialPublisher:
         self._warnings.flush(force=True)
         if self.spool:
             self.spool.close()
+
+
+class TrialOutputs:
+    """The publishers of a robot's trials on ``node``: the three of ``topics`` (made on first use) and every one a
+    kept trial was sent on (a spooled trial is sent again on them), each with ``qos`` and a matched event for
+    ``link``; ``send`` publishes on them."""
+
+    def __init__(self, node, topics: Mapping[str, str], qos, link: LearnerLink):
+        self.node = node
+        self.topics = topics
+        self.qos = qos
+        self.link = link
+        self.kinds: dict | None = None
+        self.by_topic = {}  # topic -> publisher
+        self.waits = 0  # publish attempts that found a reader's history full
+
+    def by_kind(self) -> dict:
+        """kind -> publisher of the three trial topics."""
+        if self.kinds is None:
+            self.kinds = {kind: self.on(self.node.resolve_topic_name(topic), Action if kind == "action" else Features)
+                          for kind, topic in self.topics.items()}
+        return self.kinds
+
+    def on(self, topic: str, msg_type):
+        """The publisher of trials on ``topic`` (fully qualified), made if there is none."""
+        if topic not in self.by_topic:
+            self.by_topic[topic] = self.node.create_publisher(msg_type, topic, self.qos,
+                                                              event_callbacks=self.link.trial_topic_events())
+        return self.by_topic[topic]
+
+    def send(self, messages: Sequence) -> None:
+        """Publish ``messages`` ((publisher, message or serialized bytes)), waiting while a reader is behind (keep-all
+        history full)."""
+        for publisher, msg in messages:
+            self.waits += publish_waiting(publisher, msg, self.node.context.ok, on_wait=self._log_wait)
+
+    def _log_wait(self) -> None:
+        self.node.get_logger().warning("a subscriber is behind: waiting to publish (the history is full)",
+                                       throttle_duration_sec=5.0)
+
+    def keep(self, publisher) -> None:
+        """``publisher`` (made elsewhere) sent a kept trial."""
+        self.by_topic.setdefault(publisher.topic_name, publisher)
+
+    def all_matched(self) -> bool:
+        """Whether every publisher has a subscriber."""
+        return all(p.get_subscription_count() for p in self.by_topic.values())
 
 
 def settings_problem(resend_timeout: float, max_resends: int, spool_limit: int) -> str:

@@ -1,31 +1,28 @@
-"""The learner's trial topics: ``action``, ``object_features``, ``effects`` in, every part to ``TrialIntake``.
+"""The learner's trial topics: ``action``, ``object_features``, ``effects`` in, every part to the ``TrialPipeline``.
 
 Those three are shared by every robot without a name; a robot named in the ``robots`` parameter also has
 its own three, ``<robot>/action``, ``<robot>/object_features``, ``<robot>/effects`` (relative names: the
 node's namespace and remappings apply). A DDS reader's history is shared by all the writers of its topic,
 first come first served: a robot whose reliable keep-all writer floods a topic keeps its reader full, and
-the part of another robot that finds it full waits for its writer's next heartbeat and re-send (seconds,
-docs/benchmarks.md §6, item 5). On topics of its own a robot's parts have a reader of their own.
+the part of another robot that finds it full waits for its writer's next heartbeat and re-send. On topics of
+its own a robot's parts have a reader of their own.
 
 Created when the node activates and closed when it deactivates. Each part goes to the
-``TrialIntake`` (check, pair, queue for storing) with the node clock; a timer expires trials
-whose parts stopped coming; what comes back goes to ``handle`` (``TrialEvents``: counted,
-logged, answered on ``~/stored``).
+``TrialPipeline`` (check, pair, store, answer) with the node clock; a timer expires trials
+whose parts stopped coming.
 
 The subscriptions and the timer share an ``IngestGroup``: a mutually exclusive callback
-group that can be paused. While the case writer's queue is full (``paused()``: another program
+group that can be paused. While the case writer's queue is full (another program
 holds the database's lock, or the disk is slow) the executor takes no more parts, so the DDS
 readers' history fills and the robot's reliable writers wait, as they would for a slow node;
 and the executor goes on answering ~/predict, /diagnostics and everything else meanwhile.
 
-rclpy's executors build their wait set anew for every message they take: with the ~40 entities
-of a lifecycle node (its services, the action server, timers, QoS event handlers) that is most of
-the cost of a part. So a part's callback also takes the parts already queued on its subscription,
-the way the executor takes one (``qos.take_queued``), and those queued on the other trial topics,
-in turn (one part of each reader per round, starting after its own: a flooded reader cannot keep the
+rclpy's executors build their wait set anew for every message they take, most of the cost of a part
+with the ~40 entities of a lifecycle node. So a part's callback also takes the parts already queued on its
+subscription, the way the executor takes one (``qos.take_queued``), and those queued on the other trial
+topics, in turn (one part of each reader per round, starting after its own: a flooded reader cannot keep the
 others waiting), for up to ``DRAIN_SECONDS`` (other callbacks, ~/predict among them, wait at most that long)
-and while storing is not paused: under a stream of trials one callback takes the parts of several
-trials.
+and while storing is not paused.
 """
 
 from __future__ import annotations
@@ -35,10 +32,10 @@ from typing import Callable, Sequence
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-from ..data.intake import Event, TrialIntake
 from ..data.trial import trial_topics
 from ..msg import Action, Features
 from .qos import take_queued, trial_qos
+from .trial_pipeline import TrialPipeline
 from .trial_wire import action_fields, features_fields
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
@@ -47,34 +44,37 @@ PARTS = {"action": (Action, action_fields), "object": (Features, features_fields
 
 
 class IngestGroup(MutuallyExclusiveCallbackGroup):
-    """A mutually exclusive callback group whose callbacks wait while ``paused()`` is true (rclpy's executors
+    """A mutually exclusive callback group whose callbacks wait while ``pipeline`` is ``paused`` (rclpy's executors
     leave an entity out of their wait set while its group cannot execute it)."""
 
-    def __init__(self, paused: Callable[[], bool]):
+    def __init__(self, pipeline: TrialPipeline):
         super().__init__()
-        self.paused = paused
+        self.pipeline = pipeline
 
     def can_execute(self, entity) -> bool:
-        return not self.paused() and super().can_execute(entity)
+        return not self.pipeline.paused and super().can_execute(entity)
 
 
 class TrialTopics:
     """The reliable subscriptions (the shared three, and three for each of ``robots``) and the expiry timer on
-    ``node``, in ``callback_group``, feeding ``intake``; ``handle(events)`` reports what became of each part."""
+    ``node``, in one ``IngestGroup``, feeding ``pipeline``."""
 
-    def __init__(self, node, intake: TrialIntake, qos_depth: int, callback_group: IngestGroup,
-                 handle: Callable[[list[Event]], None], robots: Sequence[str] = ()):
-        self.node, self.intake, self.handle, self.group = node, intake, handle, callback_group
+    def __init__(self, node, pipeline: TrialPipeline, qos_depth: int, robots: Sequence[str] = ()):
+        self.node = node
+        self.pipeline = pipeline
+        self.group = IngestGroup(pipeline)
         qos = trial_qos(qos_depth)
-        self.subscriptions, self.kinds, self.fields = [], [], []  # per subscription: its kind and reader
+        self.subscriptions = []
+        self.kinds = []  # per subscription: the kind of its parts
+        self.fields = []  # per subscription: how its parts are read
         for robot in ["", *robots]:
             for kind, topic in trial_topics(robot).items():
                 msg_type, fields = PARTS[kind]
                 self.subscriptions.append(node.create_subscription(
-                    msg_type, topic, self._taker(len(self.kinds)), qos, callback_group=callback_group, raw=True))
+                    msg_type, topic, self._taker(len(self.kinds)), qos, callback_group=self.group, raw=True))
                 self.kinds.append(kind)
                 self.fields.append(fields)
-        self.timer = node.create_timer(intake.expire_period, self._expire, callback_group=callback_group)
+        self.timer = node.create_timer(pipeline.expire_period, self._expire, callback_group=self.group)
 
     def close(self) -> None:
         """Stop taking trials (parts of trials still pending stay pending)."""
@@ -95,7 +95,7 @@ class TrialTopics:
         deadline = time.monotonic() + DRAIN_SECONDS
         count = len(self.subscriptions)
         queued = [(first + k) % count for k in range(1, count + 1)]  # the subscriptions not found empty yet
-        while queued and not self.group.paused() and time.monotonic() <= deadline:
+        while queued and not self.pipeline.paused and time.monotonic() <= deadline:
             for index in list(queued):
                 data = take_queued(self.subscriptions[index])
                 if data is None:
@@ -108,13 +108,12 @@ class TrialTopics:
         try:
             trial_id, stamp, fields = self.fields[index](data)
         except Exception as exc:  # noqa: BLE001 (bytes no deserialiser can read: bad input, counted and logged)
-            self.handle([Event(f"received_{kind}"), Event("rejected_parts", f"rejected a '{kind}' part that "
-                                                                            f"cannot be read: {exc!r}")])
+            self.pipeline.unreadable(kind, exc)
             return
-        self.handle(self.intake.take(kind, trial_id, stamp, fields, now))
+        self.pipeline.take(kind, trial_id, stamp, fields, now)
 
     def _expire(self) -> None:
-        self.handle(self.intake.expire(self._now()))
+        self.pipeline.expire(self._now())
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9

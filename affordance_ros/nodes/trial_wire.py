@@ -1,18 +1,16 @@
 """The fields of a serialized trial part (Action, Features), read from its CDR bytes without building a ROS message.
 
 rclpy turns every message it takes into a Python message object (the message, its header, the header's
-stamp, each field set through a checking property): a typed take of a Features part of three readings cost
-45 µs here, a serialized one 10 µs, and reading its fields from the bytes 14 µs: the largest cost of a part
-in the learner was that conversion (docs/benchmarks.md §6, item 7). The learner takes its trial parts
-serialized (``raw``) and reads here the few fields it uses: the header stamp, the trial_id, and the action
-label or the sensor names and values.
+stamp, each field set through a checking property), which costs more than the rest of a part's path in the
+learner. The learner takes its trial parts serialized (``raw``) and reads here the few fields it uses: the
+header stamp, the trial_id, and the action label or the sensor names and values.
 
 Only the encoding Fast DDS writes for these types is read here (plain CDR, little endian: encapsulation
 0x0001; every field aligned to its size, counted from the end of the 4-byte encapsulation header); any other
 goes through rclpy's own deserialisation, so the fields are the same whatever the writer's middleware.
 Strings come out as rclpy gives them: UTF-8 with invalid bytes replaced, cut at the first NUL. A Features
-with more than ``MAX_NAMES_READ_HERE`` names goes through rclpy too: its C code reads 5000 names in 1.3 ms,
-this module's loop in 12 ms (a flood of oversized parts, which the intake then refuses).
+with more than ``MAX_NAMES_READ_HERE`` names goes through rclpy too, whose C code reads long lists faster than
+this module's loop (a flood of oversized parts, which the intake then refuses).
 """
 
 from __future__ import annotations

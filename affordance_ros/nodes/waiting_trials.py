@@ -47,7 +47,9 @@ class WaitingTrials:
     ``answers`` (a Counter of the statuses)."""
 
     def __init__(self, resend_timeout: float, max_resends: int, limit: int):
-        self.resend_timeout, self.max_resends, self.limit = resend_timeout, max_resends, limit
+        self.resend_timeout = resend_timeout
+        self.max_resends = max_resends
+        self.limit = limit
         self.trials: OrderedDict[str, Sent] = OrderedDict()
         self.confirmed_after = float("-inf")  # the latest send of a trial the learner confirmed
         self._sequence = 0
@@ -109,7 +111,9 @@ class WaitingTrials:
         """Mark ``trial_id`` sent again now (``attempts``: its back-off; 0 starts it anew); None if not waiting."""
         sent = self.trials.get(trial_id)
         if sent is not None:
-            sent.sent, sent.attempts, sent.retry = now, attempts, False
+            sent.sent = now
+            sent.attempts = attempts
+            sent.retry = False
             self.trials.move_to_end(trial_id)
         return sent
 
@@ -124,7 +128,8 @@ class WaitingTrials:
             return False
         self.answers[status] += 1
         if status == RETRY:  # kept, and sent again after resend_timeout
-            sent.retry, sent.reason = True, reason
+            sent.retry = True
+            sent.reason = reason
             return True
         del self.trials[trial_id]
         self.confirmed_after = max(self.confirmed_after, sent.sent)

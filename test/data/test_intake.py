@@ -8,9 +8,9 @@ from conftest import committed_events
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data.case_writer import CaseWriter
 from affordance_ros.data.intake import DUPLICATE, REJECTED, RETRY, STORED, TrialIntake
+from affordance_ros.data.log_text import printable, quoted
 from affordance_ros.data.pairing import PartValidator, SizeLimits, TrialAssembler
 from affordance_ros.data.storage import CaseStore
-from affordance_ros.data.text import printable, quoted
 from affordance_ros.data.trial import Trial
 from affordance_ros.share import share_directory
 
@@ -33,12 +33,11 @@ class Intake:
         self.writer = CaseWriter(store, notify=lambda: None)
         self.intake = TrialIntake(PartValidator(AffordanceNetwork.load(CONFIG), limits),
                                   assembler or TrialAssembler(trial_timeout=5.0, remember_completed=0),
-                                  self.writer.submit, store.record_of, lambda: self.writer.confirming,
-                                  expire_period=1.0, **kw)
+                                  self.writer, expire_period=1.0, **kw)
         self.assembler = self.intake.assembler
 
     def take(self, *args, **kw):
-        return self.intake.take(*args, **kw) + committed_events(self.intake, self.writer)
+        return self.intake.take(*args, **kw) + committed_events(self.intake)
 
 
 @pytest.fixture
@@ -133,7 +132,7 @@ def test_a_part_that_differs_from_the_trial_being_stored_is_a_duplicate_not_a_re
     assert "being stored, with another 'action' part" in other[1].message
     then = raw.take("object", "s", 1000.0, OBJECT, 1000.0)  # once a conflict is seen, every part is a duplicate
     assert statuses(then) == [("s", DUPLICATE, conflict)]
-    assert statuses(committed_events(raw, intake.writer)) == [("s", STORED, "")]  # the first content is stored
+    assert statuses(committed_events(raw)) == [("s", STORED, "")]  # the first content is stored
     assert store.count() == 1 and store.record_of("s").action == "tap"
     assert statuses(raw.take("action", "s", 1000.0, "tap", 1000.0)) == [("s", DUPLICATE, conflict)]
 

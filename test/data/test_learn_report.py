@@ -6,7 +6,7 @@ import sys
 
 from affordance_ros.core import AffordanceNetwork
 from affordance_ros.data import offline
-from affordance_ros.data.learn import LearnJob, learn
+from affordance_ros.data.learn_job import LearnJob, learn
 from affordance_ros.share import share_directory
 
 

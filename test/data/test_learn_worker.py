@@ -11,7 +11,7 @@ import pytest
 from conftest import MONTESANO_CONFIG, sampled_records, write_config
 
 from affordance_ros.core import AffordanceError, AffordanceNetwork
-from affordance_ros.data.learn import learn
+from affordance_ros.data.learn_job import learn
 from affordance_ros.data.learn_worker import LearnWorker
 from affordance_ros.data.model_manager import ModelManager
 from affordance_ros.data.storage import CaseStore
@@ -34,18 +34,18 @@ def test_worker_learns_the_same_model_and_writes_the_file(tmp_path, worker):
     seed(tmp_path, 300)
     here = ModelManager(MONTESANO_CONFIG, tmp_path / "cases.db", tmp_path / "here.json")
     there = ModelManager(MONTESANO_CONFIG, tmp_path / "cases.db", tmp_path / "there.json")
-    local = learn(here.learn_job("k2", 0.0))
-    remote = worker.learn(there.learn_job("k2", 0.0))
+    local = learn(here.current.learn_job("k2", 0.0))
+    remote = worker.learn(there.current.learn_job("k2", 0.0))
     assert remote.model.arcs == local.model.arcs and remote.result.num_cases == 300
     for a, b in zip(remote.model.variables, local.model.variables):
         np.testing.assert_allclose(a.cpt, b.cpt, atol=1e-12)
     assert not (tmp_path / "there.json").exists()  # the worker writes beside it; the node renames
-    there.install_learned(remote)
+    there.current.install_learned(remote)
     written = AffordanceNetwork.load(tmp_path / "there.json")
     assert written.arcs == local.model.arcs and written.metadata["cases"] == local.model.metadata["cases"]
     # with the current model as a prior: no new cases is the same clear error as in this process
     with pytest.raises(AffordanceError, match="no new cases"):
-        worker.learn(there.learn_job("k2", 10.0))
+        worker.learn(there.current.learn_job("k2", 10.0))
     here.close()
     there.close()
 
@@ -56,7 +56,7 @@ def test_a_worker_killed_while_idle_is_replaced_at_the_next_learn(tmp_path, work
     pid = worker.start()
     assert pid != os.getpid()
     os.kill(pid, signal.SIGKILL)
-    assert worker.learn(manager.learn_job("k2", 0.0)).result.num_cases == 50  # at once, no failed learn
+    assert worker.learn(manager.current.learn_job("k2", 0.0)).result.num_cases == 50  # at once, no failed learn
     assert worker.pid not in (None, pid)
     manager.close()
 
@@ -72,8 +72,8 @@ def test_a_worker_killed_while_learning_fails_that_learn_and_is_replaced(tmp_pat
         if len(steps) == 1:
             os.kill(worker.pid, signal.SIGKILL)
     with pytest.raises(AffordanceError, match="ended unexpectedly"):
-        worker.learn(manager.learn_job("mcmc", 0.0), kill_at_the_first_step)
-    assert worker.learn(manager.learn_job("k2", 0.0)).result.num_cases == 200
+        worker.learn(manager.current.learn_job("mcmc", 0.0), kill_at_the_first_step)
+    assert worker.learn(manager.current.learn_job("k2", 0.0)).result.num_cases == 200
     manager.close()
 
 
@@ -85,7 +85,7 @@ def test_the_worker_ends_with_its_node_process_and_writes_nothing(tmp_path):
               f"from affordance_ros.data.model_manager import ModelManager\n"
               f"m = ModelManager({str(config)!r}, {str(tmp_path / 'cases.db')!r}, {str(tmp_path / 'm.json')!r})\n"
               f"w = LearnWorker()\nprint(w.start(), flush=True)\n"
-              f"w.learn(m.learn_job('mcmc', 0.0), lambda step: print('step', flush=True))\n")
+              f"w.learn(m.current.learn_job('mcmc', 0.0), lambda step: print('step', flush=True))\n")
     node = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         worker_pid = int(node.stdout.readline())

@@ -10,7 +10,7 @@ from affordance_ros.core import AffordanceError, AffordanceNetwork, benchmark_ne
 from affordance_ros.core.ground_truth import parent_weights, weighted_rms
 from affordance_ros.data.case_writer import CaseWriter
 from affordance_ros.data.intake import TrialIntake
-from affordance_ros.data.learn import learn
+from affordance_ros.data.learn_job import learn
 from affordance_ros.data.model_manager import ModelManager, StartupError
 from affordance_ros.data.pairing import TrialAssembler
 from affordance_ros.data.storage import CaseStore
@@ -37,11 +37,11 @@ def seed(tmp_path, records):
 def test_learns_from_the_stored_cases_writes_the_model_and_records_what_it_saw(tmp_path):
     seed(tmp_path, sampled_records(3000))
     models = manager(tmp_path)
-    assert models.load() is None and models.current_model() is None  # no model file yet
-    outcome = learn(models.learn_job("fixed", 0.0))
+    assert models.current.load() is None and models.current.model is None  # no model file yet
+    outcome = learn(models.current.learn_job("fixed", 0.0))
     assert outcome.result.num_cases == 3000 and "learned from 3000 cases" in outcome.message
     assert not (tmp_path / "model.json").exists()  # the learn wrote its own file: the node puts it in place
-    models.install_learned(outcome)
+    models.current.install_learned(outcome)
     assert not outcome.file.exists()
     on_disk = AffordanceNetwork.load(tmp_path / "model.json")
     assert on_disk.metadata["cases"]["count"] == 3000 and on_disk.metadata["cases"]["last_trial_id"] == "r02999"
@@ -52,27 +52,27 @@ def test_learns_from_the_stored_cases_writes_the_model_and_records_what_it_saw(t
     learned_cpts = [v.cpt for v in on_disk.variables]
     true_cpts = [v.cpt for v in truth.variables]
     assert weighted_rms(learned_cpts, true_cpts, parent_weights(truth)) < 0.05
-    assert models.current_model() is outcome.model
+    assert models.current.model is outcome.model
     models.close()
 
 
 def test_a_model_file_that_does_not_fit_is_not_used_and_says_why(tmp_path):
     (tmp_path / "model.json").write_text("{not json")
-    problem = manager(tmp_path).load()
+    problem = manager(tmp_path).current.load()
     assert problem.startswith(f"not using the model in {tmp_path / 'model.json'}") and "not valid JSON" in problem
     other = benchmark_network("simple", 1.0, 0)
     other.save(tmp_path / "model.json")
-    assert "does not fit the configuration" in manager(tmp_path).load()
+    assert "does not fit the configuration" in manager(tmp_path).current.load()
 
 
 def test_learning_with_a_prior_uses_only_the_new_cases_and_refuses_when_there_are_none(tmp_path):
     seed(tmp_path, sampled_records(300))
     models = manager(tmp_path)
-    models.install(learn(models.learn_job("fixed", 0.0)).model)
+    models.current.install(learn(models.current.learn_job("fixed", 0.0)).model)
     with pytest.raises(AffordanceError, match="no new cases since the current model"):
-        learn(models.learn_job("fixed", 50.0))
+        learn(models.current.learn_job("fixed", 50.0))
     seed(tmp_path, sampled_records(40, seed=3, prefix="n"))
-    second = learn(models.learn_job("fixed", 50.0))
+    second = learn(models.current.learn_job("fixed", 50.0))
     assert second.result.num_cases == 40 and "with it as a prior worth 50 cases" in second.message
     assert second.model.metadata["cases"]["count"] == 340
 
@@ -85,24 +85,25 @@ def test_cases_that_do_not_fit_the_configuration_are_skipped_and_counted(tmp_pat
     cases, skipped, marker = stored_cases(models.store, models.config)
     assert cases.n_cases == 100 and len(skipped) == 1 and marker["last_trial_id"] == "old00000"
     assert "1 with sensor ['weight'] not in the configuration (e.g. 'old00000')" in skipped.describe()
-    assert "skipped 1 stored cases" in learn(models.learn_job("fixed", 0.0)).message
+    assert "skipped 1 stored cases" in learn(models.current.learn_job("fixed", 0.0)).message
 
 
 def test_online_learning_catches_up_on_the_cases_stored_after_the_model(tmp_path):
     seed(tmp_path, sampled_records(200))
     first = manager(tmp_path)
-    outcome = learn(first.learn_job("fixed", 0.0))
-    first.install_learned(outcome)
+    outcome = learn(first.current.learn_job("fixed", 0.0))
+    first.current.install_learned(outcome)
     first.close()
     learned = outcome.model
     seed(tmp_path, sampled_records(15, seed=5, prefix="later"))
     models = manager(tmp_path, online=True)
-    assert models.load() is None
-    updates, message = models.install(models.model)
+    assert models.current.load() is None
+    updates, message = models.current.install(models.current.model)
     assert len(updates) == 15 and all(u.ok for u in updates) and "caught up on 15" in message
-    assert models.current_model().metadata["online"]["updates"] == 15 and models.unsaved
-    models.save_online()
-    assert not models.unsaved and AffordanceNetwork.load(tmp_path / "model.json").metadata["online"]["updates"] == 15
+    assert models.current.model.metadata["online"]["updates"] == 15 and models.current.unsaved
+    models.current.save_online()
+    assert not models.current.unsaved
+    assert AffordanceNetwork.load(tmp_path / "model.json").metadata["online"]["updates"] == 15
     assert learned.metadata["cases"]["count"] == 200
 
 
@@ -114,7 +115,7 @@ def test_a_bad_configuration_or_structure_says_what_to_fix(tmp_path):
     with pytest.raises(StartupError, match="exactly one variable in the group 'action'"):
         manager(tmp_path, config=broken)
     with pytest.raises(AffordanceError, match="structure 'greedy' is not one of"):
-        learn(manager(tmp_path).learn_job("greedy", 0.0))
+        learn(manager(tmp_path).current.learn_job("greedy", 0.0))
 
 
 @pytest.mark.parametrize("learning, message", [
@@ -134,13 +135,12 @@ def test_a_mistake_in_the_learning_block_stops_the_start_not_the_first_learn(tmp
 def test_the_intake_stores_a_trial_once_its_three_parts_arrived_and_reports_every_mistake(tmp_path):
     models = manager(tmp_path)
     writer = CaseWriter(models.store, notify=lambda: None)
-    intake = TrialIntake(models.parts, TrialAssembler(remember_completed=0), writer.submit,
-                         models.store.record_of, lambda: writer.confirming, 1.0)
+    intake = TrialIntake(models.parts, TrialAssembler(remember_completed=0), writer, 1.0)
     obj = (["color", "shape", "size"], [5.0, 0.0, 10.0])
     eff = (["obj_vel", "obj_hand_vel", "hand_vel", "contact"], [10.0, 5.0, 0.0, 5.0])
     assert [e.counter for e in intake.take("action", "t1", 10.0, "tap", 1.0)] == ["received_action"]
     intake.take("object", "t1", 10.0, obj, 1.0)
-    events = intake.take("effect", "t1", 10.0, eff, 1.0) + committed_events(intake, writer)
+    events = intake.take("effect", "t1", 10.0, eff, 1.0) + committed_events(intake)
     assert [e.counter for e in events] == ["received_effect", "stored"] and events[1].case[0] == 1
     assert models.store.records()[0].effects["obj_vel"] == 10.0
     # the same part again (a robot re-sending what it was not told was stored): confirmed, not an error
@@ -184,15 +184,15 @@ def test_a_learn_never_replaces_a_model_file_written_while_it_ran(tmp_path):
     second = ModelManager(other_config, tmp_path / "other.db", tmp_path / "model.json")
     with CaseStore(tmp_path / "other.db") as store:
         store.insert_many(sampled_records(200, prefix="o"))
-    slow = learn(first.learn_job("fixed", 0.0))  # began before the second learner wrote its model ...
-    second.install_learned(learn(second.learn_job("fixed", 0.0)))
+    slow = learn(first.current.learn_job("fixed", 0.0))  # began before the second learner wrote its model ...
+    second.current.install_learned(learn(second.current.learn_job("fixed", 0.0)))
     newer = (tmp_path / "model.json").read_bytes()
     with pytest.raises(AffordanceError, match="written by another program while this learn ran"):
-        first.install_learned(slow)  # ... so it ends after a newer model was written: that one stays
+        first.current.install_learned(slow)  # ... so it ends after a newer model was written: that one stays
     assert (tmp_path / "model.json").read_bytes() == newer and not slow.file.exists()
-    assert first.current_model() is None
+    assert first.current.model is None
     # a learn that begins after the file was replaced is asked for over it: it replaces it, and says so
-    _, message = first.install_learned(learn(first.learn_job("fixed", 0.0)))
+    _, message = first.current.install_learned(learn(first.current.learn_job("fixed", 0.0)))
     assert "was replaced or changed by another program; the learned model replaced it" in message
     assert AffordanceNetwork.load(tmp_path / "model.json").metadata["cases"]["count"] == 300
     first.close()

@@ -7,7 +7,8 @@ import pytest
 
 from affordance_ros.core import AffordanceError, AffordanceLearner, benchmark_network
 from affordance_ros.core.ground_truth import benchmark_structure, sample_values
-from affordance_ros.data.online_refiner import OnlineRefiner, cases_marker, model_weight
+from affordance_ros.data.current_model import OnlineRefiner, model_weight
+from affordance_ros.data.training_cases import cases_marker
 from affordance_ros.data.trial import Trial, case_set
 
 TRUTH = benchmark_network("montesano", 1.0, 0)

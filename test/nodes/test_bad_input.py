@@ -52,7 +52,7 @@ def expect(learner, counter, before, what):
 
 def test_bad_messages_are_rejected_and_stored_cases_kept(setup):
     ros, learner, robot = setup
-    assert learner.manager.store.count() == 5
+    assert learner.configured.manager.store.count() == 5
 
     robot.send_trial("good-1")
     wait_for(lambda: learner.counts["stored"] == 1, what="a good trial")
@@ -91,8 +91,8 @@ def test_bad_messages_are_rejected_and_stored_cases_kept(setup):
     expect(learner, "duplicate_parts", before, "a duplicate part")
     robot.send_features("object", "twice", *OBJECT)
     robot.send_features("effect", "twice", *EFFECT)
-    wait_for(lambda: learner.manager.store.contains("twice"), what="the trial 'twice'")
-    assert learner.manager.store.records()[-1].labels == {"Action": "tap"}
+    wait_for(lambda: learner.configured.manager.store.contains("twice"), what="the trial 'twice'")
+    assert learner.configured.manager.store.records()[-1].labels == {"Action": "tap"}
 
     # an incomplete trial is dropped after trial_timeout (0.5 s)
     before = learner.counts["dropped_incomplete"]
@@ -102,7 +102,7 @@ def test_bad_messages_are_rejected_and_stored_cases_kept(setup):
     # nothing crashed, nothing was lost: a good trial still goes in, the first version of good-1 stays
     robot.send_trial("good-2")
     wait_for(lambda: learner.counts["stored"] == 3, what="a last good trial")
-    records = {r.trial_id: r for r in learner.manager.store.records()}
+    records = {r.trial_id: r for r in learner.configured.manager.store.records()}
     assert sorted(records) == ["good-1", "good-2", "r00000", "r00001", "r00002", "r00003", "r00004", "twice"]
     assert records["good-1"].labels == {"Action": "tap"}
     assert learner.counts["store_errors"] == 0

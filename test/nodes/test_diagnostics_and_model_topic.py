@@ -61,7 +61,8 @@ def test_diagnostics_say_ok_warn_and_error_with_key_values(ros, tmp_path):
     assert {kv.key: kv.value for kv in learner_status(diagnostics).values}["rejected parts"] == "1"
 
     db.unlink()  # the database file is removed: the node writes what it holds back to its path
-    wait_for(lambda: db.exists() and learner.manager.store.file_problem() == "", what="the database written back")
+    wait_for(lambda: db.exists() and learner.configured.manager.store.file_problem() == "",
+             what="the database written back")
     with CaseStore(db, read_only=True) as store:
         assert store.count() == 80
     shutil.rmtree(db.parent)  # and its folder: nowhere to write it back, trials would be lost at a restart
@@ -82,7 +83,7 @@ def test_the_model_topic_has_the_model_at_start_up_and_after_every_learn(ros, tm
     wait_for(lambda: late.last() is not None, what="the model on ~/model")
     on_topic = AffordanceNetwork.from_dict(json.loads(late.last().data))
     assert on_topic.to_dict() == AffordanceNetwork.load(tmp_path / "model.json").to_dict()
-    assert json.loads(late.last().data) == json.loads(json.dumps(learner.manager.current_model().to_dict()))
+    assert json.loads(late.last().data) == json.loads(json.dumps(learner.configured.manager.current.model.to_dict()))
 
     again = ros.learn(structure="fixed")
     assert again.success

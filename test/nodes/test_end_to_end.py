@@ -24,7 +24,7 @@ def test_trials_stored_learned_predicted_and_kept_over_a_restart(ros, tmp_path):
     config = AffordanceNetwork.load(MONTESANO_CONFIG)
     learner = ros.learner()
     assert collect(ros, learner, 120, seed=3) == 120
-    assert learner.manager.store.count() == 120
+    assert learner.configured.manager.store.count() == 120
     assert learner.counts["rejected_parts"] == learner.counts["dropped_incomplete"] == 0
 
     learned = ros.learn()
@@ -48,7 +48,7 @@ def test_trials_stored_learned_predicted_and_kept_over_a_restart(ros, tmp_path):
     # restart: the cases and the model are still there, predictions work at once
     ros.remove(learner)
     learner = ros.learner()
-    assert learner.manager.store.count() == 120
+    assert learner.configured.manager.store.count() == 120
     again = ros.predict(query=["effect"], variable_names=["Action"], variable_values=["tap"], **OBJECT_FEATURES)
     assert_distributions(again, EFFECTS, config)
     for before, after in zip(effects.marginals, again.marginals):
@@ -71,7 +71,7 @@ def test_trials_stored_learned_predicted_and_kept_over_a_restart(ros, tmp_path):
 def test_trials_without_ids_are_paired_by_stamp(ros):
     learner = ros.learner(slop=0.001)
     assert collect(ros, learner, 50, use_trial_ids=False, rate=100.0) == 50
-    records = learner.manager.store.records()
+    records = learner.configured.manager.store.records()
     assert len(records) == 50
     assert all(r.trial_id.startswith("stamp-") for r in records)
     assert all(len(r.readings) == 7 for r in records)
@@ -82,18 +82,18 @@ def test_trials_without_ids_are_paired_by_stamp(ros):
 def test_default_paths_are_under_ros_home(ros, tmp_path, monkeypatch):
     monkeypatch.setenv("ROS_HOME", str(tmp_path / "ros_home"))
     learner = ros.learner(database_path=None, model_path=None)  # not set: the declared defaults
-    assert learner.get_parameter("database_path").value == str(learner.manager.database_path)
-    assert learner.manager.database_path == tmp_path / "ros_home" / "affordance_ros" / "cases.db"
-    assert learner.manager.model_path == tmp_path / "ros_home" / "affordance_ros" / "model.json"
-    assert learner.manager.database_path.is_file()
-    assert learner.manager.config_path == MONTESANO_CONFIG
+    assert learner.get_parameter("database_path").value == str(learner.configured.manager.database_path)
+    assert learner.configured.manager.database_path == tmp_path / "ros_home" / "affordance_ros" / "cases.db"
+    assert learner.configured.manager.model_path == tmp_path / "ros_home" / "affordance_ros" / "model.json"
+    assert learner.configured.manager.database_path.is_file()
+    assert learner.configured.manager.config_path == MONTESANO_CONFIG
 
 
 def test_empty_paths_mean_the_defaults(ros, tmp_path, monkeypatch):
     monkeypatch.setenv("ROS_HOME", str(tmp_path / "elsewhere"))
     learner = ros.learner(database_path="", model_path="", config_path="")
-    assert learner.manager.database_path == tmp_path / "elsewhere" / "affordance_ros" / "cases.db"
-    assert learner.manager.config_path == MONTESANO_CONFIG
+    assert learner.configured.manager.database_path == tmp_path / "elsewhere" / "affordance_ros" / "cases.db"
+    assert learner.configured.manager.config_path == MONTESANO_CONFIG
 
 
 def test_robot_runs_started_together_have_distinct_trial_ids(ros):

@@ -30,12 +30,12 @@ def explore(ros, learner, n, **params):
     wait_for(lambda: learner.counts["stored"] >= n, what=f"{n} stored cases")
     time.sleep(0.2)
     ros.remove(robot)
-    return [record.action for record in learner.manager.store.records()]
+    return [record.action for record in learner.configured.manager.store.records()]
 
 
 def test_an_active_robot_does_the_trials_the_learner_suggests(ros, never_touched):
     learner = ros.learner()
-    assert learner.manager.model is not None and learner.manager.model.has_counts
+    assert learner.configured.manager.current.model is not None and learner.configured.manager.current.model.has_counts
     actions = explore(ros, learner, 20, exploration="active", candidates=3)
     # every trial goes where the model knows least: what touching does
     assert actions == ["touch"] * 20
@@ -55,7 +55,7 @@ def test_a_suggestion_lost_on_the_way_back_is_asked_for_again(ros, never_touched
     # (on a loaded machine an answer may also come after the timeout: then it is asked again once more)
     assert robot.explorer.unanswered >= 1 and len(sent) == 5 + robot.explorer.unanswered
     wait_for(lambda: learner.counts["stored"] >= 5, what="5 stored cases")
-    assert [record.action for record in learner.manager.store.records()] == ["touch"] * 5
+    assert [record.action for record in learner.configured.manager.store.records()] == ["touch"] * 5
     wait_for(lambda: learner.counts["suggest_ok"] == len(sent), what="every question answered, the lost one too")
 
 

@@ -118,7 +118,7 @@ def test_statuses_on_stored_and_idempotent_resends(ros, statuses):
     wait_for(lambda: any(s.status == TrialStatus.REJECTED for s in statuses), what="a rejection")
     rejected = next(s for s in statuses if s.status == TrialStatus.REJECTED)
     assert rejected.trial_id == "b" and "unknown action 'push'" in rejected.reason
-    assert learner.manager.store.count() == 1 and learner.counts["store_errors"] == 0
+    assert learner.configured.manager.store.count() == 1 and learner.counts["store_errors"] == 0
 
 
 def test_a_part_that_differs_while_its_trial_is_being_stored_is_answered_duplicate(ros, statuses, tmp_path):
@@ -132,7 +132,7 @@ def test_a_part_that_differs_while_its_trial_is_being_stored_is_answered_duplica
         action.publish(Action(trial_id="c", action="tap"))
         obj.publish(Features(trial_id="c", names=["color", "shape"], values=[5.0, 0.0]))
         eff.publish(Features(trial_id="c", names=["obj_vel"], values=[10.0]))
-        wait_for(lambda: learner.intake.storing == 1, what="the trial being stored")
+        wait_for(lambda: learner.configured.trials.intake.storing == 1, what="the trial being stored")
         action.publish(Action(trial_id="c", action="grasp"))  # the same id, another action, at once
         wait_for(lambda: statuses, what="the answer to the other action part")
     finally:
@@ -143,7 +143,7 @@ def test_a_part_that_differs_while_its_trial_is_being_stored_is_answered_duplica
     assert [(s.trial_id, s.status, s.reason) for s in statuses] == [("c", TrialStatus.DUPLICATE, conflict),
                                                                     ("c", TrialStatus.STORED, "")]
     assert learner.counts["duplicate_parts"] == 1 and learner.counts["resent_parts"] == 0
-    assert learner.manager.store.record_of("c").action == "tap"
+    assert learner.configured.manager.store.record_of("c").action == "tap"
 
 
 def _rss_kb(pid):
@@ -212,7 +212,7 @@ def test_damaged_model_files_take_the_documented_path(ros, tmp_path):
         path = tmp_path / f"{name}.json"
         path.write_bytes(data)
         learner = ros.learner(model_path=str(path), database_path=str(tmp_path / f"{name}.db"))
-        assert learner.manager.model is None
+        assert learner.configured.manager.current.model is None
         assert not ros.predict(query=["action"]).success
         ros.remove(learner)
 

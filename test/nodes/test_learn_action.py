@@ -40,7 +40,7 @@ def test_the_action_learns_with_feedback_and_the_service_still_works(ros, tmp_pa
     result = answer.result
     assert result.success and result.num_cases == 150 and result.iterations > 0, result.message
     assert result.arcs and all("->" in arc for arc in result.arcs)
-    assert result.log_likelihood == learner.manager.current_model().metadata["learned"]["log_likelihood"]
+    assert result.log_likelihood == learner.configured.manager.current.model.metadata["learned"]["log_likelihood"]
     wait_for(lambda: {"sensors", "structure", "parameters"} <= {f.phase for f in feedback}, what="feedback")
     assert all(f.cases == 150 for f in feedback)
     elapsed = [f.elapsed for f in feedback]
@@ -61,7 +61,7 @@ def test_cancel_stops_learning_and_keeps_the_current_model(ros, tmp_path):
     first = ros.learn(structure="k2")
     assert first.success, first.message
     model_file = (tmp_path / "model.json").read_text()
-    model = learner.manager.current_model()
+    model = learner.configured.manager.current.model
 
     handle, feedback = send(ros, "mcmc")  # minutes of MCMC
     wait_for(lambda: any(f.phase == "structure" and f.iteration >= 100 for f in feedback), timeout=60.0,
@@ -74,7 +74,7 @@ def test_cancel_stops_learning_and_keeps_the_current_model(ros, tmp_path):
     assert answer.status == GoalStatus.STATUS_CANCELED
     assert not answer.result.success and "cancelled" in answer.result.message
     assert (tmp_path / "model.json").read_text() == model_file  # the current model stays, in use and on disk
-    assert learner.manager.current_model() is model
+    assert learner.configured.manager.current.model is model
     assert learner.counts["learn_cancelled"] == 1 and not learner.learn.busy
     after = ros.learn(structure="k2")  # and the next learn runs
     assert after.success, after.message

@@ -44,12 +44,12 @@ def test_a_lifecycle_manager_drives_the_learner(ros, tmp_path):
             store.add(record)
     learner = managed_learner(ros, tmp_path, autostart=False)
     assert state(ros) == "unconfigured"
-    assert learner.manager is None  # no database opened yet
+    assert learner.configured is None  # no database opened yet
     assert f"{NODE}/predict" not in services(ros)
 
     assert change(ros, Transition.TRANSITION_CONFIGURE)
     assert state(ros) == "inactive"
-    assert learner.manager.store.count() == 60  # configure opened the database
+    assert learner.configured.manager.store.count() == 60  # configure opened the database
     assert f"{NODE}/predict" not in services(ros)  # inactive: no services, no subscriptions
     assert ros.client_node.count_subscribers(f"{NAMESPACE}/action") == 0
 
@@ -69,7 +69,7 @@ def test_a_lifecycle_manager_drives_the_learner(ros, tmp_path):
     wait_for(lambda: ros.client_node.count_subscribers(f"{NAMESPACE}/action") == 0, what="the subscriptions to go")
 
     assert change(ros, Transition.TRANSITION_CLEANUP)
-    assert state(ros) == "unconfigured" and learner.manager is None
+    assert state(ros) == "unconfigured" and learner.configured is None
     # configure again: the model learned before is loaded from its file
     assert change(ros, Transition.TRANSITION_CONFIGURE) and change(ros, Transition.TRANSITION_ACTIVATE)
     client = ros.client(Predict, f"{NODE}/predict")
@@ -78,7 +78,7 @@ def test_a_lifecycle_manager_drives_the_learner(ros, tmp_path):
     assert answer.success, answer.message
 
     assert change(ros, Transition.TRANSITION_ACTIVE_SHUTDOWN)
-    assert state(ros) == "finalized" and learner.manager is None
+    assert state(ros) == "finalized" and learner.configured is None
 
 
 def test_configure_fails_with_a_bad_configuration_and_can_be_retried(ros, tmp_path):
@@ -86,7 +86,7 @@ def test_configure_fails_with_a_bad_configuration_and_can_be_retried(ros, tmp_pa
     config.write_text("{not json")
     learner = managed_learner(ros, tmp_path, autostart=False, config_path=str(config))
     assert not change(ros, Transition.TRANSITION_CONFIGURE)
-    assert state(ros) == "unconfigured" and learner.manager is None
+    assert state(ros) == "unconfigured" and learner.configured is None
     config.write_text(default_config_path().read_text())  # fixed: configure again
     assert change(ros, Transition.TRANSITION_CONFIGURE)
     assert state(ros) == "inactive"
@@ -98,7 +98,7 @@ def test_a_configure_that_fails_half_way_says_why_and_undoes_what_it_made(ros, t
     monkeypatch.setattr(LearnWorker, "start", cannot_start)
     learner = managed_learner(ros, tmp_path, autostart=False)
     assert not change(ros, Transition.TRANSITION_CONFIGURE)
-    assert state(ros) == "unconfigured" and learner.manager is None and learner.writer is None
+    assert state(ros) == "unconfigured" and learner.configured is None
     monkeypatch.undo()
     assert change(ros, Transition.TRANSITION_CONFIGURE)  # the database was let go: it can be opened again
     assert state(ros) == "inactive"

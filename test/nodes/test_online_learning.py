@@ -8,7 +8,7 @@ import pytest
 from conftest import sampled_records, wait_for
 
 from affordance_ros.core import AffordanceNetwork, predict, rank_actions
-from affordance_ros.data.online_refiner import OnlineRefiner
+from affordance_ros.data.current_model import OnlineRefiner
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.srv import SelectAction
 
@@ -53,13 +53,13 @@ def test_new_cases_refine_the_model_and_its_predictions(ros, tmp_path):
     # the model changed, and says so
     assert after.metadata["online"]["num_cases"] == 360
     assert after.metadata["cases"]["count"] == 360
-    assert after.metadata["cases"]["last_trial_id"] == learner.manager.store.records()[-1].trial_id
+    assert after.metadata["cases"]["last_trial_id"] == learner.configured.manager.store.records()[-1].trial_id
     assert after.metadata["learned"] == before.metadata["learned"]
     assert after.arcs == before.arcs
     assert max_cpt_change(after, before) > 1e-3
     # exactly the updates of stepwise EM on the new cases, started from the learned model worth 300 cases
     reference = OnlineRefiner(before)
-    for case_id, record in learner.manager.store.numbered_records(after=before.metadata["cases"]["last_id"]):
+    for case_id, record in learner.configured.manager.store.numbered_records(after=before.metadata["cases"]["last_id"]):
         reference.update(case_id, record)
     assert max_cpt_change(reference.model, after) < 1e-12
 
@@ -105,7 +105,7 @@ def test_a_restart_catches_up_skips_unknown_sensors_and_saves_at_shutdown(ros, t
 
     learner = ros.learner(online_learning=True, online_save_period=3600.0)
     assert learner.counts["online_updates"] == 20 and learner.counts["online_skipped"] == 1
-    assert learner.manager.current_model().metadata["online"]["num_cases"] == 220
+    assert learner.configured.manager.current.model.metadata["online"]["num_cases"] == 220
     assert AffordanceNetwork.load(tmp_path / "model.json").metadata.get("online") is None  # not yet written
     robot = ros.robot(count=5, seed=11)
     ros.wait_for_robot(robot)
@@ -118,5 +118,5 @@ def test_a_restart_catches_up_skips_unknown_sensors_and_saves_at_shutdown(ros, t
     # started again: nothing to catch up on, the updates go on from the saved model
     learner = ros.learner(online_learning=True)
     assert learner.counts["online_updates"] == 0
-    assert learner.manager.current_model().metadata["online"]["updates"] == 25
+    assert learner.configured.manager.current.model.metadata["online"]["updates"] == 25
     assert ros.predict(query=["effect"], variable_names=["Action"], variable_values=["tap"]).success

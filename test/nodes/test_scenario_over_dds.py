@@ -23,7 +23,7 @@ def test_tools_scenario_learned_over_dds_and_predicted_readings_answered(ros, tm
     time.sleep(0.3)
     ros.remove(robot)
     assert learner.counts["rejected_parts"] == 0
-    record = learner.manager.store.records()[0]
+    record = learner.configured.manager.store.records()[0]
     assert set(record.readings) == {*TOOL_DESCRIPTORS, *SHAPE_DESCRIPTORS, "dx", "dy"}
 
     learned = ros.learn(timeout=120)

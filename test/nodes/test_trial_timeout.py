@@ -19,11 +19,27 @@ def counters(events):
     return [e.counter for e in events]
 
 
+class HandedOver:
+    """Stands in for the CaseWriter (and its store): keeps what the intake hands over for storing."""
+
+    confirming = True
+
+    def __init__(self):
+        self.records = {}
+        self.store = self
+
+    def submit(self, record):
+        self.records.setdefault(record.trial_id, record)
+
+    def record_of(self, trial_id):
+        return self.records.get(trial_id)
+
+
 def test_the_fallback_drops_after_a_silence_but_not_right_after_the_caller_was_held_up():
-    stored = {}
+    writer = HandedOver()
+    stored = writer.records
     intake = TrialIntake(PartValidator(AffordanceNetwork.load(MONTESANO_CONFIG)), TrialAssembler(trial_timeout=0.5),
-                         submit=lambda record: stored.setdefault(record.trial_id, record),
-                         stored=stored.get, confirming=lambda: True, expire_period=0.125)
+                         writer, expire_period=0.125)
     assert counters(intake.take("action", "held", 1000.0, "tap", now=100.0)) == ["received_action"]
     assert intake.expire(100.0) == []
     # the caller was held up for 10 s: the other parts may be queued behind the timer
@@ -51,7 +67,7 @@ def test_the_node_drops_a_trial_whose_parts_stop_coming(ros):
     assert learner.counts["dropped_incomplete"] == 0
     wait_for(lambda: learner.counts["dropped_incomplete"] == 1, timeout=5.0, what="the trial to be dropped")
     time.sleep(0.2)
-    assert learner.intake.pending == 0 and learner.manager.store.count() == 0
+    assert learner.configured.trials.intake.pending == 0 and learner.configured.manager.store.count() == 0
 
 
 def test_a_robot_and_a_bag_of_another_year_sent_at_once_lose_no_trial(ros):
@@ -72,5 +88,5 @@ def test_a_robot_and_a_bag_of_another_year_sent_at_once_lose_no_trial(ros):
                 publishers[kind].publish(msg)
                 count = learner.counts[f"received_{kind}"]
                 wait_for(lambda: learner.counts[f"received_{kind}"] > count, what=f"the {kind} part of {trial_id}")
-    wait_for(lambda: learner.manager.store.count() == 8, timeout=10.0, what="the 8 trials stored")
+    wait_for(lambda: learner.configured.manager.store.count() == 8, timeout=10.0, what="the 8 trials stored")
     assert learner.counts["dropped_incomplete"] == 0

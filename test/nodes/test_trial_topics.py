@@ -17,26 +17,30 @@ from affordance_ros.msg import Action, Features, TrialStatus
 from affordance_ros.nodes import trial_publisher, trial_topics
 from affordance_ros.nodes.qos import trial_qos
 from affordance_ros.nodes.trial_publisher import TrialPublisher
-from affordance_ros.nodes.trial_topics import IngestGroup, TrialTopics
+from affordance_ros.nodes.trial_topics import TrialTopics
 
 TRIALS = 20
 
 
-class RecordingIntake:
-    """Stands in for TrialIntake: records (kind, trial_id) of every part it is given."""
+class RecordingPipeline:
+    """Stands in for TrialPipeline: records (kind, trial_id) of every part it is given, and what became of it."""
 
     expire_period = 60.0
+    paused = False
 
     def __init__(self):
-        self.parts, self.fields = [], []
+        self.parts, self.fields, self.handled = [], [], []
 
     def take(self, kind, trial_id, stamp, fields, now):
         self.parts.append((kind, trial_id))
         self.fields.append((kind, trial_id, stamp, fields))
-        return [Event(f"received_{kind}")]
+        self.handled.append(Event(f"received_{kind}"))
+
+    def unreadable(self, kind, exc):
+        self.handled.append(Event(f"received_{kind}"))
 
     def expire(self, now):
-        return []
+        pass
 
 
 @pytest.fixture
@@ -68,8 +72,9 @@ def publish_trials(node, n):
 def test_one_part_callback_takes_the_parts_queued_on_all_three_topics(ros, spun_by_hand, monkeypatch):
     monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)  # what is taken, not how fast (a loaded machine)
     learner, executor = spun_by_hand
-    intake, handled = RecordingIntake(), []
-    TrialTopics(learner, intake, 0, IngestGroup(lambda: False), handled.extend)
+    intake = RecordingPipeline()
+    handled = intake.handled
+    TrialTopics(learner, intake, 0)
     publish_trials(ros.client_node, TRIALS)
     executor.spin_once(timeout_sec=10)
     kinds = {kind for kind, _ in intake.parts}
@@ -84,13 +89,13 @@ def test_a_part_is_read_from_its_bytes_without_building_a_message(ros, spun_by_h
     takes its parts serialized and reads their fields (trial_wire); counted, not timed."""
     monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)
     learner, executor = spun_by_hand
-    intake, messages_built = RecordingIntake(), []
+    intake, messages_built = RecordingPipeline(), []
 
     def count_messages_built(frame, event, arg):
         if event == "call" and frame.f_code.co_name == "__init__" and "/msg/_" in frame.f_code.co_filename:
             messages_built.append(frame.f_code.co_filename)
 
-    TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None)
+    TrialTopics(learner, intake, 0)
     publish_trials(ros.client_node, TRIALS)
     sys.setprofile(count_messages_built)
     try:
@@ -108,8 +113,8 @@ def test_a_part_is_read_from_its_bytes_without_building_a_message(ros, spun_by_h
 def test_a_robots_own_topics_are_taken_in_turn_with_flooded_shared_ones(ros, spun_by_hand, monkeypatch):
     monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)
     learner, executor = spun_by_hand
-    intake = RecordingIntake()
-    topics = TrialTopics(learner, intake, 0, IngestGroup(lambda: False), lambda events: None, robots=["arm1"])
+    intake = RecordingPipeline()
+    topics = TrialTopics(learner, intake, 0, robots=["arm1"])
     assert sorted(s.topic_name for s in topics.subscriptions) == sorted(
         ["/action", "/object_features", "/effects", "/arm1/action", "/arm1/object_features", "/arm1/effects"])
     floods = [ros.client_node.create_publisher(Action, "action", trial_qos()),

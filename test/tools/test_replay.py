@@ -70,9 +70,9 @@ def test_a_replayed_bag_gives_the_node_the_cases_of_offline_import(ros, tmp_path
     assert player.returncode == 0, player.stderr + player.stdout
     played = re.search(rf"published {messages} messages in ([0-9.]+) s", player.stdout)
     assert played and float(played.group(1)) < 7.5, player.stdout  # 15 s of bag at 10x: 1.5 s (at 1x: 15 s)
-    wait_for(lambda: learner.manager.store.count() >= len(offline.records), what="the replayed cases")
+    wait_for(lambda: learner.configured.manager.store.count() >= len(offline.records), what="the replayed cases")
     time.sleep(0.3)
-    assert without_received(learner.manager.store.records()) == without_received(offline.records)
+    assert without_received(learner.configured.manager.store.records()) == without_received(offline.records)
     assert learner.counts["rejected_parts"] == 1
 
 
@@ -99,15 +99,16 @@ def test_replayed_ten_times_faster_without_clock_trials_time_out_as_offline_impo
     player = subprocess.run([CLI, "replay", str(bag), "--rate", "10"], capture_output=True, text=True, timeout=60)
     assert player.returncode == 0, player.stderr + player.stdout
     assert f"published {messages} messages" in player.stdout and "with /clock" not in player.stdout
-    wait_for(lambda: learner.manager.store.count() >= len(offline.records), what="the replayed cases")
+    wait_for(lambda: learner.configured.manager.store.count() >= len(offline.records), what="the replayed cases")
     time.sleep(0.3)
-    stored = learner.manager.store.records()
+    stored = learner.configured.manager.store.records()
     assert without_received(stored) == without_received(offline.records)
     # on the node clock the whole bag took less than trial_timeout: judged on it, 'late' would have been kept
     received = [r.received for r in stored]
-    assert max(received) - min(received) < 0.5 * learner.intake.assembler.trial_timeout
-    assert learner.counts["dropped_incomplete"] == 1 and learner.intake.pending == 1  # the lone late effect
-    wait_for(lambda: learner.intake.pending == 0, timeout=10, what="the fallback on the node clock")
+    assert max(received) - min(received) < 0.5 * learner.configured.trials.intake.assembler.trial_timeout
+    intake = learner.configured.trials.intake
+    assert learner.counts["dropped_incomplete"] == 1 and intake.pending == 1  # the lone late effect
+    wait_for(lambda: learner.configured.trials.intake.pending == 0, timeout=10, what="the fallback on the node clock")
     assert learner.counts["dropped_incomplete"] == 2
 
 
@@ -122,9 +123,9 @@ def test_with_the_bags_clock_a_sim_time_node_times_trials_out_as_offline_import(
                             capture_output=True, text=True, timeout=60)
     assert player.returncode == 0, player.stderr + player.stdout
     assert "with /clock" in player.stdout
-    wait_for(lambda: learner.manager.store.count() >= len(offline.records), what="the replayed cases")
+    wait_for(lambda: learner.configured.manager.store.count() >= len(offline.records), what="the replayed cases")
     time.sleep(0.3)
-    assert without_received(learner.manager.store.records()) == without_received(offline.records)
+    assert without_received(learner.configured.manager.store.records()) == without_received(offline.records)
     assert learner.counts["dropped_incomplete"] >= 1
     # the node's clock is the bag's
     assert abs(learner.get_clock().now().nanoseconds * 1e-9 - (T0 + 9.008)) < 0.01  # the last log time
@@ -149,7 +150,7 @@ def learner_and_robot(ros, trials, learner=None, **robot):
     subscribers of its topics being the learner and a recorder; the learner once it stored them all."""
     learner = ros.learner(**(learner or {}))
     ros.wait_for_robot(ros.robot(count=trials, rate=20.0, min_subscribers=2, **robot))
-    wait_for(lambda: learner.manager.store.count() >= trials, what=f"{trials} stored cases")
+    wait_for(lambda: learner.configured.manager.store.count() >= trials, what=f"{trials} stored cases")
     return learner
 
 
@@ -162,7 +163,7 @@ def test_the_simulated_robot_recorded_into_a_bag_gives_the_cases_the_node_stored
     recorded = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG))
     assert recorded.warnings == []
     assert len(recorded.records) == 30
-    assert without_received(recorded.records) == without_received(learner.manager.store.records())
+    assert without_received(recorded.records) == without_received(learner.configured.manager.store.records())
 
 
 def test_a_robot_on_its_own_topics_is_recorded_by_a_recorder_in_its_namespace(ros, tmp_path):
@@ -171,7 +172,7 @@ def test_a_robot_on_its_own_topics_is_recorded_by_a_recorder_in_its_namespace(ro
     learner, _ = recorded_while([str(bag), "--trials", "10", "--ros-args", "-r", "__ns:=/arm1"],
                                 lambda: learner_and_robot(ros, 10, {"robots": "arm1"}, seed=3, robot_name="arm1"))
     recorded = read_bag(bag, AffordanceNetwork.load(MONTESANO_CONFIG), PairingOptions(namespace="/arm1"))
-    assert without_received(recorded.records) == without_received(learner.manager.store.records())
+    assert without_received(recorded.records) == without_received(learner.configured.manager.store.records())
 
 
 def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial(ros, tmp_path):
@@ -183,7 +184,7 @@ def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial
     # the 24 trials with ids stored, 'kick' rejected (unknown action); 'cut' is not whole in the bag
     assert "24 trials confirmed stored, 1 rejected, 0 duplicate, 0 unconfirmed" in player.stdout, player.stdout
     assert "rejected trial 'kick': unknown action 'kick'" in player.stderr
-    assert {f"id{k}" for k in range(24)} <= {r.trial_id for r in learner.manager.store.records()}
+    assert {f"id{k}" for k in range(24)} <= {r.trial_id for r in learner.configured.manager.store.records()}
 
 
 @pytest.mark.ros  # (no ros fixture: two executables, a robot and a recorder, over DDS)
@@ -251,4 +252,4 @@ def test_replay_with_a_spool_keeps_what_the_learner_did_not_confirm_for_the_next
                             capture_output=True, text=True, timeout=90)
     assert second.returncode == 0, second.stderr + second.stdout
     assert "25 trials confirmed stored, 1 rejected, 0 duplicate, 0 unconfirmed" in second.stdout, second.stdout
-    assert {"other", *(f"id{k}" for k in range(24))} <= {r.trial_id for r in learner.manager.store.records()}
+    assert {"other", *(f"id{k}" for k in range(24))} <= {r.trial_id for r in learner.configured.manager.store.records()}

@@ -61,7 +61,9 @@ class RepeatedMessages:
 
     def __init__(self, log: Callable[[str, str], None], period: float = 5.0,
                  clock: Callable[[], float] = time.monotonic):
-        self.log, self.period, self.clock = log, period, clock
+        self.log = log
+        self.period = period
+        self.clock = clock
         self._periods: dict[str, list] = {}  # key -> [start, count held back, level, latest message]
 
     def __call__(self, key: str, level: str, message: str) -> None:

@@ -5,7 +5,7 @@ the network (``core.AffordanceLearner``), records in the model which stored case
 writes it to a new file beside the model file (``LearnOutcome.file``, synced to disk) and returns
 the model with its report. It opens the case database read-only and changes nothing else, so it
 may run in any thread or process (``learn_worker`` runs it in a process of its own); the node
-alone puts the new file in place of the model file (``ModelManager.install_learned``: a learn
+alone puts the new file in place of the model file (``CurrentModel.install_learned``: a learn
 that outlives its node replaces nothing). A ``LearnJob`` holds everything it needs.
 """
 

@@ -1,6 +1,6 @@
 """``~/learn`` as a service (Learn.srv) and as an action (Learn.action): one learn at a time, in a worker process.
 
-Both run a ``data.learn.LearnJob`` in the node's learning process (``data.learn_worker``),
+Both run a ``data.learn_job.LearnJob`` in the node's learning process (``data.learn_worker``),
 waited for by a thread of its own, while their callback (a coroutine in a reentrant callback
 group) awaits it, so the executor goes on storing trials and answering predictions. A second
 learn, by either, is refused at once: the service answers "already running"; the action
@@ -23,9 +23,10 @@ and an action server would leave its client without a result.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rcl_interfaces.msg import Log
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -37,10 +38,16 @@ from rclpy.time import Time
 
 from ..action import Learn as LearnAction
 from ..core import AffordanceError, LearningCancelled
-from ..data.learn import LearnJob, LearnOutcome, LearnProgress
+from ..data.current_model import CurrentModel
+from ..data.learn_job import LearnOutcome, LearnProgress
 from ..data.learn_worker import LearnWorker
-from ..data.text import printable
+from ..data.log_text import printable
 from ..srv import Learn
+from .node_state import NodeState
+from .reporter import Reporter
+
+if TYPE_CHECKING:
+    from .model_topic import ModelTopic
 
 FEEDBACK_PERIOD = 0.1  # seconds between feedback messages of one phase
 STOP_GRACE = 5.0  # seconds a learn the node cancels gets to stop at its next step before its process is killed
@@ -51,30 +58,38 @@ REFUSED_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)  # a caller that matches late still hears it
 
 
+def never() -> bool:
+    """The ``give_up`` of a wait that is never cut short."""
+    return False
+
+
 def fill(out, outcome: LearnOutcome) -> None:
     """The fields the Learn response and the Learn action's result share, from a learn's outcome."""
     result = outcome.result
-    out.success, out.message = True, outcome.message
-    out.num_cases, out.arcs = result.num_cases, [f"{a}->{b}" for a, b in result.arcs]
-    out.log_likelihood, out.iterations = float(result.log_likelihood), int(result.iterations)
+    out.success = True
+    out.message = outcome.message
+    out.num_cases = result.num_cases
+    out.arcs = [f"{a}->{b}" for a, b in result.arcs]
+    out.log_likelihood = float(result.log_likelihood)
+    out.iterations = int(result.iterations)
     out.duration = float(result.duration)
 
 
 class LearnEndpoints:
     """The Learn service and action on ``node``, until ``destroy``.
 
-    ``ready()`` says why the node cannot learn now ('' when it can); ``job(structure)`` describes a learn
-    ('' for the node's default structure), in the executor thread; ``worker()`` runs it; ``installed(outcome)``
-    makes its model current, ``discard(outcome)`` drops one that came too late; ``count(name)`` and
-    ``log(level, message)`` report what happened.
+    A learn runs while the node is active (``lifecycle``; else it is refused, saying why) in the learning process
+    ``worker`` and its model goes to ``model`` (``attach``: from configure to cleanup); the node's parameters
+    'structure' (for a request that leaves it empty) and 'prior_strength' describe it. ``reporter`` hears what
+    happened.
     """
 
-    def __init__(self, node, ready: Callable[[], str], worker: Callable[[], LearnWorker],
-                 job: Callable[[str], LearnJob], installed: Callable[[LearnOutcome], None],
-                 discard: Callable[[LearnOutcome], None], count: Callable[[str], None],
-                 log: Callable[[str, str], None]):
-        self.node, self.ready, self.worker, self.job = node, ready, worker, job
-        self.installed, self.discard, self.count, self.log = installed, discard, count, log
+    def __init__(self, node, lifecycle: NodeState, reporter: Reporter):
+        self.node = node
+        self.lifecycle = lifecycle
+        self.reporter = reporter
+        self.worker: LearnWorker | None = None
+        self.model: ModelTopic | None = None
         self._lock = threading.Lock()
         self._started = 0.0
         self._stopped = ""  # why the node stopped the learn that runs ('' while it was not)
@@ -85,12 +100,22 @@ class LearnEndpoints:
                                    goal_callback=self._on_goal, cancel_callback=self._on_cancel)
         self.refusals = node.create_publisher(Log, f"~/{REFUSED_TOPIC}", REFUSED_QOS)
 
+    def attach(self, worker: LearnWorker, model: ModelTopic) -> None:
+        """Learn in ``worker`` for ``model`` from now on (the node is configured)."""
+        self.worker = worker
+        self.model = model
+
+    def detach(self) -> None:
+        """The node is cleaned up: no worker and no model any more."""
+        self.worker = None
+        self.model = None
+
     @property
     def busy(self) -> bool:
         """True while a learn is being worked on."""
         return self._lock.locked()
 
-    def stop(self, reason: str, give_up: Callable[[], bool] = lambda: False) -> None:
+    def stop(self, reason: str, give_up: Callable[[], bool] = never) -> None:
         """Cancel a learn that is running (its caller is told ``reason``) and wait for the learning process to
         let go of it (``_cancel``; ``give_up()``, a second stop signal, ends the wait). The caller is answered
         when the executor next runs the learn's callback."""
@@ -99,10 +124,10 @@ class LearnEndpoints:
         self._stopped = reason
         self._cancel(give_up)
 
-    def _cancel(self, give_up: Callable[[], bool] = lambda: False) -> None:
+    def _cancel(self, give_up: Callable[[], bool] = never) -> None:
         """Tell the learning process to stop the learn at its next step, and wait until it has; one that has not
         within ``STOP_GRACE`` seconds (or when ``give_up()``) is killed (the next learn starts another)."""
-        worker, waiting = self.worker(), self._waiting
+        worker, waiting = self.worker, self._waiting
         if worker is None or waiting is None:  # (no worker once the node is cleaned up: the learn was cancelled then)
             return
         worker.cancel()
@@ -131,7 +156,7 @@ class LearnEndpoints:
         self.node.destroy_publisher(self.refusals)
 
     async def _on_service(self, request: Learn.Request, response: Learn.Response) -> Learn.Response:
-        problem = self.ready()
+        problem = self.lifecycle.why_not_active()
         if problem or not self._claim():
             response.message = self._refuse(problem)
             return response
@@ -140,7 +165,7 @@ class LearnEndpoints:
     def _on_goal(self, goal: LearnAction.Goal) -> GoalResponse:
         """Accept a goal only when the node is active and no learn runs (the learn is then this goal's,
         until it ends)."""
-        problem = self.ready()
+        problem = self.lifecycle.why_not_active()
         if not problem and self._claim():
             return GoalResponse.ACCEPT
         self._refuse(problem)
@@ -166,10 +191,10 @@ class LearnEndpoints:
 
     def _refuse(self, problem: str = "") -> str:
         """Count and log a learn refused (the node is not active: ``problem``, or one runs); the reason."""
-        self.count("learn_refused")
+        self.reporter.count("learn_refused")
         reason = problem or (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
                              "call ~/learn again when it has finished")
-        self.log("warning", REFUSED + reason)
+        self.reporter.grouped("warning", REFUSED + reason)
         wall = Time(nanoseconds=time.time_ns())  # as log lines are stamped (a simulated clock may stand still)
         self.refusals.publish(Log(stamp=wall.to_msg(), level=Log.WARN, name=self.node.get_logger().name,
                                   msg=reason))
@@ -180,12 +205,16 @@ class LearnEndpoints:
         progress = self._progress(goal_handle)
         outcome = "failed"
         try:
-            job, worker = self.job(structure), self.worker()
-            learned = await self._in_thread(lambda: worker.learn(job, progress))
-            if self._stopped:  # it finished as the node stopped it: the node no longer takes models
-                self.discard(learned)
+            worker, model = self.worker, self.model
+            if worker is None:  # cleaned up since the learn was claimed
                 raise LearningCancelled(self._stopped)
-            self.installed(learned)
+            job = model.current.learn_job(structure or self.node.get_parameter("structure").value,
+                                          float(self.node.get_parameter("prior_strength").value))
+            learned = await self._in_thread(functools.partial(worker.learn, job, progress))
+            if self._stopped:  # it finished as the node stopped it: the node no longer takes models
+                CurrentModel.discard(learned)
+                raise LearningCancelled(self._stopped)
+            model.learned(learned)
             fill(out, learned)
             outcome = "ok"
         except (LearningCancelled, AffordanceError) as exc:
@@ -196,12 +225,12 @@ class LearnEndpoints:
             else:
                 out.message = str(exc)
         except Exception as exc:  # a bug: answer and keep running rather than take the node down
-            self.log("error", f"learn failed unexpectedly: {exc!r}")
+            self.reporter.grouped("error", f"learn failed unexpectedly: {exc!r}")
             out.message = printable(f"internal error while learning: {exc!r}")
         finally:
             self._lock.release()  # only now: until the new model is in use, online saves wait
-        self.count(f"learn_{outcome}")
-        self.log("info" if outcome == "ok" else "warning", f"learn: {out.message}")
+        self.reporter.count(f"learn_{outcome}")
+        self.reporter.grouped("info" if outcome == "ok" else "warning", f"learn: {out.message}")
         return out
 
     def _progress(self, goal_handle):
