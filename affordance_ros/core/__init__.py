@@ -31,7 +31,8 @@ _EXPORTS = {
     "SCORES": "options", "STRUCTURES": "options", "LearningOptions": "options",
     "EMResult": "em", "fit_discrete": "parameters", "fit_em": "parameters", "log_likelihood": "parameters",
     "ActionRanking": "predict", "BatchPrediction": "predict", "Prediction": "predict", "ReadingPrediction": "predict",
-    "STRATEGIES": "predict", "predict_batch": "predict", "predict_readings": "predict", "rank_actions": "predict",
+    "STRATEGIES": "predict", "gittins_index": "predict", "predict_batch": "predict", "predict_readings": "predict",
+    "rank_actions": "predict",
     "LearningCancelled": "progress",
 }
 

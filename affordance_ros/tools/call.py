@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="a desired effect; repeatable")
     select.add_argument("--strategy", choices=STRATEGIES, default=STRATEGIES[0],
                         help="how to rank: expected (the most probable first; default), optimistic (the highest "
-                             "upper credible bound first: learn while doing), thompson (the best under one posterior "
+                             "Gittins index first: learn while doing), thompson (the best under one posterior "
                              "draw of the CPTs), cautious (the highest lower bound first: when a failure is costly)")
     suggest = which.add_parser("suggest", parents=[common], help="which trial would teach the model the most "
                                                                  "(~/suggest_trial)",

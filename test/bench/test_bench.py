@@ -432,6 +432,20 @@ def test_decisions_quick(tmp_path):
     assert_png(tmp_path / "decisions_regret.png")
 
 
+def test_decisions_runs_only_the_worlds_and_strategies_asked_for(tmp_path):
+    """--worlds / --policies: those runs only, optimistic's lockin target said without thompson's; a name it
+    does not know is refused with the names it knows."""
+    printed = bench("decisions", "--worlds", "lockin", "--policies", "optimistic,expected", out=tmp_path)
+    results = json.loads((tmp_path / "decisions_results.json").read_text())
+    assert list(results["worlds"]) == ["lockin"] and list(results["worlds"]["lockin"]) == ["expected", "optimistic"]
+    assert set(results["targets"]) == {"optimistic_late_ratio", "optimistic_locked_out", "met"}
+    assert "lockin targets: optimistic's regret over trials" in printed and "not all run" in printed
+    assert_png(tmp_path / "decisions_regret.png")
+    refused = subprocess.run([BENCH, "decisions", "--worlds", "lockin,kitchen", "--quick", "--out", str(tmp_path)],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "unknown kitchen: choose from montesano, tools, lockin" in refused.stderr
+
+
 def test_the_regret_of_the_decision_worlds_is_against_the_truth():
     """p_truth(goal | action, kind) of the decision worlds is the truth's CPT (lockin, tools) or its marginal
     (montesano); the lockin world's special kind has its best action best by far there, and bad elsewhere."""

@@ -106,7 +106,7 @@ def test_call_learn_predict_and_select_action(ros, tmp_path):
     scores = [r["score"] for r in optimistic["ranking"]]
     # best first (actions whose scores tie, to rounding, come in an order drawn at random)
     assert all(a >= b - 1e-9 * abs(a) for a, b in zip(scores, scores[1:])), scores
-    assert scores == pytest.approx([r["interval"][1] for r in optimistic["ranking"]], rel=1e-12)
+    assert all(r["score"] >= r["interval"][0] for r in optimistic["ranking"])   # (a Gittins index: test_gittins.py)
     assert all(r["stddev"] > 0 and r["support"] > 0 and set(r) == {"action", "probability", "stddev", "interval",
                                                                      "support", "score"} for r in optimistic["ranking"])
 
