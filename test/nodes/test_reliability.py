@@ -426,9 +426,8 @@ def test_a_flood_of_parts_that_never_complete_is_bounded_and_a_good_trial_still_
 def test_a_robot_on_its_own_topics_is_confirmed_at_once_while_a_keep_all_writer_floods_the_shared_ones(ros, tmp_path):
     # A reliable keep-all writer (TrialPublisher's QoS) floods the shared 'action' topic faster than the learner
     # takes it: the learner's reader there stays full, and the flooding writer holds what it refused. A good trial
-    # on the shared topics would wait for its writer's heartbeat and re-send (seconds: docs/benchmarks/faults.md, item 5);
-    # on its robot's own topics it has a reader of its own. (With robot_name "" here, the good trial on the shared
-    # topics: 1.76 and 2.18 s, failing.)
+    # on the shared topics would wait for its writer's heartbeat and re-send (seconds: docs/benchmarks/faults.md,
+    # item 5); on its robot's own topics it has a reader of its own.
     learner = start("learner_node", tmp_path, "learner", database_path=tmp_path / "cases.db",
                     model_path=tmp_path / "model.json", status_period=0.0, diagnostics_period=0.0, robots="good")
     robot = Robot(ros, resend_timeout=5.0, robot_name="good")  # TrialPublisher's default resend_timeout
