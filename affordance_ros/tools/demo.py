@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -232,11 +233,22 @@ def percent(p: float) -> str:
     return f"{100.0 * p:5.1f}%"
 
 
-def print_distribution(title: str, variable, learned: dict, truth: dict, actual: str | None = None) -> None:
-    print(f"  {title:<12} {'learned':>8} {'truth':>8}")
+def print_distribution(title: str, variable, answer, truth: dict, actual: str | None = None) -> None:
+    """The learned probability of each of ``variable``'s labels (``answer``, a Prediction), its 90 % credible
+    interval (how sure the model is), and the ground truth's."""
+    learned, intervals = answer.marginals[variable.name], answer.intervals.get(variable.name, {})
+    print(f"  {title:<12} {'learned':>8} {'90 % interval':>14} {'truth':>8}")
     for label in variable.values:
         mark = "  <- what happened" if label == actual else ""
-        print(f"  {label:<12} {percent(learned[label]):>8} {percent(truth[label]):>8}{mark}")
+        print(f"  {label:<12} {percent(learned[label]):>8} {interval_text(intervals.get(label)):>14} "
+              f"{percent(truth[label]):>8}{mark}")
+
+
+def interval_text(interval) -> str:
+    """'41-86%', or '-' without the posterior of the CPTs."""
+    if interval is None or any(math.isnan(bound) for bound in interval):
+        return "-"
+    return f"{100.0 * interval[0]:.0f}-{100.0 * interval[1]:.0f}%"
 
 
 def default_picture() -> Path:
@@ -275,8 +287,8 @@ def run(args, workdir: Path, held: int) -> int:
                              args.picture or (workdir / "model.png" if args.workdir else default_picture()))
         print(f"  the learned network is drawn in {picture} (affordance-ros show MODEL --out PICTURE)")
 
-        print("\nPredictions for new trials: 'learned' is the node's answer (~/predict), 'truth' the same "
-              "question put to the ground-truth network.")
+        print("\nPredictions for new trials: 'learned' is the node's answer (~/predict) and its 90 % credible "
+              "interval, 'truth' the same question put to the ground-truth network.")
         rng = np.random.default_rng([args.seed, 2])
         action = truth.group("action")[0]
         examples = sample_values(truth, 2, rng)
@@ -291,17 +303,14 @@ def run(args, workdir: Path, held: int) -> int:
             print(f"\nPrediction {2 * n - 1}: which action was it? Seen: the object and the effects ({shown})")
             answer = demo.predict(["action"], sensors=readings)
             reference = predict(truth, ["action"], sensors=readings)
-            print_distribution(action, truth[action], answer.marginals[action], reference.marginals[action],
-                               labels[action])
+            print_distribution(action, truth[action], answer, reference.marginals[action], labels[action])
 
             print(f"\nPrediction {2 * n}: what will '{labels[action]}' do to this object? "
                   f"({', '.join(f'{s}={x:.1f}' for s, x in object_sensors.items())})")
             answer = demo.predict(["effect"], sensors=object_sensors, values={action: labels[action]})
             reference = predict(truth, ["effect"], sensors=object_sensors, values={action: labels[action]})
-            learned_effects = answer.marginals
             for effect in truth.group("effect"):
-                print_distribution(effect, truth[effect], learned_effects[effect], reference.marginals[effect],
-                                   labels[effect])
+                print_distribution(effect, truth[effect], answer, reference.marginals[effect], labels[effect])
             outcome = ", ".join(f"{variable}={label}" for variable, label in answer.most_probable.items())
             print(f"  most probable outcome together: {outcome} "
                   f"(p = {percent(answer.joint_probability).strip()})")
