@@ -386,10 +386,10 @@ class ActionRanking:
     ``probabilities``: p(desired effects | action, evidence); ``stddevs``, ``intervals`` (low, high) and ``support``:
     how sure the model is of each (as in ``Prediction``; NaN without posterior draws); ``scores``: what the strategy
     ranked by (expected: the probability; optimistic: the Gittins index of the probability, ``gittins_index`` of its
-    posterior mean and standard deviation, not the interval's upper bound, and above 1 for an action barely tried;
-    cautious: the interval's lower bound; thompson: the probability under one posterior draw of the CPTs). ``tied``:
-    the top actions have the same score (within ``TIE_TOLERANCE`` of the largest), so the model cannot tell them
-    apart; their order is drawn at random.
+    posterior mean and standard deviation, above 1 for an action barely tried; cautious: the interval's lower
+    bound; thompson: the probability under one posterior draw of the CPTs). ``tied``: the top actions have the same
+    score (within ``TIE_TOLERANCE`` of the largest), so the model cannot tell them apart; their order is drawn at
+    random.
     """
 
     action_variable: str
@@ -493,9 +493,8 @@ def gittins_index(mean, stddev, horizon: float = OPTIMISTIC_HORIZON) -> np.ndarr
     mean + stddev psi(s), s = horizon stddev^2 / (mean (1 - mean)) = horizon / (n + 1), n the trials behind the
     probability (``core.posterior.support``). ``rank_actions``' optimistic strategy ranks by it.
 
-    The index is what the action is worth now, counting what trying it teaches for the trials to come (for a
-    Beta(a, b) posterior at a horizon of 200, within 0.12 of the exact index, 0.075 from a + b = 20 on, 0.04 from
-    40, 0.02 from 100, below it but where a + b < 4: test/core/test_gittins.py). Where few trials are behind the
+    The index is what the action is worth now, counting what trying it teaches for the trials to come (how near the
+    closed form is to the exact index: test/core/test_gittins.py). Where few trials are behind the
     probability its bonus is about sqrt(2 log s) standard deviations (an action barely tried is worth trying); with
     many, about sqrt(s / 2): the bonus shrinks as 1 / n, not as the 1 / sqrt(n) of a credible bound at a fixed
     level, so the trying is done early and then stops (docs/benchmarks/decisions.md). An index, not a probability:
