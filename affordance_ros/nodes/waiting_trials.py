@@ -43,8 +43,8 @@ class Sent:
 
 class WaitingTrials:
     """The trials waiting (trial_id -> ``Sent``, in the order of their latest send), at most ``limit`` of them, and
-    what became of those answered: ``confirmed``, ``rejected``, ``duplicates``, ``given_up`` (trial_id -> reason),
-    ``answers`` (a Counter of the statuses)."""
+    what became of those answered: ``confirmed``, ``rejected``, ``duplicates``, ``given_up`` (trial_id -> reason,
+    in the order of their first send), ``answers`` (a Counter of the statuses)."""
 
     def __init__(self, resend_timeout: float, max_resends: int, limit: int):
         self.resend_timeout = resend_timeout
@@ -57,6 +57,7 @@ class WaitingTrials:
         self.rejected: dict[str, str] = {}
         self.duplicates: dict[str, str] = {}
         self.given_up: dict[str, str] = {}
+        self._given_up_sequence: dict[str, int] = {}
         self.answers = Counter()
 
     def add(self, trial_id: str, messages: Sequence, now: float, sent: bool = True) -> None:
@@ -98,11 +99,15 @@ class WaitingTrials:
             elif counted or silent:
                 due.append((trial_id, sent))
                 sent.resends += counted
+        given_up.sort(key=lambda trial_id: self.trials[trial_id].sequence)
         for trial_id in given_up:
             sent = self.trials.pop(trial_id)
+            self._given_up_sequence[trial_id] = sent.sequence
             self.given_up[trial_id] = (f"not confirmed after {sent.resends} re-sends while the learner confirmed "
                                        "trials sent after it" + (f"; it answered retry: {sent.reason}"
                                                                  if sent.reason else ""))
+        if given_up:  # in the order they were first sent (a bag's order), whichever was given up first
+            self.given_up = dict(sorted(self.given_up.items(), key=lambda item: self._given_up_sequence[item[0]]))
         for trial_id, sent in due:
             self.sent_again(trial_id, now, sent.attempts + 1)
         return [sent for _, sent in due], given_up

@@ -10,9 +10,11 @@ import time
 import pytest
 from conftest import sampled_records, stored_ids, wait_for
 
+from affordance_ros.data.intake import RETRY
 from affordance_ros.data.spool import TrialSpool
 from affordance_ros.nodes.simulated_robot import SimulatedRobot
 from affordance_ros.nodes.trial_publisher import SpoolFull, TrialPublisher, trial_messages
+from affordance_ros.nodes.waiting_trials import WaitingTrials
 
 
 def send(trials, records):
@@ -32,6 +34,27 @@ def test_the_trials_waiting_are_sent_again_as_soon_as_a_learner_is_there_not_whe
     assert time.monotonic() - first_sent < 14.0  # before their back-off ended (15.0 s): sent when the learner came
     assert trials.confirmed == 50 and not trials.given_up and trials.resent == 100
     trials.destroy()
+
+
+def test_trials_given_up_are_listed_in_the_order_they_were_first_sent_whichever_was_given_up_first():
+    """Re-sends reorder the book (latest send last), so trials are given up out of the order they were sent; the
+    report (replay's error line, the log line) lists them as the robot or the bag sent them. Was: in the order
+    given up, and a replay's error named id3 before id0 (a CI failure)."""
+    waiting = WaitingTrials(resend_timeout=1.0, max_resends=1, limit=100)
+    never_queued = lambda trial_id: False  # noqa: E731
+    for k in range(4):
+        waiting.add(f"id{k}", [], now=0.0)
+        waiting.answered(f"id{k}", RETRY, "its clock")
+    due, given_up = waiting.due(1.5, silent=False, queued=never_queued)
+    assert len(due) == 4 and given_up == []  # each sent again once (counted: it answered retry)
+    waiting.sent_again("id2", 1.6, attempts=1)  # the book: id0, id1, id3, id2
+    for k in (3, 2):
+        waiting.answered(f"id{k}", RETRY, "its clock")
+    assert waiting.due(4.0, silent=False, queued=never_queued) == ([], ["id2", "id3"])
+    for k in (1, 0):
+        waiting.answered(f"id{k}", RETRY, "its clock")
+    assert waiting.due(6.0, silent=False, queued=never_queued) == ([], ["id0", "id1"])
+    assert list(waiting.given_up) == ["id0", "id1", "id2", "id3"] and not waiting.trials
 
 
 def test_a_trial_the_learner_never_takes_while_it_takes_later_ones_is_given_up(ros):
