@@ -660,9 +660,35 @@ def _validate_draws(v: Variable, where: str) -> None:
     if v.prior.shape != v.cpt.shape:
         raise ModelFormatError(f"{where}: 'prior' has shape {list(v.prior.shape)}, expected the cpt's "
                                f"{list(v.cpt.shape)}")
-    for key in ("draws", "prior"):
-        if not np.all(np.isfinite(getattr(v, key))) or np.any(getattr(v, key) < 0):
-            raise ModelFormatError(f"{where}: '{key}' must be finite and >= 0 (counts)")
+    _validate_draw_values(v, where)
+
+
+def _validate_draw_values(v: Variable, where: str) -> None:
+    """ModelFormatError unless ``v``'s draws are what a learn makes: counts (finite, >= 0, the prior's pseudo-counts
+    too), and for every draw each CPT row its Dirichlet(draw + prior) gives sums to 1 within the CPTs' tolerance
+    (the row's mean, (draw + prior) / their total, or a flat row where the total is 0): that fails where a row's
+    total overflows a double, and every answer under that draw would.
+    """
+    for key, counts in (("draws", v.draws), ("prior", v.prior)):
+        bad = ~np.isfinite(counts) | (counts < 0)
+        if np.any(bad):
+            at = np.unravel_index(np.argmax(bad), bad.shape)
+            entry = [int(k) for k in (at[1:] if key == "draws" else at)]
+            place = (f"draw {at[0]}, " if key == "draws" else "") + f"entry {entry}"
+            raise ModelFormatError(f"{where}: '{key}' must be finite and >= 0 (they are counts of cases); {place} "
+                                   f"is {counts[at]:g}")
+    alpha = v.draws + v.prior
+    with np.errstate(over="ignore", invalid="ignore"):
+        totals = alpha.sum(axis=-1, keepdims=True)
+        sums = np.where(totals > 0, alpha / totals, 1.0 / alpha.shape[-1]).sum(axis=-1)
+    off = np.abs(sums - 1.0) > _NORMALISATION_TOLERANCE
+    if np.any(off):
+        at = np.unravel_index(np.argmax(off), off.shape)
+        row = f"row for parent values {[int(k) for k in at[1:]]}" if len(at) > 1 else "row"
+        raise ModelFormatError(
+            f"{where}: 'draws': the CPT rows of draw {at[0]} must sum to 1, but its {row} sums to {sums[at]:.6g}: "
+            f"draw + prior there total {totals[at][0]:g}, more than a double holds (draws are counts of cases, each "
+            "row's total with the prior a finite number)")
 
 
 def _validate_draw_counts(network: "AffordanceNetwork") -> None:

@@ -15,7 +15,8 @@ trial; ``duplicate`` when a part of a stored trial, or of one being stored, diff
 stored (the stored case is kept; the answer and the log name the part that differs), and for every
 part of that trial_id after it; ``rejected`` when a part of it cannot be used (the reason says why);
 ``retry`` when a part cannot be taken now for a reason of the learner's (its clock is far behind the
-part's stamp): the robot keeps the trial and sends it again later. An incomplete trial that is
+part's stamp): the robot keeps the trial and sends it again later; ``rejected`` too when a part's bytes cannot be
+read but its trial_id can (``unreadable``). An incomplete trial that is
 dropped gets no answer: the robot sends it again. While the writer is not ``confirming`` (the database
 file is not the one the node opened) no stored trial is confirmed.
 """
@@ -127,6 +128,19 @@ class TrialIntake:
             self._storing[trial.trial_id] = record
             self.writer.submit(record)
         return events
+
+    def unreadable(self, kind: str, trial_id: str, error: str) -> list[Event]:
+        """A part whose bytes cannot be read (``error`` says why), of ``trial_id`` as far as its bytes tell ('': not
+        at all): answered rejected, so that its robot stops sending it, unless that trial is stored or being stored
+        (a damaged copy of it changes nothing)."""
+        try:
+            self.parts.limits.check_trial_id(trial_id)
+        except OversizedError:
+            trial_id = ""
+        answer = bool(trial_id) and trial_id not in self._storing and self._stored_record(trial_id) is None
+        return [Event(f"received_{kind}"),
+                Event("rejected_parts", f"rejected the {_part(kind, trial_id)}: it cannot be read: {error}",
+                      status=(trial_id, REJECTED, f"its '{kind}' part cannot be read: {error}") if answer else None)]
 
     def committed(self) -> list[Event]:
         """The events of the writer's results since it was last asked: stored (with the case for online

@@ -18,7 +18,8 @@ with its message.
 A blocking call spins the node itself while nothing else does (a private executor, the node added for the
 call); when the node is in an executor already, that executor must spin it in another thread (a blocking call
 inside a callback of a single-threaded executor cannot get its answer: it says so after ``STALLED_AFTER``
-seconds; use the ``*_async`` form there).
+seconds; use the ``*_async`` form there). A blocking call whose node is destroyed, whose context is shut down or
+whose executor stops spinning the node while it waits ends at once, with a RuntimeError saying which.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from ..core import EvidenceError, LearningCancelled
 from ..core.options import SUGGEST_CRITERIA
 from ..srv import Predict, SelectAction, SuggestTrial
 from .learn_call import LearnCall, RefusalListener
-from .learner_calls import STALLED_AFTER, ServiceCall, check_timeout
+from .learner_calls import STALLED_AFTER, TICK, ServiceCall, check_timeout
 from .qos import reply_qos
 from .replies import predict_request, prediction_of, ranking_of, select_action_request, suggest_request, suggestions_of
 
@@ -159,8 +160,9 @@ class AffordanceClient:
 
     def _wait(self, call, cancel_on_interrupt: bool = True):
         """Start ``call`` (a ServiceCall or LearnCall; again: no matter) and return its result, spinning the node
-        meanwhile when nothing else does; raises what the call ended with. Interrupted (Ctrl-C), the call is
-        cancelled unless ``cancel_on_interrupt`` is False."""
+        meanwhile when nothing else does; raises what the call ended with, and RuntimeError at once when the node is
+        destroyed, its context shut down or its executor stops spinning it meanwhile. Interrupted (Ctrl-C), the call
+        is cancelled unless ``cancel_on_interrupt`` is False."""
         answer, node = call.start(), self.node
         try:
             if not (node.executor is not None and node in node.executor.get_nodes()):
@@ -169,24 +171,43 @@ class AffordanceClient:
                         self.executor = SingleThreadedExecutor(context=node.context)
                 self.executor.add_node(node)
                 try:
-                    self.executor.spin_until_future_complete(answer)
+                    while not (answer.done() or answer.cancelled() or self._ended(call, "")):
+                        self.executor.spin_once_until_future_complete(answer, timeout_sec=TICK)
                 finally:
                     self.executor.remove_node(node)
             else:  # another thread spins the node
                 done = threading.Event()
                 answer.add_done_callback(lambda _: done.set())
-                while not done.wait(1.0):
-                    if call.stalled():
-                        answer.cancel()
-                        raise RuntimeError(
-                            f"the node's executor has not run the call to {self.learner} for {STALLED_AFTER:g} s: "
-                            "it does not spin the node, or this blocking call was made inside one of its callbacks "
-                            "(use the *_async form there and await it)")
+                while not (done.wait(TICK) or self._ended(call, self._not_spun(call))):
+                    pass
         except BaseException:
             if cancel_on_interrupt:
                 answer.cancel()
             raise
         return answer.result()
+
+    def _ended(self, call, stalled: str) -> bool:
+        """Whether ``call`` was ended because nothing can answer it any more (its node destroyed, its context shut
+        down: its answer then holds a RuntimeError saying so); RuntimeError, the call cancelled, when ``stalled``
+        says that nothing runs it."""
+        why = call.abandoned()
+        if why:  # (no cancel: nothing is left to send one)
+            call.fail(RuntimeError(f"the call to {call.name} ended before its answer: {why}"))
+            return True
+        if stalled:
+            call.answer.cancel()
+            raise RuntimeError(f"the call to {call.name} ended before its answer: {stalled}")
+        return False
+
+    def _not_spun(self, call) -> str:
+        """Why the executor that spins the node does not run ``call`` ('' while it may)."""
+        executor = self.node.executor
+        if executor is None or self.node not in executor.get_nodes():
+            return "the node's executor stopped spinning it (shut down, or the node removed from it)"
+        if call.stalled():
+            return (f"the node's executor has not run it for {STALLED_AFTER:g} s: it does not spin the node, or this "
+                    "blocking call was made inside one of its callbacks (use the *_async form there and await it)")
+        return ""
 
 
 __all__ = ["AffordanceClient", "DEFAULT_LEARNER"]

@@ -102,7 +102,9 @@ class BagPlayer:
         node spins elsewhere, taking the answers); the seconds waited."""
         started = time.monotonic()
         if self.trials.full and trial_id not in self.trials.waiting.trials:
-            self.node.get_logger().warning(f"{self.trials.pending} trials wait for the learner's confirmation "
+            refusing = self.trials.spool.refusing if self.trials.spool is not None else ""
+            self.node.get_logger().warning(f"{refusing}: playing waits until it has room" if refusing else
+                                           f"{self.trials.pending} trials wait for the learner's confirmation "
                                            "(the spool limit): playing waits until it confirms some")
             while self.trials.full and self.node.context.ok():
                 time.sleep(0.01)

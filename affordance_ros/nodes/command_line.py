@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import rclpy
-from rclpy.exceptions import InvalidParameterTypeException
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -83,8 +83,9 @@ def check_command_line(prog: str, node_name: str, declare: Callable, description
 
 def parameter_type_problem(node_name: str, declare: Callable, argv: Sequence[str]) -> str:
     """What is wrong with the type of a value the command line (``-p`` or ``--params-file``) gives a parameter
-    ``declare(node)`` declares, in one line ('' when nothing is): rclpy raises it from the node's constructor
-    (a traceback). Checked on a node of that name in a context of its own with these arguments."""
+    ``declare(node)`` declares, or with an integer out of its declared range, in one line ('' when nothing is):
+    rclpy raises it from the node's constructor (a traceback). Checked on a node of that name in a context of its
+    own with these arguments."""
     context = rclpy.Context()
     rclpy.init(args=list(argv), context=context)
     try:
@@ -93,6 +94,8 @@ def parameter_type_problem(node_name: str, declare: Callable, argv: Sequence[str
             declare(node)
         except InvalidParameterTypeException as exc:
             return _type_problem(str(exc.args[0]))
+        except InvalidParameterValueException as exc:  # (out of a declared integer range)
+            return _value_problem(str(exc.args[0]))
         except ValueError:  # the node's own checks of the values: its start says them, as it does without this
             pass
         finally:
@@ -116,6 +119,16 @@ def _type_problem(text: str) -> str:
         hint = f" (quote it to make it a string: -p {name}:=\"'{value}'\")"
     return (f"parameter '{name}' is {_a(_type_name(expected))}, but it was given '{value}', "
             f"{_a(_type_name(given))}{hint}")
+
+
+def _value_problem(text: str) -> str:
+    """rclpy's "Invalid parameter value (0) for parameter. Reason: Parameter x out of range. Min: 1, Max: 9, value:
+    0" as the check says it."""
+    found = re.search(r"Parameter (\S+) out of range\. Min: (\S+), Max: (\S+), value: ([^:]+)", text)
+    if not found:
+        return text.replace("Invalid parameter value", "invalid value", 1)
+    name, low, high, value = found.groups()
+    return f"parameter '{name}' is {value}; it must be from {low} to {high}"
 
 
 def _type_name(rcl_type: str) -> str:

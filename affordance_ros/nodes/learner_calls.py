@@ -22,6 +22,7 @@ import time
 from typing import Callable
 
 from rclpy.clock import Clock, ClockType
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.task import Future
 
 from ..core import EvidenceError
@@ -66,6 +67,7 @@ class Ticking:
 
     def __init__(self, node, callback_group, timeout: float):
         self.node = node
+        self.node_name = node.get_fully_qualified_name()  # (a destroyed node has none)
         self.answer = Future()
         self.timeout = timeout
         self.started = time.monotonic()
@@ -99,6 +101,16 @@ class Ticking:
         """Whether the node's executor has not run this call's timer for a long while (nothing spins it)."""
         return time.monotonic() - self.last_tick > STALLED_AFTER
 
+    def abandoned(self) -> str:
+        """Why nothing can end this call any more, its node or context gone ('' while they are there)."""
+        if not self.node.context.ok():
+            return "the ROS context was shut down"
+        try:
+            with self.node.handle:
+                return ""
+        except _rclpy.InvalidHandle:
+            return f"the node {self.node_name} was destroyed"
+
     def succeed(self, result) -> None:
         self._end(lambda: self.answer.set_result(result))
 
@@ -118,8 +130,11 @@ class Ticking:
             if self.finished:
                 return
             self.finished = True
-            self.timer.cancel()
-            self.node.destroy_timer(self.timer)
+            try:
+                self.timer.cancel()
+                self.node.destroy_timer(self.timer)
+            except _rclpy.InvalidHandle:  # (the node was destroyed, its timer with it)
+                pass
             self.release()
 
     def release(self) -> None:

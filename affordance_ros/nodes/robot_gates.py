@@ -46,19 +46,21 @@ class StartGate:
 
 class SpoolGate:
     """``room(trials)``: whether a ``TrialPublisher`` (None: no confirmations, always room) takes a new trial;
-    logs once when its spool fills and once when it has room again."""
+    logs once when its spool fills (``spool_limit``) and once when it has room again."""
 
     def __init__(self, logger):
         self.logger = logger
         self.full = False
+        self.said = False  # whether it said that the spool is full (then it says when it has room)
 
     def room(self, trials) -> bool:
         full = trials is not None and trials.full
         if full != self.full:
             self.full = full
-            if full:
+            if not full and self.said:
+                self.logger.info("the learner confirmed trials: taking new trials again")
+            elif full and trials.waiting.full:  # (else the disk refused a trial: its SpoolFull and the spool say)
                 self.logger.warning(f"{trials.pending} trials wait for the learner's confirmation (spool_limit): not "
                                     "taking new trials until it confirms some")
-            else:
-                self.logger.info("the learner confirmed trials: taking new trials again")
+            self.said = full and trials.waiting.full
         return not full

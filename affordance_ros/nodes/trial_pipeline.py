@@ -64,10 +64,10 @@ class TrialPipeline:
         """One part (``TrialIntake.take``) and what became of it."""
         self.handle(self.intake.take(kind, trial_id, stamp, fields, now))
 
-    def unreadable(self, kind: str, exc: Exception) -> None:
-        """A part whose bytes no deserialiser can read: counted and logged."""
-        self.handle([Event(f"received_{kind}"),
-                     Event("rejected_parts", f"rejected a '{kind}' part that cannot be read: {exc!r}")])
+    def unreadable(self, kind: str, trial_id: str, exc: Exception) -> None:
+        """A part whose bytes no deserialiser can read, of ``trial_id`` as far as they tell: counted, logged, and
+        answered rejected when the trial_id could be read (``TrialIntake.unreadable``)."""
+        self.handle(self.intake.unreadable(kind, trial_id, str(exc)[:200] or type(exc).__name__))
 
     def expire(self, now: float) -> None:
         """Trials whose parts stopped coming are dropped (``TrialIntake.expire``)."""

@@ -18,7 +18,8 @@ length gives up nothing). When the learner comes back after an outage (matched a
 silence), every trial waiting is sent again at once, ``RESEND_WINDOW`` unanswered at a time
 (``learner_link``). With ``spool_path`` the trials waiting are also kept on disk (``data.spool``): a robot
 restarted meanwhile sends them once the learner is there. At most ``spool_limit`` trials wait at a time;
-then ``full`` is true and a new trial is refused (SpoolFull), never dropped.
+then ``full`` is true and a new trial is refused (SpoolFull), never dropped; so it is while the disk refuses the
+spool (``trial_spool``, which also keeps the spool's other failures out of the robot's callbacks).
 
 A trial_id the learner would answer under another name is refused before anything is sent
 (``trial_id_problem``): one with a NUL character (the middleware cuts the string there), one that
@@ -105,7 +106,8 @@ class TrialPublisher:
     messages made elsewhere (e.g. a bag's serialized messages) on given publishers. Trials need a trial_id the
     learner answers as it is (``trial_id_problem``; ValueError otherwise). ``confirmed``, ``rejected``,
     ``duplicates``, ``given_up`` (trial_id -> reason) and ``resent`` say what happened. With ``spool_path`` the
-    trials waiting are kept in that file too (``spool``; SpoolError if it cannot be used); ``spool_limit`` wait."""
+    trials waiting are kept in that file too (``spool``, a ``SpooledTrials``; SpoolError if it cannot be used at
+    start); ``spool_limit`` wait."""
 
     confirmed = FromWaiting()
     rejected = FromWaiting()
@@ -137,7 +139,7 @@ class TrialPublisher:
             event_callbacks=self.link.answers_events())
         self._timer = node.create_timer(self.resend_timeout / 4, self.resend_due, callback_group=callback_group)
         self._pacer = ResendPacer(node, self._send_again, RESEND_WINDOW, self.resend_timeout, callback_group)
-        self.spool = SpooledTrials(spool_path, self.outputs.on) if spool_path else None
+        self.spool = SpooledTrials(spool_path, node, self.outputs.on) if spool_path else None
         for trial_id, messages in self.spool.load() if self.spool else ():
             self.waiting.add(trial_id, messages, time.monotonic())
         if self.waiting.trials:  # an earlier run's trials: sent once the learner is there
@@ -159,7 +161,7 @@ class TrialPublisher:
     def send(self, trial_id: str, messages: Sequence) -> None:
         """Publish ``messages`` ((publisher, message or serialized bytes), the whole trial) and keep them
         until ``trial_id`` is confirmed. Publishing waits while a reader is behind (keep-all history full).
-        SpoolFull while ``full``; SpoolError when the spool cannot be written (the trial is not taken)."""
+        SpoolFull while ``full``, and when the spool cannot take the trial (the trial is not taken)."""
         self._keep(trial_id, messages, sent=False)
         self.outputs.send(messages)
 
@@ -178,7 +180,7 @@ class TrialPublisher:
             self.waiting.check_room(trial_id)  # (before the spool is written)
             for publisher, _ in messages:
                 self.outputs.keep(publisher)
-            self.waiting.add(trial_id, self.spool.add(trial_id, messages) if self.spool else messages,
+            self.waiting.add(trial_id, self.spool.add(trial_id, messages, sent) if self.spool else messages,
                              time.monotonic(), sent)
 
     def _warn(self, level: str, text: str) -> None:
@@ -192,8 +194,9 @@ class TrialPublisher:
 
     @property
     def full(self) -> bool:
-        """Whether ``spool_limit`` trials wait for their answers (``send`` of a new trial raises SpoolFull)."""
-        return self.waiting.full
+        """Whether ``spool_limit`` trials wait for their answers, or the spool cannot take a trial now (the disk is
+        full: ``spool.refusing`` says why); ``send`` of a new trial raises SpoolFull."""
+        return self.waiting.full or bool(self.spool and self.spool.refusing)
 
     def resend_due(self, now: float | None = None) -> int:
         """The timer's tick: every waiting trial again, paced, if the learner came back; else those due
@@ -278,9 +281,8 @@ class TrialPublisher:
         """Trials waiting for their answer."""
         return len(self.waiting.trials)
 
-
     def summary(self) -> str:
-        kept = f" (kept in the spool {self.spool.path})" if self.spool and self.pending else ""
+        kept = self.spool.note(self.pending) if self.spool else ""
         return (f"{self.confirmed} trials confirmed stored, {len(self.rejected)} rejected, {len(self.duplicates)} "
                 f"duplicate, {self.pending} unconfirmed{kept}, {len(self.given_up)} given up; sent again "
                 f"{self.resent} times")

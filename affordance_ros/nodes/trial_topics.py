@@ -36,7 +36,7 @@ from ..data.trial import trial_topics
 from ..msg import Action, Features
 from .qos import take_queued, trial_qos
 from .trial_pipeline import TrialPipeline
-from .trial_wire import action_fields, features_fields
+from .trial_wire import action_fields, features_fields, trial_id_of
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
 PARTS = {"action": (Action, action_fields), "object": (Features, features_fields),
@@ -107,8 +107,8 @@ class TrialTopics:
         kind = self.kinds[index]
         try:
             trial_id, stamp, fields = self.fields[index](data)
-        except Exception as exc:  # noqa: BLE001 (bytes no deserialiser can read: bad input, counted and logged)
-            self.pipeline.unreadable(kind, exc)
+        except Exception as exc:  # noqa: BLE001 (bytes no deserialiser can read: bad input, counted and answered)
+            self.pipeline.unreadable(kind, trial_id_of(data), exc)
             return
         self.pipeline.take(kind, trial_id, stamp, fields, now)
 

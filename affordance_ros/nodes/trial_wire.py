@@ -63,6 +63,18 @@ def features_fields(data: bytes) -> tuple[str, float, tuple[list[str], tuple[flo
     return _rclpy_features(data)
 
 
+def trial_id_of(data: bytes) -> str:
+    """The trial_id of a serialized Action or Features (plain CDR, little endian) whose later fields may be damaged;
+    '' when it cannot be read either."""
+    if data[:2] != _PLAIN_CDR_LE:
+        return ""
+    try:
+        _, pos = _string(data, 12)  # (after the header's stamp: its frame_id)
+        return _string(data, pos)[0]
+    except (struct.error, ValueError):
+        return ""
+
+
 def _rclpy_features(data: bytes) -> tuple[str, float, tuple[list[str], tuple[float, ...]]]:
     msg = deserialize_message(data, Features)
     return msg.trial_id, _seconds(msg.header.stamp.sec, msg.header.stamp.nanosec), (list(msg.names),

@@ -347,3 +347,49 @@ def test_every_truncation_damaged_byte_or_wrong_value_of_a_model_file_is_a_model
             pass
         except Exception as exc:  # noqa: BLE001 (the claim is about every other exception)
             pytest.fail(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def with_draws(doc, n_draws=3):
+    """``doc`` with ``n_draws`` posterior draws per variable: counts of 20 cases in the CPT's proportions, prior 1."""
+    doc = copy.deepcopy(doc)
+    for variable in doc["variables"]:
+        counts = 20 * np.asarray(variable["cpt"])
+        variable["draws"] = [counts.tolist()] * n_draws
+        variable["prior"] = np.ones_like(counts).tolist()
+    return doc
+
+
+@pytest.mark.parametrize("row, message", [
+    ([1e308, 1e308], "variable 'Shape': 'draws': the CPT rows of draw 1 must sum to 1, but its row sums to 0: "
+                            "draw + prior there total inf, more than a double holds (draws are counts of cases, each "
+                            "row's total with the prior a finite number)"),
+    ([1.0, float("nan")], "variable 'Shape': 'draws' must be finite and >= 0 (they are counts of cases); draw 1, "
+                               "entry [1] is nan"),
+    ([float("inf"), 1.0], "variable 'Shape': 'draws' must be finite and >= 0 (they are counts of cases); draw 1, "
+                               "entry [0] is inf"),
+    ([1.0, -50.0], "variable 'Shape': 'draws' must be finite and >= 0 (they are counts of cases); draw 1, entry "
+                        "[1] is -50"),
+])
+def test_draws_that_are_not_counts_or_whose_rows_cannot_sum_to_1_are_refused_at_load_naming_them(doc, tmp_path, row,
+                                                                                                  message):
+    """Issue 39: a draw of [1e308, 1e308] loaded, then every predict failed ("cpt rows must sum to 1 ... sums to 0");
+    NaN, inf or -50 were refused as "'draws' must be nested lists of numbers"."""
+    changed = with_draws(doc)
+    shape = next(v for v in changed["variables"] if v["name"] == "Shape")
+    assert len(shape["values"]) == len(row) and shape["parents"] == []
+    shape["draws"][1] = row
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(changed))
+    with pytest.raises(ModelFormatError) as refused:
+        AffordanceNetwork.load(path)
+    assert str(refused.value) == f"'{path}': {message}"
+
+
+def test_draws_of_any_size_a_double_holds_load_and_answer(doc):
+    changed = with_draws(doc)
+    shape = next(v for v in changed["variables"] if v["name"] == "Shape")
+    shape["draws"][1] = [1e308, 5e307]  # (their total, 1.5e308, is still a number)
+    model = AffordanceNetwork.from_dict(changed)
+    answer = predict(model, ["Shape"], values={"Action": model["Action"].values[0]})
+    assert sum(answer.marginals["Shape"].values()) == pytest.approx(1.0)
+    assert all(np.isfinite(list(answer.stddevs["Shape"].values())))

@@ -214,3 +214,20 @@ def test_printable_escapes_control_characters_and_bounds_length():
     long = printable("x" * 5000, limit=100)
     assert long == "x" * 100 + "... (4900 more characters)"
     assert quoted("\n" * 200).startswith("\\n" * 40) and len(quoted("a" * 10**6)) < 120
+
+
+def test_a_part_that_cannot_be_read_is_answered_rejected_unless_its_trial_is_stored(store, intake_for):
+    """Issue 39: the learner answers a trial whose part it cannot read (its trial_id read from the bytes), so that the
+    robot stops sending it; a damaged copy of a stored trial changes nothing, and a part without a readable id is
+    only counted."""
+    intake = intake_for(store)
+    send(intake, "kept")
+    events = intake.intake.unreadable("effect", "broken", "a sequence of 4294967280 elements in 60 bytes")
+    assert [e.counter for e in events] == ["received_effect", "rejected_parts"]
+    assert events[1].message == ("rejected the 'effect' part of trial 'broken': it cannot be read: a sequence of "
+                                 "4294967280 elements in 60 bytes")
+    assert statuses(events) == [("broken", REJECTED, "its 'effect' part cannot be read: a sequence of 4294967280 "
+                                                     "elements in 60 bytes")]
+    assert statuses(intake.intake.unreadable("object", "kept", "damaged")) == []
+    assert statuses(intake.intake.unreadable("action", "", "damaged")) == []
+    assert store.count() == 1

@@ -2,7 +2,9 @@
 async form inside an executor, the core's own answers, and a learner that is absent, refuses or goes away."""
 
 import math
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.task import Future
+from ros_harness import start, stop
 
 from affordance_ros import AffordanceClient, LearnerRefused, LearnerUnavailable
 from affordance_ros.core import (
@@ -227,3 +230,47 @@ def test_a_blocking_call_inside_a_callback_of_the_nodes_own_executor_says_to_use
     ros.add(node, own_executor=True)
     wait_for(lambda: raised, timeout=120, what="the blocking call to give up")
     assert "use the *_async form there and await it" in str(raised[0])
+
+
+@pytest.mark.parametrize("how", ["node destroyed", "executor shut down"])
+def test_a_blocking_call_whose_node_or_executor_goes_away_ends_at_once(ros, tmp_path, how):
+    """Issue 39: select_action(..., timeout=60) in a thread, the learner stopped (SIGSTOP: it is in the graph but
+    answers nothing), the planner's node destroyed 1 s later: the call was still blocked at 90 s."""
+    learner = start("learner_node", tmp_path, "learner", database_path=tmp_path / "cases.db",
+                    model_path=tmp_path / "model.json", status_period=0.0)
+    node = rclpy.create_node("planner", context=ros.context)
+    client = AffordanceClient(node, timeout=60.0)
+    executor = SingleThreadedExecutor(context=ros.context)
+    if how == "executor shut down":  # the planner's own executor spins the node in another thread
+        executor.add_node(node)
+        threading.Thread(target=executor.spin, daemon=True).start()
+    ended = []
+
+    def plan():
+        try:
+            client.select_action({"ObjVel": "fast"}, timeout=60.0)
+        except BaseException as exc:  # noqa: BLE001 (what the call ends with, whatever it is)
+            ended.append(exc)
+
+    try:
+        assert client.clients["select_action"].wait_for_service(timeout_sec=60.0)
+        learner.send_signal(signal.SIGSTOP)
+        waiting = threading.Thread(target=plan, daemon=True)
+        waiting.start()
+        time.sleep(1.0)  # (the request is out; no answer comes)
+        if how == "node destroyed":
+            node.destroy_node()
+        else:
+            executor.shutdown()
+        waiting.join(40.0)  # (the call's own timeout is 60 s)
+        assert not waiting.is_alive(), "the call still waits"
+    finally:
+        learner.send_signal(signal.SIGCONT)
+        assert stop(learner) == 0
+    why = ("the node /planner was destroyed" if how == "node destroyed"
+           else "the node's executor stopped spinning it (shut down, or the node removed from it)")
+    assert len(ended) == 1 and isinstance(ended[0], RuntimeError), ended
+    assert str(ended[0]) == f"the call to /affordance_learner/select_action ended before its answer: {why}"
+    if how == "executor shut down":
+        client.destroy()
+        node.destroy_node()

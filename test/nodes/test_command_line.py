@@ -52,9 +52,16 @@ def test_a_mistake_on_the_command_line_is_one_line_and_exit_2(executable, args, 
     ("simulated_robot", ["-p", "count:=abc"], "error: parameter 'count' is an int, but it was given 'abc', a string; "),
     ("learner_node", ["--params-file", "{params}"],
      "error: parameter 'online_learning' is a bool, but it was given '1', an int"),
+    ("simulated_robot", ["-p", "spool_limit:=0"],
+     "error: parameter 'spool_limit' is 0; it must be from 1 to 100000000"),
+    ("simulated_robot", ["-p", "spool_limit:=99999999999"],
+     "error: parameter 'spool_limit' is 99999999999; it must be from 1 to 100000000"),
+    ("learner_node", ["-p", "max_pending_trials:=-3"],
+     "error: parameter 'max_pending_trials' is -3; it must be from 1 to 10000000"),
 ])
-def test_a_value_of_the_wrong_type_is_one_line_and_exit_2(executable, args, message, tmp_path):
-    """rclpy raises these from the node's constructor: a traceback of 30 lines before the check."""
+def test_a_value_of_the_wrong_type_or_out_of_range_is_one_line_and_exit_2(executable, args, message, tmp_path):
+    """rclpy raises these from the node's constructor: a traceback of 30 lines before the check (of 27 for an
+    integer out of its declared range: issue 39)."""
     params = tmp_path / "params.yaml"
     params.write_text("affordance_learner:\n  ros__parameters:\n    online_learning: 1\n")
     out = run(LIB / executable, "--ros-args", *[a.format(params=params) for a in args])

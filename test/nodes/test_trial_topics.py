@@ -37,7 +37,7 @@ class RecordingPipeline:
         self.fields.append((kind, trial_id, stamp, fields))
         self.handled.append(Event(f"received_{kind}"))
 
-    def unreadable(self, kind, exc):
+    def unreadable(self, kind, trial_id, exc):
         self.handled.append(Event(f"received_{kind}"))
 
     def expire(self, now):
