@@ -20,9 +20,9 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
-from affordance_ros.nodes.learner_node import LearnerNode
+from affordance_ros.nodes.learner.learner_node import LearnerNode
 from affordance_ros.nodes.qos import reply_qos
-from affordance_ros.nodes.simulated_robot import SimulatedRobot
+from affordance_ros.nodes.simulation.simulated_robot import SimulatedRobot
 from affordance_ros.share import share_directory
 from affordance_ros.srv import Learn, Predict, SelectAction, SuggestTrial
 

@@ -120,8 +120,8 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     import rclpy  # (here: the command line's other commands need no ROS)
 
     from ..core import LearningCancelled
-    from ..nodes.affordance_client import AffordanceClient
-    from ..nodes.learner_calls import LearnerRefused, LearnerUnavailable
+    from ..nodes.planner.affordance_client import AffordanceClient
+    from ..nodes.planner.calls import LearnerRefused, LearnerUnavailable
     from ..nodes.qos import dds_profiles
 
     context = rclpy.Context()

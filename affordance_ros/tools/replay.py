@@ -108,9 +108,9 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from ..data.bag import BagReader
-    from ..nodes.bag_player import BagPlayer
     from ..nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles
-    from ..nodes.trial_publisher import TrialPublisher
+    from ..nodes.robot.bag_player import BagPlayer
+    from ..nodes.robot.trial_publisher import TrialPublisher
 
     reader = BagReader(args.bag, namespace=args.namespace)
     messages = reader.read()

@@ -522,7 +522,7 @@ def sampled_records(n, seed=0, prefix="r"):
 
 @pytest.mark.ros  # (the bag player is a node: rclpy)
 def test_ros_arguments_are_split_off():
-    from affordance_ros.nodes.bag_player import playback_offsets
+    from affordance_ros.nodes.robot.bag_player import playback_offsets
     from affordance_ros.tools.ros_args import split_ros_args
     assert split_ros_args(["bag", "--rate", "2", "--ros-args", "-r", "a:=b", "--", "--clock"]) == (
         ["bag", "--rate", "2", "--clock"], ["--ros-args", "-r", "a:=b"])

@@ -12,9 +12,9 @@ from conftest import sampled_records, stored_ids, wait_for
 
 from affordance_ros.data.intake import RETRY
 from affordance_ros.data.spool import TrialSpool
-from affordance_ros.nodes.simulated_robot import SimulatedRobot
-from affordance_ros.nodes.trial_publisher import SpoolFull, TrialPublisher, trial_messages
-from affordance_ros.nodes.waiting_trials import WaitingTrials
+from affordance_ros.nodes.robot.trial_publisher import SpoolFull, TrialPublisher, trial_messages
+from affordance_ros.nodes.robot.waiting_trials import WaitingTrials
+from affordance_ros.nodes.simulation.simulated_robot import SimulatedRobot
 
 
 def send(trials, records):

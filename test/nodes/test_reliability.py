@@ -33,9 +33,9 @@ from affordance_ros.action import Learn as LearnAction
 from affordance_ros.data.pairing import INTERFACE_MAX_LIST_LENGTH
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.msg import Action, TrialStatus
-from affordance_ros.nodes.learn_endpoints import STOP_GRACE
+from affordance_ros.nodes.learner.learn_endpoints import STOP_GRACE
 from affordance_ros.nodes.qos import reply_qos, trial_qos
-from affordance_ros.nodes.trial_publisher import TrialPublisher
+from affordance_ros.nodes.robot.trial_publisher import TrialPublisher
 from affordance_ros.srv import Learn, Predict
 from affordance_ros_bench.edges import descendants, running
 

@@ -15,10 +15,11 @@ from rclpy.executors import SingleThreadedExecutor
 
 from affordance_ros.data.intake import Event
 from affordance_ros.msg import Action, Features, TrialStatus
-from affordance_ros.nodes import trial_publisher, trial_topics
+from affordance_ros.nodes.learner import trial_topics
+from affordance_ros.nodes.learner.trial_topics import TrialTopics
 from affordance_ros.nodes.qos import trial_qos
-from affordance_ros.nodes.trial_publisher import TrialPublisher
-from affordance_ros.nodes.trial_topics import TrialTopics
+from affordance_ros.nodes.robot import trial_publisher
+from affordance_ros.nodes.robot.trial_publisher import TrialPublisher
 
 TRIALS = 20
 
@@ -269,7 +270,7 @@ from affordance_ros.msg import Action
 from affordance_ros.nodes.qos import LEARNER_READER_SAMPLES as SAMPLES, TRIAL_HEARTBEAT_PERIOD as PERIOD
 from affordance_ros.nodes.qos import dds_profiles, take_queued, trial_qos
 from affordance_ros.nodes.command_line import check_command_line
-from affordance_ros.nodes.learner_parameters import declare_learner_parameters
+from affordance_ros.nodes.learner.parameters import declare_learner_parameters
 with dds_profiles(SAMPLES, PERIOD):  # as learner_node main: the command line's check (a context) comes first
     check_command_line('learner_node', 'affordance_learner', declare_learner_parameters, '', [
         'learner_node', '--ros-args', '-p', 'autostart:=false'])

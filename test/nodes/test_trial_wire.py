@@ -7,8 +7,8 @@ import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
 from affordance_ros.msg import Action, Features
-from affordance_ros.nodes import trial_wire
-from affordance_ros.nodes.trial_wire import action_fields, features_fields
+from affordance_ros.nodes.learner import trial_wire
+from affordance_ros.nodes.learner.trial_wire import action_fields, features_fields
 
 
 def rclpy_fields(data, msg_type):

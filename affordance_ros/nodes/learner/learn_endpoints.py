@@ -36,13 +36,13 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from rclpy.time import Time
 
-from ..action import Learn as LearnAction
-from ..core import AffordanceError, LearningCancelled
-from ..data.current_model import CurrentModel
-from ..data.learn_job import LearnOutcome, LearnProgress
-from ..data.learn_worker import LearnWorker
-from ..data.log_text import printable
-from ..srv import Learn
+from ...action import Learn as LearnAction
+from ...core import AffordanceError, LearningCancelled
+from ...data.current_model import CurrentModel
+from ...data.learn_job import LearnOutcome, LearnProgress
+from ...data.learn_worker import LearnWorker
+from ...data.log_text import printable
+from ...srv import Learn
 from .node_state import NodeState
 from .reporter import Reporter
 

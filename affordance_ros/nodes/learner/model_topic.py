@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
-from ..core import AffordanceError, AffordanceNetwork
-from ..data.current_model import CurrentModel, OnlineUpdate
-from ..data.health import LastLearn
-from ..data.learn_job import LearnOutcome
-from ..data.trial import TrialRecord
+from ...core import AffordanceError, AffordanceNetwork
+from ...data.current_model import CurrentModel, OnlineUpdate
+from ...data.health import LastLearn
+from ...data.learn_job import LearnOutcome
+from ...data.trial import TrialRecord
 from .reporter import Reporter
 
 if TYPE_CHECKING:

@@ -15,15 +15,15 @@ import time
 from contextlib import ExitStack
 from typing import Callable
 
-from ..data.health import Health, HealthMonitor, status_line
-from ..data.learn_worker import LearnWorker
-from ..data.model_manager import ModelManager
+from ...data.health import Health, HealthMonitor, status_line
+from ...data.learn_worker import LearnWorker
+from ...data.model_manager import ModelManager
+from ..qos import describe_qos
 from .diagnostics import DiagnosticsPublisher
 from .learn_endpoints import LearnEndpoints, never
-from .learner_parameters import LearnerSettings
 from .model_topic import ModelTopic
 from .node_state import NodeState
-from .qos import describe_qos
+from .parameters import LearnerSettings
 from .query_services import QueryServices
 from .reporter import Reporter
 from .suggest_service import SuggestService

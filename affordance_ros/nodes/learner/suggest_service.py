@@ -14,11 +14,11 @@ import math
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-from ..core import AffordanceNetwork, EvidenceError
-from ..core.suggest import Candidate, check_criterion, check_trials, suggest_trials
-from ..data.model_manager import ModelManager
-from ..data.pairing import SizeLimits
-from ..srv import SuggestTrial
+from ...core import AffordanceNetwork, EvidenceError
+from ...core.suggest import Candidate, check_criterion, check_trials, suggest_trials
+from ...data.model_manager import ModelManager
+from ...data.pairing import SizeLimits
+from ...srv import SuggestTrial
 from .reporter import Reporter
 from .service_answer import answer, log_level
 

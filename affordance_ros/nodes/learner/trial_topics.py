@@ -32,9 +32,9 @@ from typing import Callable, Sequence
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-from ..data.trial import trial_topics
-from ..msg import Action, Features
-from .qos import take_queued, trial_qos
+from ...data.trial import trial_topics
+from ...msg import Action, Features
+from ..qos import take_queued, trial_qos
 from .trial_pipeline import TrialPipeline
 from .trial_wire import action_fields, features_fields
 

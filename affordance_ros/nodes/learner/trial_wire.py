@@ -19,7 +19,7 @@ import struct
 
 from rclpy.serialization import deserialize_message
 
-from ..msg import Action, Features
+from ...msg import Action, Features
 
 _PLAIN_CDR_LE = b"\x00\x01"
 _UINT32 = struct.Struct("<I")

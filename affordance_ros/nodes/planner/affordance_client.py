@@ -32,13 +32,13 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.task import Future
 
-from ..action import Learn
-from ..core import EvidenceError, LearningCancelled
-from ..core.options import SUGGEST_CRITERIA
-from ..srv import Predict, SelectAction, SuggestTrial
+from ...action import Learn
+from ...core import EvidenceError, LearningCancelled
+from ...core.options import SUGGEST_CRITERIA
+from ...srv import Predict, SelectAction, SuggestTrial
+from ..qos import reply_qos
+from .calls import STALLED_AFTER, ServiceCall, check_timeout
 from .learn_call import LearnCall, RefusalListener
-from .learner_calls import STALLED_AFTER, ServiceCall, check_timeout
-from .qos import reply_qos
 from .replies import predict_request, prediction_of, ranking_of, select_action_request, suggest_request, suggestions_of
 
 DEFAULT_LEARNER = "/affordance_learner"

@@ -24,7 +24,7 @@ from typing import Callable
 from rclpy.clock import Clock, ClockType
 from rclpy.task import Future
 
-from ..core import EvidenceError
+from ...core import EvidenceError
 
 TICK = 0.1  # seconds between a call's looks at its deadline, the server's presence and its re-sends
 FIRST_RESEND = 2.0  # seconds without an answer before a request is sent again (then 4, 8, ...)

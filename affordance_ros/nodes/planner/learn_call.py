@@ -25,10 +25,10 @@ from rcl_interfaces.msg import Log
 from rclpy.action.client import ClientGoalHandle
 from unique_identifier_msgs.msg import UUID
 
-from ..action import Learn
-from ..core import LearningCancelled
-from .learn_endpoints import REFUSED_QOS, REFUSED_TOPIC
-from .learner_calls import FIRST_RESEND, GONE_AFTER, LearnerRefused, LearnerUnavailable, Ticking
+from ...action import Learn
+from ...core import LearningCancelled
+from ..learner.learn_endpoints import REFUSED_QOS, REFUSED_TOPIC
+from .calls import FIRST_RESEND, GONE_AFTER, LearnerRefused, LearnerUnavailable, Ticking
 
 REASON_WAIT = 5.0  # seconds to wait for the node to say why it refused a goal
 CANCEL_WAIT = 40.0  # seconds to wait for the node to stop a cancelled learn

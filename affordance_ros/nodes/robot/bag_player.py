@@ -15,9 +15,9 @@ from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
-from ..data.bag import BagMessage, split_nanoseconds
-from ..msg import Action, Features
-from .qos import publish_waiting, trial_qos
+from ...data.bag import BagMessage, split_nanoseconds
+from ...msg import Action, Features
+from ..qos import publish_waiting, trial_qos
 from .trial_publisher import trial_id_problem
 
 CLOCK_TOPIC = "/clock"

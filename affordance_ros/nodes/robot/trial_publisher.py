@@ -42,12 +42,12 @@ from rclpy.exceptions import InvalidTopicNameException
 from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_full_topic_name import validate_full_topic_name
 
-from ..data.log_text import RepeatedMessages
-from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
-from ..data.trial import trial_topics
-from ..msg import Action, Features, TrialStatus
+from ...data.log_text import RepeatedMessages
+from ...data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
+from ...data.trial import trial_topics
+from ...msg import Action, Features, TrialStatus
+from ..qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
 from .learner_link import LearnerLink, ResendPacer
-from .qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
 from .trial_spool import SpooledTrials
 from .waiting_trials import BACKOFF_LIMIT, MAX_RESEND_BATCH, SpoolFull, WaitingTrials  # noqa: F401 (theirs)
 

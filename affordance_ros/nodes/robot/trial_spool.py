@@ -9,8 +9,8 @@ from typing import Callable, Sequence
 
 from rclpy.serialization import serialize_message
 
-from ..data.spool import SpooledPart, TrialSpool
-from ..msg import Action, Features
+from ...data.spool import SpooledPart, TrialSpool
+from ...msg import Action, Features
 
 SYNC_PERIOD = 1.0  # seconds between syncs of the spool to disk at most (a power cut loses at most the last ones)
 MESSAGE_TYPES = {"Action": Action, "Features": Features}

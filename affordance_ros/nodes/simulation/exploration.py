@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from ..core.suggest import Candidate
-from ..srv import SuggestTrial
-from .qos import reply_qos
-from .replies import suggest_request
+from ...core.suggest import Candidate
+from ...srv import SuggestTrial
+from ..planner.replies import suggest_request
+from ..qos import reply_qos
 
 
 class ActiveExplorer:

@@ -20,12 +20,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..core import AffordanceNetwork, LearningCancelled, rank_actions
-from ..core.ground_truth import sample_values
-from ..core.predict import STRATEGIES
-from .affordance_client import AffordanceClient
+from ...core import AffordanceNetwork, LearningCancelled, rank_actions
+from ...core.ground_truth import sample_values
+from ...core.predict import STRATEGIES
+from ..planner.affordance_client import AffordanceClient
+from ..planner.calls import LearnerRefused, LearnerUnavailable
 from .exploration import ActiveExplorer
-from .learner_calls import LearnerRefused, LearnerUnavailable
 
 EXPLORATION = ("random", "active", "task")
 REPORT_EVERY = 50  # trials between the task's log lines

@@ -40,21 +40,20 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.task import Future
 
-from ..core import SENSOR_GROUPS, AffordanceNetwork
-from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
-from ..core.predict import STRATEGIES
-from ..core.scenarios import FEATURES, SCENARIOS, simulate
-from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
-from ..data.spool import SpoolError
-from ..data.trial import trial_topics
-from ..msg import Action, Features
-from . import shutdown
-from .command_line import check_command_line
-from .number_parameters import accept_integers, number_descriptor, number_value
-from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
-from .robot_gates import SpoolGate, StartGate
-from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
-from .trial_publisher import (
+from ...core import SENSOR_GROUPS, AffordanceNetwork
+from ...core.ground_truth import NETWORKS, benchmark_network, sample_values
+from ...core.predict import STRATEGIES
+from ...core.scenarios import FEATURES, SCENARIOS, simulate
+from ...core.worlds import NetworkWorld, Objects, ScenarioWorld
+from ...data.spool import SpoolError
+from ...data.trial import trial_topics
+from ...msg import Action, Features
+from .. import shutdown
+from ..command_line import check_command_line
+from ..number_parameters import accept_integers, number_descriptor, number_value
+from ..qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
+from ..robot.gates import SpoolGate, StartGate
+from ..robot.trial_publisher import (
     DEFAULT_MAX_RESENDS,
     DEFAULT_RESEND_TIMEOUT,
     DEFAULT_SPOOL_LIMIT,
@@ -63,6 +62,7 @@ from .trial_publisher import (
     TrialPublisher,
     robot_name_problem,
 )
+from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
 
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
