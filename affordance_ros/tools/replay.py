@@ -34,7 +34,7 @@ from ..data.spool import SpoolError
 from .progress import ProgressBar
 from .ros_args import qos_depth, run_executable
 
-STATUS_TOPIC = "affordance_learner/stored"  # (as nodes.trial_publisher: the command line's help needs no ROS)
+STATUS_TOPIC = "affordance_learner/stored"  # (as nodes.contract: the command line's help needs no ROS)
 DEFAULT_RESEND_TIMEOUT = 5.0
 DEFAULT_SPOOL_LIMIT = 100_000
 

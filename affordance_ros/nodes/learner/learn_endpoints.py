@@ -32,7 +32,6 @@ from rcl_interfaces.msg import Log
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.exceptions import InvalidHandle
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from rclpy.time import Time
 
@@ -43,6 +42,7 @@ from ...data.learn_job import LearnOutcome, LearnProgress
 from ...data.learn_worker import LearnWorker
 from ...data.log_text import printable
 from ...srv import Learn
+from ..contract import REFUSED_QOS, REFUSED_TOPIC
 from .node_state import NodeState
 from .reporter import Reporter
 
@@ -53,9 +53,6 @@ FEEDBACK_PERIOD = 0.1  # seconds between feedback messages of one phase
 STOP_GRACE = 5.0  # seconds a learn the node cancels gets to stop at its next step before its process is killed
 STOP_POLL = 0.05  # seconds between looks at a cancelled learn (and at a second stop signal)
 REFUSED = "learn refused: "  # how the log line giving the reason for a refused learn starts
-REFUSED_TOPIC = "learn_refused"  # under the node: why each refused learn was refused (rcl_interfaces/msg/Log)
-REFUSED_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)  # a caller that matches late still hears it
 
 
 def never() -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from ...core import AffordanceError, AffordanceNetwork
@@ -21,12 +20,11 @@ from ...data.current_model import CurrentModel, OnlineUpdate
 from ...data.health import LastLearn
 from ...data.learn_job import LearnOutcome
 from ...data.trial import TrialRecord
+from ..contract import MODEL_QOS, MODEL_TOPIC
 from .reporter import Reporter
 
 if TYPE_CHECKING:
     from .learn_endpoints import LearnEndpoints
-
-MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class ModelTopic:
@@ -41,7 +39,7 @@ class ModelTopic:
         self.online_save_period = online_save_period
         self.learn = learn
         self.reporter = reporter
-        self.publisher = node.create_lifecycle_publisher(String, "~/model", MODEL_QOS)
+        self.publisher = node.create_lifecycle_publisher(String, f"~/{MODEL_TOPIC}", MODEL_QOS)
         self.last_learn: LastLearn | None = None
 
     def install(self, model: AffordanceNetwork) -> None:
@@ -105,4 +103,4 @@ class ModelTopic:
             self.reporter.log("info", message)
 
 
-__all__ = ["MODEL_QOS", "ModelTopic"]
+__all__ = ["ModelTopic"]

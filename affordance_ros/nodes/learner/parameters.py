@@ -18,9 +18,8 @@ from ...data.pairing import (
     SizeLimits,
 )
 from ...share import configuration_file, default_config_path, default_database_path, default_model_path
+from ..contract import KEEP_ALL, robot_name_problem
 from ..number_parameters import accept_integers, number_descriptor, number_value
-from ..qos import KEEP_ALL
-from ..robot.trial_publisher import robot_name_problem
 from .node_state import NodeState
 
 

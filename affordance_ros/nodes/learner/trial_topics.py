@@ -34,7 +34,8 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ...data.trial import trial_topics
 from ...msg import Action, Features
-from ..qos import take_queued, trial_qos
+from ..contract import trial_qos
+from ..qos import take_queued
 from .trial_pipeline import TrialPipeline
 from .trial_wire import action_fields, features_fields
 

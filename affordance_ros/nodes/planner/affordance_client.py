@@ -36,7 +36,7 @@ from ...action import Learn
 from ...core import EvidenceError, LearningCancelled
 from ...core.options import SUGGEST_CRITERIA
 from ...srv import Predict, SelectAction, SuggestTrial
-from ..qos import reply_qos
+from ..contract import reply_qos
 from .calls import STALLED_AFTER, ServiceCall, check_timeout
 from .learn_call import LearnCall, RefusalListener
 from .replies import predict_request, prediction_of, ranking_of, select_action_request, suggest_request, suggestions_of

@@ -27,7 +27,7 @@ from unique_identifier_msgs.msg import UUID
 
 from ...action import Learn
 from ...core import LearningCancelled
-from ..learner.learn_endpoints import REFUSED_QOS, REFUSED_TOPIC
+from ..contract import REFUSED_QOS, REFUSED_TOPIC
 from .calls import FIRST_RESEND, GONE_AFTER, LearnerRefused, LearnerUnavailable, Ticking
 
 REASON_WAIT = 5.0  # seconds to wait for the node to say why it refused a goal

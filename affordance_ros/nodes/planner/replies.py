@@ -16,7 +16,7 @@ from ...core import ActionRanking, EvidenceError, Prediction
 from ...core.predict import STRATEGIES
 from ...core.suggest import Candidate, Suggestion, TrialSuggestions
 from ...srv import Predict, SelectAction, SuggestTrial
-from ..learner.suggest_service import ranked_by
+from ..contract import ranked_by
 
 
 @dataclass(frozen=True)

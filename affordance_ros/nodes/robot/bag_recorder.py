@@ -12,7 +12,7 @@ from rclpy.task import Future
 from ...core import GROUPS
 from ...data.bag import TOPICS, BagWriter
 from ...msg import Action, Features
-from ..qos import trial_qos
+from ..contract import trial_qos
 
 
 class BagRecorder:

@@ -16,8 +16,8 @@ from typing import Callable
 
 from ...core.suggest import Candidate
 from ...srv import SuggestTrial
+from ..contract import reply_qos
 from ..planner.replies import suggest_request
-from ..qos import reply_qos
 
 
 class ActiveExplorer:

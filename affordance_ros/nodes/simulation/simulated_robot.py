@@ -50,17 +50,16 @@ from ...data.trial import trial_topics
 from ...msg import Action, Features
 from .. import shutdown
 from ..command_line import check_command_line
+from ..contract import KEEP_ALL, STATUS_TOPIC, robot_name_problem, trial_qos
 from ..number_parameters import accept_integers, number_descriptor, number_value
-from ..qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
+from ..qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting
 from ..robot.gates import SpoolGate, StartGate
 from ..robot.trial_publisher import (
     DEFAULT_MAX_RESENDS,
     DEFAULT_RESEND_TIMEOUT,
     DEFAULT_SPOOL_LIMIT,
-    STATUS_TOPIC,
     SpoolFull,
     TrialPublisher,
-    robot_name_problem,
 )
 from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
 
