@@ -43,7 +43,7 @@ from ...data.learn_worker import LearnWorker
 from ...data.log_text import printable
 from ...srv import Learn
 from ..contract import REFUSED_QOS, REFUSED_TOPIC
-from .node_state import NodeState
+from .node_state import LearnSlot, NodeState
 from .reporter import Reporter
 
 if TYPE_CHECKING:
@@ -87,8 +87,7 @@ class LearnEndpoints:
         self.reporter = reporter
         self.worker: LearnWorker | None = None
         self.model: ModelTopic | None = None
-        self._lock = threading.Lock()
-        self._started = 0.0
+        self.slot = LearnSlot()
         self._stopped = ""  # why the node stopped the learn that runs ('' while it was not)
         self._waiting: threading.Thread | None = None
         group = ReentrantCallbackGroup()  # a second request is taken (and refused) while the first awaits
@@ -110,7 +109,7 @@ class LearnEndpoints:
     @property
     def busy(self) -> bool:
         """True while a learn is being worked on."""
-        return self._lock.locked()
+        return self.slot.busy
 
     def stop(self, reason: str, give_up: Callable[[], bool] = never) -> None:
         """Cancel a learn that is running (its caller is told ``reason``) and wait for the learning process to
@@ -180,16 +179,15 @@ class LearnEndpoints:
 
     def _claim(self) -> bool:
         """Take the one learn there is, if it is free."""
-        if not self._lock.acquire(blocking=False):
+        if not self.slot.claim():
             return False
-        self._started = time.monotonic()
         self._stopped = ""
         return True
 
     def _refuse(self, problem: str = "") -> str:
         """Count and log a learn refused (the node is not active: ``problem``, or one runs); the reason."""
         self.reporter.count("learn_refused")
-        reason = problem or (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
+        reason = problem or (f"a learn is already running (for {time.monotonic() - self.slot.started:.1f} s); "
                              "call ~/learn again when it has finished")
         self.reporter.grouped("warning", REFUSED + reason)
         wall = Time(nanoseconds=time.time_ns())  # as log lines are stamped (a simulated clock may stand still)
@@ -225,7 +223,7 @@ class LearnEndpoints:
             self.reporter.grouped("error", f"learn failed unexpectedly: {exc!r}")
             out.message = printable(f"internal error while learning: {exc!r}")
         finally:
-            self._lock.release()  # only now: until the new model is in use, online saves wait
+            self.slot.release()  # only now: until the new model is in use, online saves wait
         self.reporter.count(f"learn_{outcome}")
         self.reporter.grouped("info" if outcome == "ok" else "warning", f"learn: {out.message}")
         return out

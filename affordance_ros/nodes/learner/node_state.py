@@ -1,6 +1,9 @@
-"""The learner node's lifecycle state, for the parts whose behaviour depends on it."""
+"""The learner node's state that its parts read: the lifecycle state, and whether a learn runs."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 
 class NodeState:
@@ -19,4 +22,27 @@ class NodeState:
         return "" if self.active else f"the node is {self.label}: activate it (~/change_state) to learn"
 
 
-__all__ = ["NodeState"]
+class LearnSlot:
+    """The one learn the node runs at a time: ``claim`` takes it (False while a learn runs), ``release`` frees it;
+    ``busy`` in between (~/learn refuses a second learn, online saves wait: the learn writes its own model)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.started = 0.0  # when the learn that runs was claimed (monotonic)
+
+    @property
+    def busy(self) -> bool:
+        return self.lock.locked()
+
+    def claim(self) -> bool:
+        """Take the one learn there is, if it is free."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        self.started = time.monotonic()
+        return True
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+__all__ = ["LearnSlot", "NodeState"]

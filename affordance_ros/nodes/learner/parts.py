@@ -53,7 +53,7 @@ class ConfiguredLearner:
             self.worker = LearnWorker()
             stack.callback(self.worker.close)
             self.worker.start()
-            self.model = ModelTopic(node, self.manager.current, settings.online_save_period, learn, reporter)
+            self.model = ModelTopic(node, self.manager.current, settings.online_save_period, learn.slot, reporter)
             stack.callback(self.model.close)
             learn.attach(self.worker, self.model)
             stack.callback(learn.detach)
