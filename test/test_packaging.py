@@ -411,8 +411,8 @@ runpy.run_path(SCRIPT, run_name="__main__")
     ("replay", ["bag"], "affordance_ros.tools.replay", "replay: interrupted", 130),
 ])
 def test_ctrl_c_while_an_executable_starts_is_one_line(name, args, module, message, status):
-    """Was the traceback of the import it cut (the scripts imported their module before any handling): a command
-    exits 130 as when interrupted later, a node 0 as every stop of a node."""
+    """One line, not the traceback of the import it cut (the scripts import their module inside their handling):
+    a command exits 130 as when interrupted later, a node 0 as every stop of a node."""
     script = PREFIX / "bin" / name
     code = STALLED_START.replace("MODULE", repr(module)).replace("SCRIPT", repr(str(script))).replace("ARGS",
                                                                                                       repr(args))

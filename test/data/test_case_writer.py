@@ -167,9 +167,9 @@ def test_giving_up_ends_the_close_only_while_storing_is_held_up(tmp_path):
 
 
 def test_the_trials_waiting_stay_within_the_capacity_while_storing_fails(tmp_path):
-    """The node takes parts only while the writer is not ``full``. The group being tried counts too: it was out
-    of the queue while its commit was tried, so every failed try let a capacity more in (a disk full for 70 s
-    under a robot streaming: 2988 trials waited, with a capacity of 1000)."""
+    """The node takes parts only while the writer is not ``full``. The group being tried counts too: it is out
+    of the queue while its commit is tried, and uncounted every failed try would let a capacity more in (a disk
+    full for a minute under a robot streaming)."""
     store = CaseStore(tmp_path / "cases.db")
     other = sqlite3.connect(tmp_path / "cases.db", isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")  # every commit fails (as on a full disk), and the group is tried again

@@ -52,7 +52,7 @@ def test_a_suggestion_lost_on_the_way_back_is_asked_for_again(ros, never_touched
     learner = ros.learner()
     robot = ros.robot(count=5, seed=4, exploration="active", candidates=3, suggest_timeout=1.0)
     ros.wait_for_robot(robot)
-    # (on a loaded machine an answer may also come after the timeout: then it is asked again once more)
+    # (an answer may also come after the timeout when the machine is busy: then it is asked again once more)
     assert robot.explorer.unanswered >= 1 and len(sent) == 5 + robot.explorer.unanswered
     wait_for(lambda: learner.counts["stored"] >= 5, what="5 stored cases")
     assert [record.action for record in learner.configured.manager.store.records()] == ["touch"] * 5

@@ -1,4 +1,4 @@
-"""A robot through outages (issue 35), on real nodes over DDS: the trials waiting are sent again as soon as the
+"""A robot through outages, on real nodes over DDS: the trials waiting are sent again as soon as the
 learner is back, nothing is given up while it is silent, a trial is given up only when the learner took later
 ones and not it, the robot's spool keeps what was not confirmed across a restart, a full spool stops the robot
 (which says so) and loses nothing, and waiting for the learner does not poll the graph at the trial rate.
@@ -38,8 +38,8 @@ def test_the_trials_waiting_are_sent_again_as_soon_as_a_learner_is_there_not_whe
 
 def test_trials_given_up_are_listed_in_the_order_they_were_first_sent_whichever_was_given_up_first():
     """Re-sends reorder the book (latest send last), so trials are given up out of the order they were sent; the
-    report (replay's error line, the log line) lists them as the robot or the bag sent them. Was: in the order
-    given up, and a replay's error named id3 before id0 (a CI failure)."""
+    report (replay's error line, the log line) lists them as the robot or the bag sent them, not in the order
+    they were given up (a replay's error would name id3 before id0)."""
     waiting = WaitingTrials(resend_timeout=1.0, max_resends=1, limit=100)
     never_queued = lambda trial_id: False  # noqa: E731
     for k in range(4):

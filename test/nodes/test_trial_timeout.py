@@ -72,8 +72,8 @@ def test_the_node_drops_a_trial_whose_parts_stop_coming(ros):
 
 def test_a_robot_and_a_bag_of_another_year_sent_at_once_lose_no_trial(ros):
     """A robot streaming now and a replay of a bag recorded in 2023 (or a robot whose clock was never set), their
-    parts taking turns. Was: each turn moved the node's data time by two years, forward or back, and it dropped
-    every trial waiting ('no ... part while the header stamps moved on by trial_timeout'): none was stored."""
+    parts taking turns: a turn must not move the node's data time by two years, forward or back, which would drop
+    every trial waiting ('no ... part while the header stamps moved on by trial_timeout')."""
     learner = ros.learner()
     publishers = {"action": ros.publisher(Action, "action"), "object": ros.publisher(Features, "object_features"),
                   "effect": ros.publisher(Features, "effects")}

@@ -1,4 +1,4 @@
-"""The learner's trial topics take what is queued in few executor callbacks (issue 18, item 7): a part's
+"""The learner's trial topics take what is queued in few executor callbacks: a part's
 callback goes on with the parts queued on all three trial topics, and the robot's status callback with the
 answers queued behind its own. Real subscriptions over DDS, in the test's process."""
 
@@ -72,7 +72,7 @@ def publish_trials(node, n):
 
 
 def test_one_part_callback_takes_the_parts_queued_on_all_three_topics(ros, spun_by_hand, monkeypatch):
-    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)  # what is taken, not how fast (a loaded machine)
+    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)  # what is taken, not how fast (however loaded the machine)
     learner, executor = spun_by_hand
     intake = RecordingPipeline()
     handled = intake.handled
@@ -291,7 +291,7 @@ print(taken, flush=True)
 
 def start_probe(sent: int, stderr_path: Path, attempts: int = 2) -> subprocess.Popen:
     """The probe process, once it said 'ready'. Its start is not what the test is about: a probe that ends before
-    it is ready (once in a CI rehearsal's colcon stage, without a word) is started again, and what it printed and
+    it is ready (the process may be killed before it prints a word) is started again, and what it printed and
     its exit status are shown."""
     failures = []
     for attempt in range(attempts):

@@ -1,4 +1,4 @@
-"""trial_wire reads a serialized part's fields as rclpy's deserialisation gives them (issue 18, item 7): every
+"""trial_wire reads a serialized part's fields as rclpy's deserialisation gives them: every
 alignment of the fields, strings with NULs and bytes that are not UTF-8, another encoding, truncated bytes."""
 
 import struct
