@@ -1,6 +1,5 @@
 """The simulated robot and the learner node over DDS: store, learn, predict, restart."""
 
-import time
 
 from conftest import MONTESANO_CONFIG, assert_distributions, wait_for
 
@@ -15,8 +14,8 @@ def collect(ros, learner, n, **robot_params):
     robot = ros.robot(count=n, **robot_params)
     ros.wait_for_robot(robot)
     wait_for(lambda: learner.counts["stored"] >= n, what=f"{n} stored cases")
-    time.sleep(0.3)  # nothing more arrives
-    ros.remove(robot)
+    ros.remove(robot)  # nothing more arrives: every trial of the robot's is confirmed, and it is gone
+    wait_for(lambda: not learner.configured.trials.intake.storing, what="every trial taken stored")
     return learner.counts["stored"]
 
 

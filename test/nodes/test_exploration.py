@@ -1,7 +1,6 @@
 """The simulated robot explores over DDS: with exploration 'active' it sees a few objects, asks the learner's
 ~/suggest_trial and does the trial it suggests; with the default 'random' it does not ask."""
 
-import time
 
 import numpy as np
 import pytest
@@ -28,8 +27,8 @@ def explore(ros, learner, n, **params):
     robot = ros.robot(count=n, seed=4, **params)
     ros.wait_for_robot(robot)
     wait_for(lambda: learner.counts["stored"] >= n, what=f"{n} stored cases")
-    time.sleep(0.2)
     ros.remove(robot)
+    wait_for(lambda: not learner.configured.trials.intake.storing, what="every trial taken stored")
     return [record.action for record in learner.configured.manager.store.records()]
 
 

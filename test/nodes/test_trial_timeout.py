@@ -2,7 +2,6 @@
 with replays in test/tools/test_replay.py and on the assembler in test/data/test_pairing.py): on
 ``TrialIntake`` with a clock of the test's own, and on the node over DDS."""
 
-import time
 
 from conftest import MONTESANO_CONFIG, wait_for
 
@@ -66,7 +65,7 @@ def test_the_node_drops_a_trial_whose_parts_stop_coming(ros):
     wait_for(lambda: learner.counts["received_action"] == 1, what="the action part")
     assert learner.counts["dropped_incomplete"] == 0
     wait_for(lambda: learner.counts["dropped_incomplete"] == 1, timeout=5.0, what="the trial to be dropped")
-    time.sleep(0.2)
+    wait_for(lambda: learner.configured.trials.intake.pending == 0, what="nothing left pending")
     assert learner.configured.trials.intake.pending == 0 and learner.configured.manager.store.count() == 0
 
 
