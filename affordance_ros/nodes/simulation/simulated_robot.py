@@ -21,10 +21,10 @@ publishing waits (the robot slows down to the subscriber's pace) instead of drop
 ``exploration`` says how the robot picks its trials: ``random`` (the default) draws the action and the
 object as the world makes them; ``active`` sees ``candidates`` objects at a time, asks the learner's
 ``~/suggest_trial`` (``suggest_service``) which to act on and how, and does that trial
-(``nodes.exploration``; before the learner has a model it answers with a round robin); ``task`` has a job: the
+(``exploration``; before the learner has a model it answers with a round robin); ``task`` has a job: the
 effect ``wanted_effect`` on objects as they come, each action the one the learner's ``~/select_action`` ranks
 first by ``strategy``, and it logs its successes and its regret against the ground truth's best action
-(``nodes.robot_task``).
+(``robot_task``).
 """
 
 from __future__ import annotations
