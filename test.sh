@@ -38,8 +38,8 @@ pytest against the installed package, never the source tree.
                                                command-line, core, data and tools tests that need no ROS
                               colcon  ~10 min  `colcon build`: the nodes end to end over DDS (test/nodes,
                                                about 8 min of it), the interfaces, packaging
-  ./test.sh --quick         what a change to the core or data layers needs: test/core, test/data and
-                            test/test_layers.py on .venv, no DDS (about 5 min; see the README)
+  ./test.sh --quick         ~5 min: what a change to the core or data layers needs (lint, then
+                            test/core, test/data and test/test_layers.py on .venv; no DDS, no node)
   ./test.sh PATH...         only these tests (files, folders, file::test), on .venv; e.g.
                             ./test.sh test/nodes/test_end_to_end.py -x   (about 1 min)
   ./test.sh -k learn -x     extra pytest options go to pytest (on .venv, every test unless paths are given)
