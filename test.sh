@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
 # Build/install, lint (ruff, pyproject.toml), then run the tests in test/ against an INSTALLED package.
-# A lint error fails the run before any test.
-#   ./test.sh                      lint + all tests, on every install (all, below): what CI runs
-#   ./test.sh -k learn -x          extra pytest arguments (against .venv only, unless asked below)
-#   ./test.sh test/test_foo.py     only these paths (lint still runs)
+# ./test.sh --help says what it runs and how long each part takes (usage() below).
 #
 # Which install the tests run against: AFFORDANCE_ROS_TEST_INSTALL (docs/install.md)
 #   venv    (the default with arguments) .venv: ROS 2 from the PyPI wheels and the package built by plain CMake
@@ -21,7 +18,49 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
 
-if [ $# -eq 0 ]; then INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-all}"; else INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-venv}"; fi
+# The tests a change to the core or data layers needs (and the layers' rules): no DDS, no node started.
+QUICK_PATHS=(test/core test/data test/test_layers.py)
+
+usage() {
+  cat <<'EOF'
+usage: ./test.sh [--quick] [PATH ...] [PYTEST OPTION ...]
+       ./test.sh --help
+
+Builds and installs the package (tools/setup_env.sh: .venv, ROS 2 from PyPI wheels; quick when nothing
+changed), lints it (ruff: a lint error fails the run before any test), then runs the tests in test/ with
+pytest against the installed package, never the source tree.
+
+  ./test.sh                 everything, on every install, one after the other: what CI runs (.ci/run).
+                            About 30 min on the 2-core CI machine (22 min quiet, 45 min loaded):
+                              venv    ~10 min  the docs' examples, the layers, packaging, the core, data
+                                               and tools tests that need ROS, the benchmarks' own tests
+                              pip     ~7 min   `pip install .` in a new venv without ROS: the packaging,
+                                               command-line, core, data and tools tests that need no ROS
+                              colcon  ~10 min  `colcon build`: the nodes end to end over DDS (test/nodes,
+                                               about 8 min of it), the interfaces, packaging
+  ./test.sh --quick         ~5 min: what a change to the core or data layers needs (lint, then
+                            test/core, test/data and test/test_layers.py on .venv; no DDS, no node)
+  ./test.sh PATH...         only these tests (files, folders, file::test), on .venv; e.g.
+                            ./test.sh test/nodes/test_end_to_end.py -x   (about 1 min)
+  ./test.sh -k learn -x     extra pytest options go to pytest (on .venv, every test unless paths are given)
+
+Environment:
+  AFFORDANCE_ROS_TEST_INSTALL      venv, pip, colcon or all: which install the tests run against
+                                   (default: all without arguments, else venv)
+  AFFORDANCE_ROS_TEST_DOMAIN_ID    the ROS domain of this run (parallel checkouts on one host: one each)
+  AFFORDANCE_ROS_TEST_RUN_LIMIT    seconds one pytest run may take before it is ended with every stack
+                                   (default 3000)
+EOF
+}
+
+QUICK=0
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  --quick) QUICK=1; shift ;;
+esac
+
+if (( QUICK )); then INSTALL=venv
+elif [ $# -eq 0 ]; then INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-all}"; else INSTALL="${AFFORDANCE_ROS_TEST_INSTALL:-venv}"; fi
 case "$INSTALL" in
   venv|pip|colcon) KINDS=("$INSTALL") ;;
   all) KINDS=(venv pip colcon) ;;
@@ -101,7 +140,9 @@ test_venv() {
 
 # venv_tests KIND PREFIX PYTHON: all tests, or under `all` those that the pip and colcon installs do not run
 venv_tests() {
-  if [[ "$INSTALL" != all ]] || (( have_path )); then
+  if (( QUICK )); then
+    pytest_on "$@" "${QUICK_PATHS[@]}" --
+  elif [[ "$INSTALL" != all ]] || (( have_path )); then
     pytest_on "$@" test --
   else
     local status=0

@@ -38,8 +38,8 @@ def install_hint(missing: str | None) -> str | None:
     return None
 
 
-_ROS_EXPORTS = {"TrialPublisher": "trial_publisher", "AffordanceClient": "affordance_client",
-                "LearnerUnavailable": "learner_calls", "LearnerRefused": "learner_calls"}
+_ROS_EXPORTS = {"TrialPublisher": "robot.trial_publisher", "AffordanceClient": "planner.affordance_client",
+                "LearnerUnavailable": "planner.calls", "LearnerRefused": "planner.calls"}
 
 
 def __getattr__(name):

@@ -121,9 +121,8 @@ def collect_rclpy():
     """rclpy objects left in reference cycles (nodes, contexts: a context's DDS participant and its ~11 threads
     live as long as they do) are freed at the end of each test, in the main thread, its executors stopped (those
     of the test itself at the end of the next one: pytest lets go of a test's fixtures after its teardown). Else
-    the garbage collector freed them whenever it ran next, in whichever thread, in the middle of a later test,
-    and the test process carried a DDS participant of every test since its last collection (measured: 11 threads
-    more after each test)."""
+    the garbage collector would free them whenever it ran next, in whichever thread, in the middle of a later test,
+    and the test process would carry a DDS participant (and its threads) of every test since its last collection."""
     yield
     if "rclpy" in sys.modules:
         gc.collect()
@@ -133,8 +132,8 @@ def collect_rclpy():
 def learn_without_posterior(request, monkeypatch):
     """Learning in this process draws no posterior (``posterior_draws`` 0) unless the test is marked ``posterior`` or
     asks for draws itself (the learner's options or the configuration's learning block): the sampler costs about a
-    hundred E-steps per learn, and most tests learn to test something else (this kept the core tests' time as it
-    was). Nodes and commands the tests start learn with the product's default."""
+    hundred E-steps per learn, and most tests learn to test something else. Nodes and commands the tests start
+    learn with the product's default."""
     if request.node.get_closest_marker("posterior") is not None:
         return
     from affordance_ros.core import AffordanceLearner

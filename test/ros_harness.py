@@ -20,9 +20,9 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
-from affordance_ros.nodes.learner_node import LearnerNode
+from affordance_ros.nodes.learner.learner_node import LearnerNode
 from affordance_ros.nodes.qos import reply_qos
-from affordance_ros.nodes.simulated_robot import SimulatedRobot
+from affordance_ros.nodes.simulation.simulated_robot import SimulatedRobot
 from affordance_ros.share import share_directory
 from affordance_ros.srv import Learn, Predict, SelectAction, SuggestTrial
 
@@ -31,7 +31,7 @@ LIB = share_directory().parents[1] / "lib" / "affordance_ros"  # the installed e
 # (timeout): client will not receive response", seen from a learner just started in another process, though
 # wait_for_service had seen it): ``Ros.call`` sends a request again when no answer came, as planners are told to
 # (docs/node.md), first after these seconds, then twice as long each time. Requests that change nothing: 2 s;
-# ~/learn 15 s (longer than most learns here: a re-send while the first runs is refused, and counted).
+# ~/learn 15 s (longer than the tests' learns: a re-send while the first runs is refused, and counted).
 ASKED_AGAIN_AFTER = {Predict: 2.0, SelectAction: 2.0, SuggestTrial: 2.0, GetState: 2.0, Learn: 15.0}
 
 

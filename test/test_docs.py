@@ -45,8 +45,8 @@ import pytest
 import rclpy
 
 from affordance_ros.core import LearningOptions
-from affordance_ros.nodes.learner_node import LearnerNode
-from affordance_ros.nodes.simulated_robot import SimulatedRobot
+from affordance_ros.nodes.learner.learner_node import LearnerNode
+from affordance_ros.nodes.simulation.simulated_robot import SimulatedRobot
 from affordance_ros.share import ros_home, share_directory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -87,10 +87,10 @@ EXPECTED_FIELDS = {
         ('marginals', 'sequence<affordance_ros/Distribution>'),
         ('most_probable', 'sequence<string>'),
         ('joint_probability', 'double'),
-        ('reading_names', 'sequence<string>'),     # appended (issue 10): predicted readings
+        ('reading_names', 'sequence<string>'),     # appended: predicted readings
         ('reading_means', 'sequence<double>'),
         ('reading_stddevs', 'sequence<double>'),
-        ('stddevs', 'sequence<double>'),           # appended (issue 32): how sure the model is, per label
+        ('stddevs', 'sequence<double>'),           # appended: how sure the model is, per label
         ('interval_lows', 'sequence<double>'),
         ('interval_highs', 'sequence<double>'),
         ('support', 'sequence<double>'),           # per marginal
@@ -102,7 +102,7 @@ EXPECTED_FIELDS = {
         ('variable_values', 'sequence<string, 100000>'),
         ('effect_names', 'sequence<string, 100000>'),
         ('effect_values', 'sequence<string, 100000>'),
-        ('strategy', 'string'),                    # appended (issue 32)
+        ('strategy', 'string'),                    # appended
     ],
     SelectAction.Response: [
         ('success', 'boolean'),
@@ -111,7 +111,7 @@ EXPECTED_FIELDS = {
         ('actions', 'sequence<string>'),
         ('probabilities', 'sequence<double>'),
         ('tied', 'boolean'),
-        ('strategy', 'string'),                    # appended (issue 32): what was ranked by, how sure
+        ('strategy', 'string'),                    # appended: what was ranked by, how sure
         ('scores', 'sequence<double>'),
         ('stddevs', 'sequence<double>'),
         ('interval_lows', 'sequence<double>'),

@@ -4,7 +4,13 @@
   inside a function, and no import cycle between its modules;
 - ``data``: no rclpy or generated interfaces (it may read bags with the pure-Python rosbags), nothing
   from ``nodes`` or ``tools``;
-- ``nodes``: nothing from ``tools``.
+- ``nodes``: nothing from ``tools``; by side, ``learner/``, ``robot/`` and ``planner/``, none of which imports
+  another (what they share is ``nodes/contract.py``: the wire between them), and ``simulation/``, the simulated
+  robot that is its own planner, which nothing of ``nodes/`` imports; at most ``MAX_FLAT_NODES`` modules beside
+  them, which import no folder of ``nodes/``.
+
+No import circle anywhere in the package (imports for type checking and inside functions included), and no
+constructor with more than ``MAX_REQUIRED_PARAMETERS`` required parameters.
 
 And inside them: no module and no test reads another module's private names; an endpoint of a
 node (a class given the node) uses only rclpy's API of it; the classes of data/, nodes/ and tools/
@@ -31,6 +37,11 @@ LAYERS = ("core", "data", "nodes", "tools")
 TESTS = Path(__file__).parent
 GENERATED = ("msg", "srv", "action")  # the interfaces rosidl generates
 MAX_CLASS_LINES = {"ModelManager": 150}  # and 200 for every other class
+NODES = PACKAGE / "nodes"
+SIDES = ("learner", "robot", "planner")  # the three programs of nodes/, which talk only over ROS
+COMPOSED = ("simulation",)  # folders of nodes/ that put sides together (as a program does)
+MAX_FLAT_NODES = 6  # modules of nodes/ beside its folders, __init__ included
+MAX_REQUIRED_PARAMETERS = 5
 
 
 def imports(path: Path):
@@ -123,6 +134,113 @@ def test_the_core_has_no_import_inside_a_function_and_no_cycle():
     for module in graph:
         if not module.endswith("__init__"):
             visit(module, [])
+
+
+def folder_of(path: Path) -> str | None:
+    """The folder of nodes/ that ``path`` sits in (None: flat in nodes/)."""
+    parts = path.relative_to(NODES).parts
+    return parts[0] if len(parts) > 1 else None
+
+
+def test_no_side_of_the_nodes_imports_another_and_the_contract_imports_none():
+    offences = []
+    for path in sources("nodes"):
+        where = folder_of(path)
+        # a side imports no other folder, a flat module (the contract among them) none; a composed folder the sides
+        forbidden = {folder for folder in (*SIDES, *COMPOSED) if folder != where}
+        if where in COMPOSED:
+            forbidden -= set(SIDES)
+        for name, line, _ in imports(path):
+            parts = name.split(".")
+            if parts[:2] == ["affordance_ros", "nodes"] and len(parts) > 2 and parts[2] in forbidden:
+                offences.append(f"{path.relative_to(NODES)}:{line} imports {name}")
+    assert offences == []
+
+
+def test_the_nodes_hold_their_sides_as_folders_with_few_modules_beside_them():
+    assert sorted(p.name for p in NODES.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(
+        (*SIDES, *COMPOSED))
+    flat = sorted(p.name for p in NODES.glob("*.py"))
+    assert "contract.py" in flat and len(flat) <= MAX_FLAT_NODES, flat
+
+
+def module_graph() -> dict[str, set[str]]:
+    """{module: the package's modules it imports}, every import counted (at the top, for type checking, inside a
+    function); ``from package import module`` is an import of that module."""
+    def name_of(path):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    files = {name_of(p): p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in GENERATED}
+    graph = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names)
+        graph[module] = {target for target in targets if target in files and target != module}
+    return graph
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One circle of imports in ``graph`` (the modules in order, the first repeated at the end), [] if none."""
+    state, trail = {}, []
+
+    def visit(module):
+        state[module] = "open"
+        trail.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                return trail[trail.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        state[module] = "done"
+        trail.pop()
+        return []
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return []
+
+
+def test_the_package_has_no_import_cycle():
+    cycle = import_cycle(module_graph())
+    assert cycle == [], f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_type_checking_import():
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def required_parameters(function: ast.FunctionDef) -> int:
+    """The parameters of a method that a caller must give (``self`` not counted)."""
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    return (len(positional) - len(arguments.defaults) - 1
+            + sum(default is None for default in arguments.kw_defaults))
+
+
+def test_no_constructor_takes_more_than_five_required_parameters():
+    """Collaborators go in as objects: a constructor that needs more than a few things is given them grouped.
+    (Records, dataclasses holding values and made by the code that computes them, are not counted.)"""
+    crowded = []
+    for path in PACKAGE.rglob("*.py"):
+        for cls in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(cls, ast.ClassDef):
+                for function in cls.body:
+                    if (isinstance(function, ast.FunctionDef) and function.name == "__init__"
+                            and required_parameters(function) > MAX_REQUIRED_PARAMETERS):
+                        crowded.append(f"{path.relative_to(PACKAGE)}: {cls.name} {required_parameters(function)}")
+    assert crowded == []
 
 
 def test_at_most_three_modules_sit_flat_in_the_package():

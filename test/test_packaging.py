@@ -411,8 +411,8 @@ runpy.run_path(SCRIPT, run_name="__main__")
     ("replay", ["bag"], "affordance_ros.tools.replay", "replay: interrupted", 130),
 ])
 def test_ctrl_c_while_an_executable_starts_is_one_line(name, args, module, message, status):
-    """Was the traceback of the import it cut (the scripts imported their module before any handling): a command
-    exits 130 as when interrupted later, a node 0 as every stop of a node."""
+    """One line, not the traceback of the import it cut (the scripts import their module inside their handling):
+    a command exits 130 as when interrupted later, a node 0 as every stop of a node."""
     script = PREFIX / "bin" / name
     code = STALLED_START.replace("MODULE", repr(module)).replace("SCRIPT", repr(str(script))).replace("ARGS",
                                                                                                       repr(args))
@@ -463,6 +463,21 @@ def test_ci_runs_the_readmes_test_command_and_it_tests_every_install():
     script = (REPO_ROOT / "test.sh").read_text()
     assert re.search(r'if \[ \$# -eq 0 \]; then INSTALL="\$\{AFFORDANCE_ROS_TEST_INSTALL:-all\}"', script), script
 
+
+
+def test_test_sh_help_is_its_own_and_the_readme_names_the_quick_run():
+    """./test.sh --help says what the script runs and how long each part takes (not pytest's help), and builds
+    nothing; --quick runs the core, data and layers tests; the README names both."""
+    helped = subprocess.run(["bash", str(REPO_ROOT / "test.sh"), "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert helped.returncode == 0 and helped.stderr == "", helped.stderr
+    assert helped.stdout.startswith("usage: ./test.sh [--quick]"), helped.stdout[:200]
+    for part in ("venv", "pip", "colcon", "--quick"):
+        assert re.search(rf"^ +(?:\./test\.sh )?{re.escape(part)} .*\bmin\b", helped.stdout, re.MULTILINE), part
+    script = (REPO_ROOT / "test.sh").read_text()
+    assert "QUICK_PATHS=(test/core test/data test/test_layers.py)" in script
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert "\n./test.sh --quick " in readme and "\n./test.sh --help " in readme
 
 def _collected(*args: str) -> set[str]:
     result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],

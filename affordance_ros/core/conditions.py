@@ -223,7 +223,7 @@ class FoldErrors:
     """
 
     def __init__(self, x: np.ndarray, conditions: np.ndarray, folds: np.ndarray, trim: float, terms,
-                 entity: np.ndarray | None):
+                 entity: np.ndarray | None = None):
         self.terms = terms
         laid_out = []
         for train, test in fold_splits(folds):

@@ -1,7 +1,7 @@
 """The robot's spool: the trials it sent that the learner has not confirmed yet, in an SQLite file of its own.
 
 A robot on a wireless link must work through an outage of any length and lose nothing when it is restarted
-meanwhile (a battery swap, a crash). ``nodes.trial_publisher.TrialPublisher`` given a spool path writes each
+meanwhile (a battery swap, a crash). ``nodes.robot.trial_publisher.TrialPublisher`` given a spool path writes each
 trial's messages here (serialized, with the topic and type of each) when it sends it, and removes the trial
 once the learner has answered it; a robot started on the same spool loads what an earlier run left and
 sends it again once the learner is there.

@@ -1,13 +1,6 @@
-"""The QoS of the trial topics (action, object_features, effects), one rule for every node; and of the
-clients of the learner's services (``reply_qos``).
-
-Reliable, and by default KEEP_ALL on both ends: a publisher faster than the learner is
-slowed down (a reliable KEEP_ALL writer blocks in ``publish`` while the reader's history
-is full) instead of losing trials. Memory stays bounded even so: Fast DDS caps a reader's
-history by its resource limits (``max_samples``, 5000 by default); a sample that finds it
-full is not acknowledged, stays in the writer's history and is sent again once the reader
-has taken some (within milliseconds). A depth > 0 asks for KEEP_LAST(depth) instead, for
-users who prefer a fixed bound and accept losing the oldest messages of a burst longer than that.
+"""How this package's processes use DDS: the Fast DDS profiles they start with, publishing that waits, taking
+what is queued. The QoS the sides agree on (``trial_qos``, ``reply_qos``) is the wire contract's (``contract``);
+``affordance_ros.nodes.qos.reply_qos`` and ``.trial_qos`` stay where users and the docs find them.
 
 The learner's readers hold at most ``LEARNER_READER_SAMPLES``, and the trial writers of this
 package's robot processes send heartbeats every ``TRIAL_HEARTBEAT_PERIOD`` (``dds_profiles``):
@@ -26,30 +19,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-KEEP_ALL = 0  # the value of a 'qos_depth' parameter or option that asks for KEEP_ALL
-
-
-def trial_qos(depth: int = KEEP_ALL) -> QoSProfile:
-    """Reliable; ``depth`` 0: KEEP_ALL, else KEEP_LAST with that depth."""
-    if depth < 0:
-        raise ValueError(f"qos depth must be >= 0 (0: keep all), got {depth}")
-    if depth == KEEP_ALL:
-        return QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE)
-
-
-# How many replies a client of the learner's services keeps until it takes them (rclpy's default: 10). Fast DDS
-# sends every reply of a service to every client of it, and a reply is lost when more replies to other clients
-# than this arrive before its client takes it (a client not scheduled for a moment while other planners call).
-REPLY_DEPTH = 1000
-
-
-def reply_qos() -> QoSProfile:
-    """The QoS of a client of the learner's services: reliable, keeping the last ``REPLY_DEPTH`` replies."""
-    return QoSProfile(depth=REPLY_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
-
+from .contract import KEEP_ALL, REPLY_DEPTH, reply_qos, trial_qos  # noqa: F401 (their documented place too)
 
 LEARNER_READER_SAMPLES = 100  # most samples a learner's reader holds (Fast DDS's default: 5000)
 TRIAL_HEARTBEAT_PERIOD = 0.1  # seconds between a trial writer's heartbeats while it has unacknowledged parts

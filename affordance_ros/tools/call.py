@@ -10,7 +10,7 @@ The same arguments as `affordance-ros predict`; the answer is printed as JSON on
 the learn, the node keeps its current model, and the command exits with status 130). A goal the
 node rejects (a learn is running already) is reported with the node's reason: an action's goal
 response carries none, so it is read from the node's ``~/learn_refused`` topic. The calls are
-``AffordanceClient``'s (nodes/affordance_client.py), the planners' client: ``--timeout`` seconds to find
+``AffordanceClient``'s (nodes/planner/affordance_client.py), the planners' client: ``--timeout`` seconds to find
 the node and have its answer (learn: to have the goal taken; the learn itself: ``--learn-timeout``), a
 request without an answer sent again after 2, 4, 8, ... s (under load, Fast DDS drops the answer to a caller
 the node has not discovered yet). Failures (no node, gone, ``success: false``, a rejected goal) are one line
@@ -120,8 +120,8 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     import rclpy  # (here: the command line's other commands need no ROS)
 
     from ..core import LearningCancelled
-    from ..nodes.affordance_client import AffordanceClient
-    from ..nodes.learner_calls import LearnerRefused, LearnerUnavailable
+    from ..nodes.planner.affordance_client import AffordanceClient
+    from ..nodes.planner.calls import LearnerRefused, LearnerUnavailable
     from ..nodes.qos import dds_profiles
 
     context = rclpy.Context()

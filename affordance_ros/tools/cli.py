@@ -14,8 +14,8 @@
     affordance-ros simulate --scenario tools --out cases.csv
     affordance-ros evaluate --cases cases.csv --config tools --leave-out object_id --targets Effect
 
-This module is what runs first: the list of commands, and `--help`, without numpy or the core (the
-commands are ``tools/commands.py``, imported once a command is named). Bags are rosbag2 (sqlite3 or
+This module is what runs first: the list of commands (``tools/command_names.py``), and `--help`, without numpy or
+the core (the commands are ``tools/commands.py``, imported once a command is named). Bags are rosbag2 (sqlite3 or
 mcap) holding the Action/Features topics; see docs/bags.md.
 """
 
@@ -23,24 +23,7 @@ from __future__ import annotations
 
 import sys
 
-# every command and what it does: the overview, and each command's parser (tools/commands.py)
-COMMANDS = {
-    "learn": "learn structure and parameters from recorded cases",
-    "predict": "posterior of query variables given labels and sensor readings",
-    "suggest": "which trial would teach a model the most: actions on candidate objects, ranked",
-    "import": "add the cases of bags, CSV files or case databases to a case database",
-    "export": "write the cases of a case database, bag or CSV file to a CSV file or a new bag",
-    "replay": "publish a bag's affordance topics into the ROS graph (like ros2 bag play)",
-    "record": "record the affordance topics into a new bag (like ros2 bag record)",
-    "call": "call the running learner node: learn, predict, select-action, suggest (needs ROS 2)",
-    "export-model": "write a model's network as BIF, XMLBIF or UAI (pyAgrum, pgmpy, GeNIe, bnlearn)",
-    "import-model": "make a model from a BIF, XMLBIF or UAI network and a configuration",
-    "show": "draw a model (or configuration) as a picture: PNG, SVG or PDF",
-    "evaluate": "cross-validate learning against baselines on the same folds: accuracy, RMSE, ...",
-    "simulate": "write simulated trials to a CSV file: the simulated robot's or a scenario's",
-}
-PROG = "affordance-ros"
-DESCRIPTION = "learn a model from recorded cases, and ask it questions, without ROS running"
+from .command_names import COMMANDS, DESCRIPTION, PROG
 
 
 def overview() -> str:

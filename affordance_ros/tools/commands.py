@@ -23,7 +23,7 @@ from ..data.storage import CaseStoreError
 from ..data.trial import case_set
 from ..share import configuration_file, default_config_path, shipped_configurations
 from . import call, evaluate, record, replay
-from .cli import COMMANDS, DESCRIPTION, PROG
+from .command_names import COMMANDS, DESCRIPTION, PROG
 from .executables import INTERRUPTED
 from .json_answers import add_top_argument, shortened
 from .progress import LearnProgress, ProgressBar, report_line_by_line

@@ -147,10 +147,10 @@ class Demo:
         from rclpy.parameter import Parameter
         from rclpy.signals import SignalHandlerOptions
 
-        from ..nodes.affordance_client import AffordanceClient
-        from ..nodes.learner_calls import LearnerRefused
-        from ..nodes.learner_node import LearnerNode
-        from ..nodes.simulated_robot import SimulatedRobot
+        from ..nodes.learner.learner_node import LearnerNode
+        from ..nodes.planner.affordance_client import AffordanceClient
+        from ..nodes.planner.calls import LearnerRefused
+        from ..nodes.simulation.simulated_robot import SimulatedRobot
 
         self.rclpy = rclpy
         self.refused = LearnerRefused

@@ -24,11 +24,11 @@ def affordance_ros() -> int:
 
 
 def learner_node() -> int:
-    return run("learner_node", "..nodes.learner_node", interrupted=0)
+    return run("learner_node", "..nodes.learner.learner_node", interrupted=0)
 
 
 def simulated_robot() -> int:
-    return run("simulated_robot", "..nodes.simulated_robot", interrupted=0)
+    return run("simulated_robot", "..nodes.simulation.simulated_robot", interrupted=0)
 
 
 def replay() -> int:

@@ -51,8 +51,8 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from ..nodes import shutdown
-    from ..nodes.bag_recorder import BagRecorder
     from ..nodes.qos import dds_profiles
+    from ..nodes.robot.bag_recorder import BagRecorder
 
     context = rclpy.Context()
     node = recorder = None

@@ -34,7 +34,7 @@ from ..data.spool import SpoolError
 from .progress import ProgressBar
 from .ros_args import qos_depth, run_executable
 
-STATUS_TOPIC = "affordance_learner/stored"  # (as nodes.trial_publisher: the command line's help needs no ROS)
+STATUS_TOPIC = "affordance_learner/stored"  # (as nodes.contract: the command line's help needs no ROS)
 DEFAULT_RESEND_TIMEOUT = 5.0
 DEFAULT_SPOOL_LIMIT = 100_000
 
@@ -108,9 +108,9 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from ..data.bag import BagReader
-    from ..nodes.bag_player import BagPlayer
     from ..nodes.qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles
-    from ..nodes.trial_publisher import TrialPublisher
+    from ..nodes.robot.bag_player import BagPlayer
+    from ..nodes.robot.trial_publisher import TrialPublisher
 
     reader = BagReader(args.bag, namespace=args.namespace)
     messages = reader.read()

@@ -154,7 +154,8 @@ def layout(model: AffordanceNetwork, min_probability: float = 0.3) -> Layout:
         out.titles.append((x + widths[k] / 2, height - TITLE_SPACE + 0.2, COLUMN_TITLES[GROUPS[k]]))
         x += widths[k] + gap_width[k]
     out.width = (x if lanes_in_gap[len(columns) - 1] else right[-1]) + MARGIN  # (arcs within the last column)
-    router = _Router(out.boxes, columns, column_of, right, gap_width, channel, _ports(out.boxes, arcs, column_of))
+    gap_middles = [right[k] + gap_width[k] / 2 for k in range(len(columns))]
+    router = _Router(out.boxes, columns, gap_middles, channel, _ports(out.boxes, arcs, column_of))
     for parent, child, in_model in arcs:
         out.arcs.append(Arc(parent, child, in_model, probabilities.get((parent, child)),
                             router.route(parent, child)))
@@ -192,14 +193,15 @@ def _ports(boxes: dict, arcs: list, column_of: dict) -> dict:
 
 class _Router:
     """Routes arcs: ports spread along the boxes' sides, a lane of its own for every arc in every gap and
-    channel, so that no two arcs run on top of each other and none crosses a box."""
+    channel, so that no two arcs run on top of each other and none crosses a box. ``boxes`` in ``columns`` (the
+    variables' names of each), ``gap_middles``: the x of the middle of the gap right of each column; ``channel``:
+    the height of the channels above and below the columns; ``ports``: where each arc leaves and enters a box."""
 
-    def __init__(self, boxes, columns, column_of, right, gap_width, channel, ports):
+    def __init__(self, boxes, columns, gap_middles, channel, ports):
         self.boxes = boxes
         self.columns = columns
-        self.column_of = column_of
-        self.right = right
-        self.gap_width = gap_width
+        self.column_of = {name: k for k, names in enumerate(columns) for name in names}
+        self.gap_middles = gap_middles
         self.channel = channel
         self.ports = ports
         self._next_lane = {}
@@ -234,7 +236,7 @@ class _Router:
 
     def _lane_x(self, gap: int) -> float:
         """The x of the next free lane in ``gap`` (right of column ``gap``), from its middle outwards."""
-        return self.right[gap] + self.gap_width[gap] / 2 + _outwards(self._take(("gap", gap))) * LANE
+        return self.gap_middles[gap] + _outwards(self._take(("gap", gap))) * LANE
 
     def _channel_y(self, column: int, y_from: float, y_to: float) -> float:
         """The y of a free lane through ``column``: in the channel with room left (between two of its boxes, or

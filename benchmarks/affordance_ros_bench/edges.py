@@ -237,7 +237,7 @@ class Robot:
 
         from affordance_ros.msg import TrialStatus
         from affordance_ros.nodes.qos import trial_qos
-        from affordance_ros.nodes.trial_publisher import TrialPublisher
+        from affordance_ros.nodes.robot.trial_publisher import TrialPublisher
         self.context = ros_context()
         self.node = rclpy.create_node("affordance_bench_robot", context=self.context)
         self.trials = TrialPublisher(self.node, resend_timeout=resend_timeout, **kw)
@@ -834,7 +834,7 @@ def resends() -> dict:
     whether ids the middleware would mangle are refused before sending."""
     import rclpy
 
-    from affordance_ros.nodes.trial_publisher import TrialPublisher
+    from affordance_ros.nodes.robot.trial_publisher import TrialPublisher
     context = ros_context()
     node = rclpy.create_node("affordance_bench_resends", context=context)
     trials = TrialPublisher(node, resend_timeout=1.0)

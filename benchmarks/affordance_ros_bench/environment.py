@@ -15,7 +15,7 @@ PLAIN_EM = LearningOptions(em_acceleration="none")
 def ros_node_importable(bench: str) -> bool:
     """Whether rclpy and the generated interfaces import here (the learner node does); says why not."""
     try:
-        importlib.import_module("affordance_ros.nodes.learner_node")
+        importlib.import_module("affordance_ros.nodes.learner.learner_node")
     except ImportError as exc:
         print(f"affordance-ros-bench {bench}: error: the ROS 2 node cannot be imported here ({exc})")
         return False

@@ -104,7 +104,7 @@ def learn_once(n_cases: int, tmp: Path, env: dict, client: ServiceClient) -> dic
 
 def run(args) -> int:
     try:
-        from affordance_ros.nodes.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
+        from affordance_ros.nodes.learner.learner_node import LearnerNode  # noqa: F401  (rclpy and the generated interfaces)
     except ImportError as exc:
         print(f"affordance-ros-bench scale: error: the ROS 2 node cannot be imported here ({exc})")
         return 2

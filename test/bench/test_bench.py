@@ -506,9 +506,9 @@ def test_startup_quick(tmp_path):
 
 
 def test_a_bench_run_that_fails_keeps_its_nodes_logs(tmp_path, capsys):
-    """Was: a run that raised (a robot that did not end within 300 s, seen once in CI) took the logs that would
-    say why with its temporary folder; now they are copied into --out, the databases left out (bench faults and
-    bench dds, whose nodes ``dds.launch`` starts), and the folder is removed all the same."""
+    """A run that raises (a robot that does not end in time) keeps the logs that say why: they are copied into
+    --out, the databases left out (bench faults and bench dds, whose nodes ``dds.launch`` starts), before its
+    temporary folder is removed."""
     from affordance_ros_bench.dds import run_folder
 
     out = tmp_path / "out"

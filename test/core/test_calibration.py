@@ -1,4 +1,4 @@
-"""The 90 % credible intervals of answers cover the truth 85-95 % of the time (issue 32), in every cell: 10, 30, 100
+"""The 90 % credible intervals of answers cover the truth 85-95 % of the time, in every cell: 10, 30, 100
 and 300 trials, with every value given by label, with the object and effects seen through sensors at sigma 1, and at
 sigma 3 (values 5 apart: a reading is often nearer another value's mean), where EM's expected counts taken as a
 Dirichlet covered 63-81 %.

@@ -66,7 +66,7 @@ def test_default_start_is_not_a_saddle_and_reaches_the_truths_likelihood():
 def test_a_symmetric_start_is_escaped_never_reported_as_converged():
     truth = latent_cause_network()
     cases = latent_cases(truth)
-    # the old behaviour: uniform CPTs everywhere are a fixed point; EM used to stop there "converged"
+    # uniform CPTs everywhere are a fixed point: EM started there stops at once, "converged"
     flat = [v.cpt for v in uniform(truth).variables]
     stuck, result = fit_em(uniform(truth), cases, plain(prior=0.0, max_iter=1), initial_cpts=flat)
     assert not result.converged

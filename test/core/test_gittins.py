@@ -52,7 +52,7 @@ def test_the_exact_index_matches_gittins_tables():
     (1, 1, 0.12), (2, 1, 0.12), (1, 5, 0.12), (3, 3, 0.12), (2, 8, 0.12), (8, 2, 0.12),
     (7, 13, 0.075), (10, 10, 0.075), (15, 5, 0.075), (14, 26, 0.04), (50, 50, 0.02), (20, 180, 0.02)])
 def test_the_closed_form_is_near_the_exact_index_at_horizon_200(a, b, tolerance):
-    """As docs/benchmarks/decisions.md says: within 0.12 from the first trial (0.110 the worst measured, Beta(2, 1)),
+    """As docs/benchmarks/decisions.md says: within 0.12 from the first trial,
     0.075 from a + b = 20, 0.04 from 40, 0.02 from 100; and above the mean, less so the more trials are behind it."""
     mean, stddev = beta_spread(a, b)
     closed = float(gittins_index(mean, stddev, OPTIMISTIC_HORIZON))

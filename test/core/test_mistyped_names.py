@@ -12,7 +12,7 @@ def model():
 
 
 @pytest.mark.parametrize("query, sensors, values, message", [
-    # --value action=tap was refused with no word of 'Action', while --query action (the group) is taken
+    # --value action=tap is refused naming 'Action', while --query action (the group) is taken
     (["action"], {}, {"action": "tap"}, "unknown variable 'action' (did you mean 'Action'? names are case-sensitive); "
                                         "the network has ['Action', "),
     (["ACTION"], {}, {}, "unknown variable 'ACTION' (did you mean 'action' or 'Action'? names are case-sensitive); "

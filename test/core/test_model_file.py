@@ -212,8 +212,8 @@ def test_every_damaged_file_is_a_model_format_error(tmp_path, content, message):
 ])
 @pytest.mark.parametrize("what", ["model file", "configuration"])
 def test_a_file_of_another_kind_given_as_a_model_says_what_it_is(tmp_path, content, kind, advice, what):
-    """Was "'cases.csv' is not valid JSON: Expecting value: line 1 column 1 (char 0)", or for a database "is not
-    UTF-8 text (invalid start byte at byte 102)": it did not say that the file was the cases, not the model."""
+    """It says that the file is the cases (or a database, ...), not the model: not only "not valid JSON" or "not
+    UTF-8 text"."""
     path = tmp_path / "given"
     path.write_bytes(content)
     with pytest.raises(ModelFormatError) as caught:

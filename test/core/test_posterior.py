@@ -160,7 +160,7 @@ def test_the_draws_are_the_exact_posterior_of_the_cpts_by_enumeration(tiny_model
     """Seven cases of a network whose object and effect are seen at sigma 3 (values 5 apart): the standard deviation
     and the 90 % interval of four answers (linear and nonlinear in the CPTs) under the learned model's draws, against
     100000 samples of the exact posterior (every imputation of the 14 hidden values enumerated). EM's expected counts
-    as a Dirichlet (what the issue's prototype used) miss by more than the tolerance allowed here."""
+    taken as a Dirichlet miss by more than the tolerance allowed here."""
     rng = np.random.default_rng(0)
     theta_x, theta_y, _ = exact_posterior_samples(100_000, rng)
     reference = reference_answers(theta_x, theta_y, 2.0)

@@ -49,7 +49,7 @@ def test_a_reading_that_is_not_one_finite_number_is_refused_naming_it(model, rea
 
 
 def test_learning_options_take_numpy_numbers_and_keep_python_ones():
-    # a grid of options is an array: LearningOptions(max_iter=np.int64(10)) was "must be an integer >= 1"
+    # a grid of options is an array: LearningOptions(max_iter=np.int64(10)) is an integer >= 1
     options = LearningOptions(max_iter=np.int64(10), seed=np.arange(3)[2], prior=np.float32(0.5), tol=np.float64(1e-4),
                               mcmc_samples=np.int32(7))
     assert (options.max_iter, options.seed, options.prior, options.tol, options.mcmc_samples) == (10, 2, 0.5, 1e-4, 7)
@@ -65,7 +65,7 @@ def test_learning_options_take_numpy_numbers_and_keep_python_ones():
 
 @pytest.mark.parametrize("query", ["Action", "action"])
 def test_a_query_given_as_a_string_says_to_give_a_list(model, query):
-    # its letters were taken for names: "unknown variable 'A'"
+    # not its letters taken for names: "unknown variable 'A'"
     for ask in (lambda: predict(model, query), lambda: predict_batch(model, query, sensors={"size": [1.0]})):
         with pytest.raises(EvidenceError) as caught:
             ask()
@@ -74,7 +74,7 @@ def test_a_query_given_as_a_string_says_to_give_a_list(model, query):
 
 
 def test_a_batch_of_no_cases_has_no_rows(model):
-    # (was AttributeError: 'NoneType' object has no attribute 'reshape')
+    # (a one-line error, not AttributeError from inside)
     batch = predict_batch(model, ["effect"], sensors={"size": np.array([])}, values={"Action": []})
     assert batch.variables == ["ObjVel", "ObjHandVel", "HandVel", "Contact"]
     assert batch.marginals["ObjVel"].shape == (0, 3) and batch.most_probable.shape == (0, 4)
@@ -86,7 +86,7 @@ def test_a_batch_column_vector_is_the_column_and_a_table_is_refused(model):
     column = np.array([[0.4], [5.2], [9.9]])
     np.testing.assert_array_equal(predict_batch(model, ["effect"], sensors={"size": column}).marginals["ObjVel"],
                                   predict_batch(model, ["effect"], sensors={"size": column[:, 0]}).marginals["ObjVel"])
-    # a (3, 2) array was "case index 0: reading array([0., 0.]) of sensor 'size' is not a number"
+    # a (3, 2) array is refused as such, not as "reading array([0., 0.]) of sensor 'size' is not a number"
     with pytest.raises(EvidenceError) as caught:
         predict_batch(model, ["effect"], sensors={"size": np.zeros((3, 2))})
     assert str(caught.value) == ("column 'size': an array of shape [3, 2]; give one entry per case (a list or a 1-D "
@@ -95,7 +95,7 @@ def test_a_batch_column_vector_is_the_column_and_a_table_is_refused(model):
 
 @pytest.mark.parametrize("column, given", [(np.zeros((3, 2)), "an array of shape [3, 2]"), (2.5, "a single value")])
 def test_a_case_set_of_columns_that_are_not_one_entry_per_case_is_refused(model, column, given):
-    # CaseSet took a (3, 2) array of readings as 3 cases, and a single number was IndexError
+    # a (3, 2) array of readings is not 3 cases, and a single number is no IndexError: both are refused
     with pytest.raises(DataError) as caught:
         CaseSet(model, {}, {"size": column})
     assert str(caught.value) == (f"the readings of sensor 'size': {given}; give one entry per case (a list or a 1-D "
@@ -105,7 +105,7 @@ def test_a_case_set_of_columns_that_are_not_one_entry_per_case_is_refused(model,
 
 
 def test_columns_of_different_lengths_are_named_with_their_lengths(model):
-    # was "columns of different lengths [2, 3]"
+    # saying which column, not only "columns of different lengths [2, 3]"
     with pytest.raises(EvidenceError) as caught:
         predict_batch(model, ["effect"], values={"Action": ["tap"] * 3}, sensors={"size": [0.4, 5.2], "color": [1, 2]})
     assert str(caught.value) == ("columns of different lengths: 2 in 'size', 'color'; 3 in 'Action' (one entry per "
@@ -139,7 +139,7 @@ def config_and_cases():
 
 
 def test_what_is_not_a_model_a_configuration_or_cases_says_what_to_give(config_and_cases, tmp_path):
-    # each was AttributeError ("'str' object has no attribute 'n_cases'", "... 'resolve_query'")
+    # each a one-line error, not AttributeError ("'str' object has no attribute 'n_cases'", ...)
     config, cases = config_and_cases
     for call, message in [
         (lambda: AffordanceLearner().fit(str(default_config_path()), cases),
@@ -187,7 +187,7 @@ def reordered(config, name, values):
 def test_cases_read_for_one_configuration_are_refused_by_another_that_would_read_them_otherwise(config_and_cases):
     config, cases = config_and_cases
     other = reordered(config, "Action", ["touch", "grasp", "tap"])
-    # the cases keep labels as codes: learned with the other configuration, 'grasp' trials were learned as 'touch'
+    # the cases keep labels as codes: learned with the other configuration, 'grasp' trials would be learned as 'touch'
     with pytest.raises(DataError) as caught:
         AffordanceLearner().fit(other, cases)
     assert str(caught.value) == (
@@ -216,7 +216,7 @@ STRUCTURE = {"ObjVel": ("Action", "Size")}
     (["Action", "Color", "Shape", "Size", "ObjVel", "ObjHandVel", "HandVel"], "leaves out ['Contact']"),
 ])
 def test_a_k2_order_that_is_not_every_variable_once_says_which(config_and_cases, order, message):
-    # an unknown name was "unknown variable 'Nope'", not saying it came from 'order'; the others did not say which
+    # an unknown name says it came from 'order' (not only "unknown variable 'Nope'"); the others say which
     config, cases = config_and_cases
     with pytest.raises(ModelFormatError) as caught:
         AffordanceLearner(order=order).fit(config, cases)
@@ -225,7 +225,7 @@ def test_a_k2_order_that_is_not_every_variable_once_says_which(config_and_cases,
 
 
 def test_suggest_trials_takes_numpy_readings_and_says_what_a_model_is(model):
-    # a candidate's np.float32 reading was "must be a finite number, got np.float32(9.5)"; a path, AttributeError
+    # a candidate's np.float32 reading is a finite number; a path is a one-line error, not AttributeError
     ranked = [[(s.action, s.score, s.effects, s.effect_stddevs) for s in suggest_trials(model, [candidate]).suggestions]
               for candidate in (Candidate(sensors={"size": 9.5}), Candidate(sensors={"size": np.float32(9.5)}))]
     assert repr(ranked[1]) == repr(ranked[0])  # (repr: the model has no counts, so some entries are NaN)

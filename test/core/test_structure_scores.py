@@ -27,7 +27,7 @@ def test_additions_equal_single_family_scores(score):
 
 def test_k2_adds_no_parent_on_a_tie_of_rounding():
     """The hand-posture scenario's balanced design (every action with every hand equally often): the
-    cross-validated scores of Hand with and without Action are equal but for rounding (3e-14 apart here),
+    cross-validated scores of Hand with and without Action are equal but for rounding,
     and K2 must not add the arc Action -> Hand on it."""
     columns = simulate("hands", 10, seed=0)
     codes = np.stack([np.unique(columns[n], return_inverse=True)[1] for n in ("Action", "Hand", "Object")], axis=1)

@@ -186,7 +186,8 @@ def test_import_appends_without_duplicates_and_export_round_trips(tmp_path):
 
 def test_import_and_export_take_their_sources_as_cases_as_learn_does(tmp_path):
     """--cases as learn and evaluate take it (several for import, also after the command's other options); the
-    sources without it, as earlier versions took them, are the same command; none is one line saying what to give."""
+    sources without it (the positional form, kept as an alias) are the same command; none is one line saying what
+    to give."""
     records = sampled_records(12)
     write_bag(tmp_path / "first", records[:6], "mcap")
     write_bag(tmp_path / "second", records[6:], "sqlite3")
@@ -222,8 +223,8 @@ def test_export_refuses_to_overwrite_and_to_write_a_database(tmp_path):
 
 def test_export_never_replaces_a_file_made_while_it_wrote_its_own(tmp_path, monkeypatch):
     """docs/bags.md: existing files are never overwritten. Another program makes the file between export's check
-    and its rename (an export of 200,000 cases takes seconds to write): export fails, the file stays. Was: the file
-    was replaced (os.replace), 'wrote 200000 cases to out.csv'."""
+    and its rename (a large export takes seconds to write): export fails, the file stays, not replaced by
+    os.replace."""
     import affordance_ros.core.network as network
     from affordance_ros.core import DataError
     from affordance_ros.data.offline import write_csv
@@ -475,7 +476,7 @@ def test_a_folder_that_is_not_a_bag_says_what_a_bag_folder_has_and_it_lacks(tmp_
 
 
 def test_a_bags_metadata_given_as_the_cases_names_the_bag(tmp_path):
-    """Was "expected a rosbag2 bag (directory, .db3 or .mcap), a .csv file or the node's .db database"."""
+    """The error names the bag whose metadata.yaml was given, not only the kinds of source it expected."""
     write_bag(tmp_path / "run1", sampled_records(3), "sqlite3")
     out = run("learn", "--cases", tmp_path / "run1" / "metadata.yaml", "--config", default_config_path(),
               "--out", tmp_path / "model.json")
@@ -522,7 +523,7 @@ def sampled_records(n, seed=0, prefix="r"):
 
 @pytest.mark.ros  # (the bag player is a node: rclpy)
 def test_ros_arguments_are_split_off():
-    from affordance_ros.nodes.bag_player import playback_offsets
+    from affordance_ros.nodes.robot.bag_player import playback_offsets
     from affordance_ros.tools.ros_args import split_ros_args
     assert split_ros_args(["bag", "--rate", "2", "--ros-args", "-r", "a:=b", "--", "--clock"]) == (
         ["bag", "--rate", "2", "--clock"], ["--ros-args", "-r", "a:=b"])

@@ -156,20 +156,27 @@ def test_giving_up_ends_the_close_only_while_storing_is_held_up(tmp_path):
     for record in sampled_records(5, prefix="l"):
         locked.submit(record)
     wait_for(lambda: "locked" in locked.state().problem, what="the writer to see the lock")
-    asked = threading.Event()
-    t0 = time.monotonic()
-    threading.Timer(0.5, asked.set).start()  # a second signal, half a second into the wait
-    assert locked.close(timeout=30.0, give_up=asked.is_set) == 5
-    assert time.monotonic() - t0 < 2.0
+    asked, waiting, unstored = threading.Event(), threading.Event(), []
+
+    def second_signal() -> bool:  # what close asks while it waits
+        waiting.set()
+        return asked.is_set()
+
+    closing = threading.Thread(target=lambda: unstored.append(locked.close(timeout=30.0, give_up=second_signal)))
+    closing.start()
+    assert waiting.wait(10.0), "close did not wait for the locked database"
+    asked.set()  # a second signal, while close waits
+    closing.join(10.0)  # (close's own timeout is 30 s: it ends at the signal)
+    assert not closing.is_alive() and unstored == [5]
     other.execute("ROLLBACK")
     other.close()
     store.close()
 
 
 def test_the_trials_waiting_stay_within_the_capacity_while_storing_fails(tmp_path):
-    """The node takes parts only while the writer is not ``full``. The group being tried counts too: it was out
-    of the queue while its commit was tried, so every failed try let a capacity more in (a disk full for 70 s
-    under a robot streaming: 2988 trials waited, with a capacity of 1000)."""
+    """The node takes parts only while the writer is not ``full``. The group being tried counts too: it is out
+    of the queue while its commit is tried, and uncounted every failed try would let a capacity more in (a disk
+    full for a minute under a robot streaming)."""
     store = CaseStore(tmp_path / "cases.db")
     other = sqlite3.connect(tmp_path / "cases.db", isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")  # every commit fails (as on a full disk), and the group is tried again

@@ -123,7 +123,7 @@ def test_a_bad_configuration_or_structure_says_what_to_fix(tmp_path):
     ({"max_iter": 0}, "learning option 'max_iter' must be an integer >= 1, got 0"),
 ])
 def test_a_mistake_in_the_learning_block_stops_the_start_not_the_first_learn(tmp_path, learning, message):
-    # the node started on it and stored trials: only its first ~/learn, maybe hours later, said what was wrong
+    # not a node started on it that stores trials and says what is wrong only at its first ~/learn, maybe hours later
     config = tmp_path / "typo.json"
     config.write_text(json.dumps({**json.loads(MONTESANO_CONFIG.read_text()), "learning": learning}))
     with pytest.raises(StartupError) as caught:

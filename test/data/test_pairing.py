@@ -181,8 +181,8 @@ def test_a_clock_that_starts_over_restarts_data_time():
 
 def test_two_senders_whose_clocks_are_hours_apart_do_not_time_out_each_others_trials():
     """A bag of 2023 replayed while a robot streams now (or a robot whose clock was never set): their parts take
-    turns. Was: each turn moved data time by two years, forward or back, and every trial waiting was dropped
-    ('while the header stamps moved on'): here all of them."""
+    turns: a turn must not move data time by two years, forward or back, which would drop every trial waiting
+    ('while the header stamps moved on')."""
     now, old = 1_795_000_000.0, 1_700_000_000.0
     parts = []
     for k in range(5):

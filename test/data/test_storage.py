@@ -163,8 +163,7 @@ def test_a_database_with_damaged_pages_is_refused_at_start_up_saying_what_to_do(
 @pytest.mark.parametrize("kept", [100, 50_000])
 def test_a_truncated_database_is_refused_as_damaged_saying_what_to_do(tmp_path, kept):
     """A copy cut short (a full disk, an interrupted transfer): damaged so that not even its schema can be read.
-    Was refused with SQLite's words alone, "'cases.db' is not a usable case database: database disk image is
-    malformed", without what to do about it."""
+    Refused saying what to do about it, not with SQLite's words alone ("database disk image is malformed")."""
     path = tmp_path / "cases.db"
     with CaseStore(path) as store:
         for k in range(2000):

@@ -152,9 +152,8 @@ def test_service_requests_that_cannot_be_answered(ros, tmp_path):
 
 def test_a_planner_repeating_a_mistake_in_a_loop_cannot_flood_the_log(ros, tmp_path):
     """Each refused request is answered and counted, but the log gets one line per kind of mistake and period,
-    then how many more came ("N more like that in the last 5 s; the latest: ..."), as for bad trial parts. Was:
-    one warning per request: a client calling ~/predict with a mistake back to back wrote 2.3 MB of log
-    in 10 s (5367 lines), ~/learn with an unknown structure 0.8 MB."""
+    then how many more came ("N more like that in the last 5 s; the latest: ..."), as for bad trial parts: with
+    a warning per request, a client repeating a mistake back to back would write megabytes of log a minute."""
     from ros_harness import start, stop
 
     from affordance_ros.nodes.qos import reply_qos

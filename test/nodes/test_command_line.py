@@ -12,8 +12,8 @@ from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from test_docs import declared
 
-from affordance_ros.nodes.learner_node import LearnerNode
-from affordance_ros.nodes.simulated_robot import SimulatedRobot
+from affordance_ros.nodes.learner.learner_node import LearnerNode
+from affordance_ros.nodes.simulation.simulated_robot import SimulatedRobot
 from affordance_ros.share import share_directory
 
 LIB = share_directory().parents[1] / "lib" / "affordance_ros"

@@ -123,7 +123,7 @@ def test_a_robot_name_that_makes_no_topic_name_stops_the_start(tmp_path):
 
 def test_the_robot_at_full_speed_loses_no_trial_with_the_defaults(tmp_path):
     # Reliable keep-all on both ends: the robot is slowed down to the learner's pace instead of
-    # losing trials (with the former default, keep last 100, most of such a burst was lost).
+    # losing trials (keeping the last 100, most of such a burst would be lost).
     n = 3000
     db = tmp_path / "cases.db"
     learner = start("learner_node", "--params-file", str(PARAMS_FILE), "-p", f"database_path:={db}",
@@ -154,8 +154,8 @@ def test_the_robot_at_full_speed_loses_no_trial_with_the_defaults(tmp_path):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_integer_doubles_umask_permissions_and_a_clean_stop(ros, tmp_path, signum):
-    # slop:=1 (an integer for a double) used to end in InvalidParameterTypeException; the model file was
-    # 0600 whatever the umask; every stop printed "Failed to publish log message to rosout".
+    # slop:=1 (an integer for a double) is taken, not InvalidParameterTypeException; the model file follows the
+    # umask, not 0600; a stop prints no "Failed to publish log message to rosout".
     db, model = tmp_path / "cases.db", tmp_path / "model.json"
     with CaseStore(db) as store:
         for record in sampled_records(50):

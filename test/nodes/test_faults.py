@@ -67,9 +67,9 @@ def test_sigint_and_sigterm_stops_exit_0_and_store_what_was_delivered(tmp_path):
 
 def test_a_robot_restarted_with_the_same_trial_ids_is_told_its_trials_are_duplicates_never_stored(tmp_path):
     """A robot that starts over with the ids of trials stored before (a fixed trial_id_prefix) and other readings:
-    none of its trials is stored, and the learner must not tell it otherwise. Was: a part that happened to be as
-    stored (the same action label) was answered 'stored' at once, before the other parts were compared, and the
-    robot took that answer: 49 of 100 trials 'confirmed stored', none of them stored."""
+    none of its trials is stored, and the learner must not tell it otherwise: a part that happens to be as stored
+    (the same action label) is not answered 'stored' before the other parts are compared, or the robot would take
+    trials never stored for stored ones."""
     db = tmp_path / "cases.db"
     learner = start("learner_node", tmp_path, "learner", database_path=db, model_path=tmp_path / "model.json",
                     status_period=0.0)

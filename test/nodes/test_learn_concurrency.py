@@ -7,8 +7,7 @@ from conftest import sampled_records, wait_for, write_config
 from affordance_ros.data.storage import CaseStore
 from affordance_ros.srv import Learn
 
-# About 4 s of MCMC structure search on this machine (since issue 13, ~8 us a step on 200 cases):
-# long enough to do things meanwhile.
+# A long MCMC structure search (half a million steps on 200 cases): long enough to do things meanwhile.
 SLOW_MCMC = dict(mcmc_samples=500000, mcmc_burn_in=1000)
 
 

@@ -10,7 +10,7 @@ from ros_harness import Waiter
 from affordance_ros.data.learn_worker import LearnWorker
 from affordance_ros.data.model_manager import StartupError
 from affordance_ros.data.storage import CaseStore
-from affordance_ros.nodes.learner_node import LearnerNode
+from affordance_ros.nodes.learner.learner_node import LearnerNode
 from affordance_ros.share import default_config_path
 from affordance_ros.srv import Learn, Predict
 

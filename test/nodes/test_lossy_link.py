@@ -1,4 +1,4 @@
-"""A robot on WiFi (issue 35), end to end: the learner and the simulated robot on two hosts (network namespaces)
+"""A robot on WiFi, end to end: the learner and the simulated robot on two hosts (network namespaces)
 joined by a link that loses frames and is cut for longer than DDS's lease, the robot killed during the outage and
 started again on its spool; real executables, DDS over UDP (no shared memory, discovery over the subnet). The
 figures of every fault: `affordance-ros-bench link` (docs/benchmarks/wifi.md)."""
@@ -76,5 +76,5 @@ def test_a_robot_killed_during_an_outage_on_a_lossy_link_delivers_everything_onc
     sent = sent_a | {f"b-{k:06d}" for k in range(50)}
     assert sent <= stored(db)  # nothing lost (the database's unique trial_id: nothing stored twice)
     assert not spooled(spool)  # each removed once confirmed
-    assert caught_up < 15.0, caught_up  # (the bench's figure: within 3 s; this machine is shared)
+    assert caught_up < 15.0, caught_up  # (a bound with room: the bench measures the time)
     assert sum(c["counts"]["ip_fragments"] for c in counts.values()) == 0  # every DDS message within one frame

@@ -18,7 +18,7 @@ from ros_harness import start, stop
 from affordance_ros.data.spool import SpooledPart, TrialSpool
 from affordance_ros.data.storage import CaseStoreError
 from affordance_ros.msg import Action, Features
-from affordance_ros.nodes.trial_publisher import TrialPublisher, trial_messages
+from affordance_ros.nodes.robot.trial_publisher import TrialPublisher, trial_messages
 
 pytestmark = pytest.mark.ros
 

@@ -8,7 +8,7 @@ from conftest import sampled_records, wait_for
 
 from affordance_ros.core import benchmark_network
 from affordance_ros.data.storage import CaseStore
-from affordance_ros.nodes.robot_task import truth_table, wanted_effect
+from affordance_ros.nodes.simulation.robot_task import truth_table, wanted_effect
 
 TRUTH = benchmark_network("montesano", 1.0, 0)  # sampled_records' world, and the robot's with truth_seed 0
 WANTED = {"ObjVel": "fast"}

@@ -1,7 +1,6 @@
 """The tools scenario over DDS: vector readings arrive by name in Features messages; Predict returns the
 predicted readings (appended response fields), as the core predicts them from the node's model."""
 
-import time
 
 import pytest
 from conftest import wait_for
@@ -20,8 +19,8 @@ def test_tools_scenario_learned_over_dds_and_predicted_readings_answered(ros, tm
     robot = ros.robot(count=400, scenario="tools", seed=4)
     ros.wait_for_robot(robot, timeout=120)
     wait_for(lambda: learner.counts["stored"] >= 400, what="400 stored cases")
-    time.sleep(0.3)
     ros.remove(robot)
+    wait_for(lambda: not learner.configured.trials.intake.storing, what="every trial taken stored")
     assert learner.counts["rejected_parts"] == 0
     record = learner.configured.manager.store.records()[0]
     assert set(record.readings) == {*TOOL_DESCRIPTORS, *SHAPE_DESCRIPTORS, "dx", "dy"}

@@ -1,4 +1,4 @@
-"""The learner's trial topics take what is queued in few executor callbacks (issue 18, item 7): a part's
+"""The learner's trial topics take what is queued in few executor callbacks: a part's
 callback goes on with the parts queued on all three trial topics, and the robot's status callback with the
 answers queued behind its own. Real subscriptions over DDS, in the test's process."""
 
@@ -15,10 +15,11 @@ from rclpy.executors import SingleThreadedExecutor
 
 from affordance_ros.data.intake import Event
 from affordance_ros.msg import Action, Features, TrialStatus
-from affordance_ros.nodes import trial_publisher, trial_topics
+from affordance_ros.nodes.learner import trial_topics
+from affordance_ros.nodes.learner.trial_topics import TrialTopics
 from affordance_ros.nodes.qos import trial_qos
-from affordance_ros.nodes.trial_publisher import TrialPublisher
-from affordance_ros.nodes.trial_topics import TrialTopics
+from affordance_ros.nodes.robot import trial_publisher
+from affordance_ros.nodes.robot.trial_publisher import TrialPublisher
 
 TRIALS = 20
 
@@ -71,7 +72,7 @@ def publish_trials(node, n):
 
 
 def test_one_part_callback_takes_the_parts_queued_on_all_three_topics(ros, spun_by_hand, monkeypatch):
-    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)  # what is taken, not how fast (a loaded machine)
+    monkeypatch.setattr(trial_topics, "DRAIN_SECONDS", 10.0)  # what is taken, not how fast (however loaded the machine)
     learner, executor = spun_by_hand
     intake = RecordingPipeline()
     handled = intake.handled
@@ -269,7 +270,7 @@ from affordance_ros.msg import Action
 from affordance_ros.nodes.qos import LEARNER_READER_SAMPLES as SAMPLES, TRIAL_HEARTBEAT_PERIOD as PERIOD
 from affordance_ros.nodes.qos import dds_profiles, take_queued, trial_qos
 from affordance_ros.nodes.command_line import check_command_line
-from affordance_ros.nodes.learner_parameters import declare_learner_parameters
+from affordance_ros.nodes.learner.parameters import declare_learner_parameters
 with dds_profiles(SAMPLES, PERIOD):  # as learner_node main: the command line's check (a context) comes first
     check_command_line('learner_node', 'affordance_learner', declare_learner_parameters, '', [
         'learner_node', '--ros-args', '-p', 'autostart:=false'])
@@ -290,7 +291,7 @@ print(taken, flush=True)
 
 def start_probe(sent: int, stderr_path: Path, attempts: int = 2) -> subprocess.Popen:
     """The probe process, once it said 'ready'. Its start is not what the test is about: a probe that ends before
-    it is ready (once in a CI rehearsal's colcon stage, without a word) is started again, and what it printed and
+    it is ready (the process may be killed before it prints a word) is started again, and what it printed and
     its exit status are shown."""
     failures = []
     for attempt in range(attempts):

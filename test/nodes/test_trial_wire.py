@@ -1,4 +1,4 @@
-"""trial_wire reads a serialized part's fields as rclpy's deserialisation gives them (issue 18, item 7): every
+"""trial_wire reads a serialized part's fields as rclpy's deserialisation gives them: every
 alignment of the fields, strings with NULs and bytes that are not UTF-8, another encoding, truncated bytes."""
 
 import struct
@@ -7,8 +7,8 @@ import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
 from affordance_ros.msg import Action, Features
-from affordance_ros.nodes import trial_wire
-from affordance_ros.nodes.trial_wire import action_fields, features_fields
+from affordance_ros.nodes import contract as trial_wire
+from affordance_ros.nodes.contract import action_fields, features_fields
 
 
 def rclpy_fields(data, msg_type):

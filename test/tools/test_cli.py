@@ -74,8 +74,8 @@ def test_learn_then_predict(files):
     (["predict", "--model", "{tmp}/corrupt.json", "--query", "action"], "not valid JSON"),
     (["predict", "--model", "{tmp}/config.json", "--query", "action"],
      "has no learned CPTs (a configuration?): learn a model with it first"),
-    # a file of the wrong kind says what it is (was "not valid JSON: Expecting value: line 1 column 1 (char 0)", or
-    # for the model given as cases "expected a rosbag2 bag (directory, .db3 or .mcap), a .csv file or ...")
+    # a file of the wrong kind says what it is (not only "not valid JSON: Expecting value: ...", or for the model
+    # given as cases "expected a rosbag2 bag (directory, .db3 or .mcap), a .csv file or ...")
     (["predict", "--model", "{tmp}/cases.csv", "--query", "action"], "is a cases CSV file, not a model file"),
     (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/cases.csv", "--out", "{tmp}/x.json"],
      "is a cases CSV file, not a configuration"),
@@ -83,7 +83,7 @@ def test_learn_then_predict(files):
      "it is a JSON file (a model or configuration?), not cases"),
     (["evaluate", "--cases", "{tmp}/model.json", "--config", "{tmp}/config.json"],
      "is a JSON file (a model or configuration?), not cases"),
-    # a prior model that would not be used (was: learned without it, saying nothing)
+    # a prior model that would not be used (refused, not learned without it saying nothing)
     (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/config.json", "--prior-model", "{tmp}/model.json",
       "--out", "{tmp}/x.json"], "prior_strength is 0: it would not be used"),
     (["learn", "--cases", "{tmp}/cases.csv", "--config", "{tmp}/config.json", "--prior-model", "{tmp}/model.json",

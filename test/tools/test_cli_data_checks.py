@@ -135,7 +135,7 @@ def test_a_name_given_twice_with_two_values_is_refused_and_max_iter_is_at_least_
     simulated = tmp_path / "cases.csv"
     assert run("simulate", "--scenario", "montesano", "--trials", "200", "--out", simulated).returncode == 0
     assert run("learn", "--cases", simulated, "--config", "montesano", "--out", tmp_path / "m.json").returncode == 0
-    # the last one was used, silently
+    # not the last one used, silently
     for option, first, second in (("--sensor", "size=1", "size=2"), ("--value", "Shape=box", "Shape=sphere")):
         out = run("predict", "--model", tmp_path / "m.json", "--query", "action", option, first, option, second)
         assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
@@ -178,8 +178,8 @@ def test_import_warns_of_stored_trials_whose_data_differ(tmp_path):
 
 @pytest.mark.parametrize("separator, name", [(";", "semicolons"), ("\t", "tabs")])
 def test_a_csv_file_separated_by_semicolons_or_tabs_says_so(montesano_csv, tmp_path, separator, name):  # noqa: F811
-    """A spreadsheet's export in a locale with decimal commas: was "the header needs a 'trial_id' column, has
-    ['trial_id;Action;color;...']", which did not say what to fix."""
+    """A spreadsheet's export in a locale with decimal commas: the error says what to fix, not only "the header
+    needs a 'trial_id' column, has ['trial_id;Action;color;...']"."""
     cases = tmp_path / "spreadsheet.csv"
     cases.write_text(montesano_csv.read_text().replace(",", separator))
     out = run("learn", "--cases", cases, "--config", "montesano", "--out", tmp_path / "model.json")
@@ -190,8 +190,8 @@ def test_a_csv_file_separated_by_semicolons_or_tabs_says_so(montesano_csv, tmp_p
 
 
 def test_cases_of_another_configuration_are_said_to_be_so(tmp_path):
-    """The tools' trials learned with --config montesano: was "column 'object_id' is neither ...", then, with it
-    left out, "unknown label 'tap_left' for variable 'Action'", and never that the configuration was not theirs."""
+    """The tools' trials learned with --config montesano: the error says that the configuration is not theirs, not
+    only "column 'object_id' is neither ..." or, with it left out, "unknown label 'tap_left' for variable 'Action'"."""
     cases = tmp_path / "tools.csv"
     assert run("simulate", "--scenario", "tools", "--repeats", "1", "--out", cases).returncode == 0
     out = run("learn", "--cases", cases, "--config", "montesano", "--ignore-columns", "object_id",

@@ -82,8 +82,8 @@ import sys; sys.meta_path.insert(0, Stall())
 
 
 def test_ctrl_c_while_the_demo_starts_is_one_line_too(tmp_path):
-    """The demo imports matplotlib, numpy and the core (2-3 s here) before it runs: Ctrl-C then printed the traceback
-    of the import it cut, and exit status -2 (demo.sh ran `python -m affordance_ros.tools.demo`)."""
+    """The demo imports matplotlib, numpy and the core (seconds) before it runs: Ctrl-C then is one line too, not
+    the traceback of the import it cut with exit status -2."""
     root = Path(__file__).resolve().parents[2]
     (tmp_path / "stall").mkdir()
     (tmp_path / "stall" / "sitecustomize.py").write_text(STALL.replace("MODULE", repr("affordance_ros.tools.show")))

@@ -51,7 +51,7 @@ def test_simulate_writes_every_trial_with_an_object_id(tmp_path):
     (["--scenario", "montesano", "--repeats", "3"], "--repeats is not for the 'montesano' scenario: give --trials"),
 ])
 def test_simulate_refuses_a_size_it_cannot_use_in_one_line(args, message, tmp_path):
-    out = run("simulate", *args, "--out", tmp_path / "s.csv")  # (--trials -3 was a traceback from numpy)
+    out = run("simulate", *args, "--out", tmp_path / "s.csv")  # (--trials -3: one line, not numpy's traceback)
     assert out.returncode == 2 and message in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
     assert not (tmp_path / "s.csv").exists()
 

@@ -191,7 +191,7 @@ def test_replay_with_confirm_waits_until_the_learner_confirmed_every_whole_trial
 def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledged(tmp_path):
     """A robot without a learner ends once DDS acknowledged its trials, which are then in the recorder's reader
     queue, not yet in the bag; the recorder SIGTERMed then (docs/bags.md: `kill %1` after the robot) takes
-    them first. Was: 2056 of 3000 trials recorded, the rest lost (the recorder stopped spinning at the signal)."""
+    them first (a recorder that stopped spinning at the signal would lose them)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     bag = tmp_path / "bag"
     recorder = NodeProcess([CLI, "record", str(bag), "--storage", "mcap"], tmp_path / "record.log", env=env)
@@ -213,8 +213,8 @@ def test_a_recorder_stopped_as_the_robot_ends_keeps_every_message_dds_acknowledg
 
 def test_replay_with_confirm_fails_naming_the_trials_it_gave_up(ros, tmp_path):
     """A learner that answers retry to every trial (its clock far behind the bag's, say): each is sent again until
-    it is given up (retries count), and the replay says so and exits 1 as for trials still unconfirmed (was:
-    exit 0, the summary's '5 given up' the only trace)."""
+    it is given up (retries count), and the replay says so and exits 1 as for trials still unconfirmed (not 0,
+    with the summary's 'N given up' the only trace)."""
     from affordance_ros.msg import Action, Features, TrialStatus
     from affordance_ros.nodes.qos import trial_qos
 

@@ -24,10 +24,10 @@ from rclpy.exceptions import InvalidTopicNameException
 from rclpy.serialization import serialize_message
 from rclpy.validate_full_topic_name import validate_full_topic_name
 
-from ..data.log_text import RepeatedMessages
-from ..data.spool import SpooledPart, SpoolError, TrialSpool
-from ..msg import Action, Features
-from .trial_wire import action_fields, features_fields
+from ...data.log_text import RepeatedMessages
+from ...data.spool import SpooledPart, SpoolError, TrialSpool
+from ...msg import Action, Features
+from ..contract import action_fields, features_fields
 from .waiting_trials import SpoolFull
 
 SYNC_PERIOD = 1.0  # seconds between syncs of the spool to disk at most (a power cut loses at most the last ones)

@@ -12,26 +12,38 @@ stops the robot.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Protocol
 
-from ..core.suggest import Candidate
-from ..srv import SuggestTrial
-from .qos import reply_qos
-from .replies import suggest_request
+from ...core.suggest import Candidate
+from ...srv import SuggestTrial
+from ..contract import reply_qos
+from ..planner.replies import suggest_request
+
+
+class TrialOutlet(Protocol):
+    """What a robot that lets another choose its trials offers the chooser."""
+
+    @property
+    def pending(self) -> int:
+        """Trials sent and not yet confirmed by the learner."""
+
+    def send(self, action: str, readings: dict) -> None:
+        """Do and send the trial ``action`` with the ``readings`` {kind: {reading name: value}}."""
+
+    def log(self, level: str, message: str) -> None:
+        """Log ``message`` at ``level`` (info, warning)."""
 
 
 class ActiveExplorer:
     """Trials chosen by ``~/suggest_trial`` (``service``) among ``candidates`` objects of ``sampler`` at a time
-    (``TrialSampler``: ``candidates(n)``, ``act(objects, index, action)``); each trial goes to
-    ``send(action label, {kind: {reading name: value}})``; ``log(level, message)``; a question unanswered for
-    ``answer_timeout`` seconds is given up and asked again."""
+    (``TrialSampler``: ``candidates(n)``, ``act(objects, index, action)``); each trial goes to ``robot`` (a
+    TrialOutlet), which also logs; a question unanswered for ``answer_timeout`` seconds is given up and asked
+    again."""
 
-    def __init__(self, node, sampler, candidates: int, service: str, send: Callable[[str, dict], None],
-                 log: Callable[[str, str], None], answer_timeout: float = 5.0):
+    def __init__(self, node, sampler, candidates: int, service: str, robot: TrialOutlet, answer_timeout: float = 5.0):
         self.sampler = sampler
         self.candidates = candidates
-        self.send = send
-        self.log = log
+        self.robot = robot
         self.answer_timeout = answer_timeout
         self.client = node.create_client(SuggestTrial, service, qos_profile=reply_qos())
         self.asking = None  # (the answer's future, when it was asked) while a question is out
@@ -57,11 +69,11 @@ class ActiveExplorer:
             self.client.remove_pending_request(future)
             self.asking = None
             self.unanswered += 1
-            self.log("warning", f"no answer from {self.client.srv_name} within {self.answer_timeout:g} s "
+            self.robot.log("warning", f"no answer from {self.client.srv_name} within {self.answer_timeout:g} s "
                                 f"({self.unanswered} so far): asking again")
         if not self.client.service_is_ready():
             if not self._waiting_logged:
-                self.log("info", f"waiting for {self.client.srv_name} to choose the trials")
+                self.robot.log("info", f"waiting for {self.client.srv_name} to choose the trials")
                 self._waiting_logged = True
             return
         objects = self.sampler.candidates(self.candidates)
@@ -83,8 +95,8 @@ class ActiveExplorer:
             why = answer.message if answer is not None else "no answer"
             index = int(self.sampler.rng.integers(len(objects)))
             action = str(self.sampler.rng.choice(self.sampler.actions))
-            self.log("warning", f"{self.client.srv_name} did not choose ({why}): a random trial instead")
-        self.send(*self.sampler.act(objects, index, action))
+            self.robot.log("warning", f"{self.client.srv_name} did not choose ({why}): a random trial instead")
+        self.robot.send(*self.sampler.act(objects, index, action))
 
 
-__all__ = ["ActiveExplorer"]
+__all__ = ["ActiveExplorer", "TrialOutlet"]

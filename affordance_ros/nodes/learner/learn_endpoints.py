@@ -32,18 +32,18 @@ from rcl_interfaces.msg import Log
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.exceptions import InvalidHandle
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from rclpy.time import Time
 
-from ..action import Learn as LearnAction
-from ..core import AffordanceError, LearningCancelled
-from ..data.current_model import CurrentModel
-from ..data.learn_job import LearnOutcome, LearnProgress
-from ..data.learn_worker import LearnWorker
-from ..data.log_text import printable
-from ..srv import Learn
-from .node_state import NodeState
+from ...action import Learn as LearnAction
+from ...core import AffordanceError, LearningCancelled
+from ...data.current_model import CurrentModel
+from ...data.learn_job import LearnOutcome, LearnProgress
+from ...data.learn_worker import LearnWorker
+from ...data.log_text import printable
+from ...srv import Learn
+from ..contract import REFUSED_QOS, REFUSED_TOPIC
+from .node_state import LearnSlot, NodeState
 from .reporter import Reporter
 
 if TYPE_CHECKING:
@@ -53,9 +53,6 @@ FEEDBACK_PERIOD = 0.1  # seconds between feedback messages of one phase
 STOP_GRACE = 5.0  # seconds a learn the node cancels gets to stop at its next step before its process is killed
 STOP_POLL = 0.05  # seconds between looks at a cancelled learn (and at a second stop signal)
 REFUSED = "learn refused: "  # how the log line giving the reason for a refused learn starts
-REFUSED_TOPIC = "learn_refused"  # under the node: why each refused learn was refused (rcl_interfaces/msg/Log)
-REFUSED_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)  # a caller that matches late still hears it
 
 
 def never() -> bool:
@@ -90,8 +87,7 @@ class LearnEndpoints:
         self.reporter = reporter
         self.worker: LearnWorker | None = None
         self.model: ModelTopic | None = None
-        self._lock = threading.Lock()
-        self._started = 0.0
+        self.slot = LearnSlot()
         self._stopped = ""  # why the node stopped the learn that runs ('' while it was not)
         self._waiting: threading.Thread | None = None
         group = ReentrantCallbackGroup()  # a second request is taken (and refused) while the first awaits
@@ -113,7 +109,7 @@ class LearnEndpoints:
     @property
     def busy(self) -> bool:
         """True while a learn is being worked on."""
-        return self._lock.locked()
+        return self.slot.busy
 
     def stop(self, reason: str, give_up: Callable[[], bool] = never) -> None:
         """Cancel a learn that is running (its caller is told ``reason``) and wait for the learning process to
@@ -183,16 +179,15 @@ class LearnEndpoints:
 
     def _claim(self) -> bool:
         """Take the one learn there is, if it is free."""
-        if not self._lock.acquire(blocking=False):
+        if not self.slot.claim():
             return False
-        self._started = time.monotonic()
         self._stopped = ""
         return True
 
     def _refuse(self, problem: str = "") -> str:
         """Count and log a learn refused (the node is not active: ``problem``, or one runs); the reason."""
         self.reporter.count("learn_refused")
-        reason = problem or (f"a learn is already running (for {time.monotonic() - self._started:.1f} s); "
+        reason = problem or (f"a learn is already running (for {time.monotonic() - self.slot.started:.1f} s); "
                              "call ~/learn again when it has finished")
         self.reporter.grouped("warning", REFUSED + reason)
         wall = Time(nanoseconds=time.time_ns())  # as log lines are stamped (a simulated clock may stand still)
@@ -228,7 +223,7 @@ class LearnEndpoints:
             self.reporter.grouped("error", f"learn failed unexpectedly: {exc!r}")
             out.message = printable(f"internal error while learning: {exc!r}")
         finally:
-            self._lock.release()  # only now: until the new model is in use, online saves wait
+            self.slot.release()  # only now: until the new model is in use, online saves wait
         self.reporter.count(f"learn_{outcome}")
         self.reporter.grouped("info" if outcome == "ok" else "warning", f"learn: {out.message}")
         return out

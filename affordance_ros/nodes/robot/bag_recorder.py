@@ -9,10 +9,10 @@ from __future__ import annotations
 from rclpy.clock import Clock, ClockType
 from rclpy.task import Future
 
-from ..core import GROUPS
-from ..data.bag import TOPICS, BagWriter
-from ..msg import Action, Features
-from .qos import trial_qos
+from ...core import GROUPS
+from ...data.bag import TOPICS, BagWriter
+from ...msg import Action, Features
+from ..contract import trial_qos
 
 
 class BagRecorder:

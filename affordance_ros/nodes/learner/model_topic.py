@@ -11,37 +11,32 @@ learn runs (the learn writes its own), and never over a model file another progr
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
-from ..core import AffordanceError, AffordanceNetwork
-from ..data.current_model import CurrentModel, OnlineUpdate
-from ..data.health import LastLearn
-from ..data.learn_job import LearnOutcome
-from ..data.trial import TrialRecord
+from ...core import AffordanceError, AffordanceNetwork
+from ...data.current_model import CurrentModel, OnlineUpdate
+from ...data.health import LastLearn
+from ...data.learn_job import LearnOutcome
+from ...data.trial import TrialRecord
+from ..contract import MODEL_QOS, MODEL_TOPIC
+from .node_state import LearnSlot
 from .reporter import Reporter
-
-if TYPE_CHECKING:
-    from .learn_endpoints import LearnEndpoints
-
-MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class ModelTopic:
-    """``current`` with its ``~/model`` lifecycle publisher on ``node``: saves wait while ``learn`` is busy;
+    """``current`` with its ``~/model`` lifecycle publisher on ``node``: saves wait while a learn runs (``learning``);
     ``reporter`` hears of online updates and failed saves. ``last_learn``: the duration and log-likelihood of the
     last learn."""
 
-    def __init__(self, node, current: CurrentModel, online_save_period: float, learn: LearnEndpoints,
+    def __init__(self, node, current: CurrentModel, online_save_period: float, learning: LearnSlot,
                  reporter: Reporter):
         self.node = node
         self.current = current
         self.online_save_period = online_save_period
-        self.learn = learn
+        self.learning = learning
         self.reporter = reporter
-        self.publisher = node.create_lifecycle_publisher(String, "~/model", MODEL_QOS)
+        self.publisher = node.create_lifecycle_publisher(String, f"~/{MODEL_TOPIC}", MODEL_QOS)
         self.last_learn: LastLearn | None = None
 
     def install(self, model: AffordanceNetwork) -> None:
@@ -74,7 +69,7 @@ class ModelTopic:
     def save(self, stopping: bool = False) -> None:
         """Write the online-updated model and publish it; not while a learn runs (it writes its own), unless
         ``stopping`` (then it is not published)."""
-        if (self.learn.busy and not stopping) or not self.current.unsaved:
+        if (self.learning.busy and not stopping) or not self.current.unsaved:
             return
         try:
             self.current.save_online()
@@ -105,4 +100,4 @@ class ModelTopic:
             self.reporter.log("info", message)
 
 
-__all__ = ["MODEL_QOS", "ModelTopic"]
+__all__ = ["ModelTopic"]

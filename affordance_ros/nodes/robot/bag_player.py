@@ -15,10 +15,10 @@ from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
-from ..data.bag import BagMessage, split_nanoseconds
-from ..msg import Action, Features
-from .qos import publish_waiting, trial_qos
-from .trial_publisher import trial_id_problem
+from ...data.bag import BagMessage, split_nanoseconds
+from ...msg import Action, Features
+from ..contract import trial_id_problem, trial_qos
+from ..qos import publish_waiting
 
 CLOCK_TOPIC = "/clock"
 CLOCK_PREROLL = 0.3  # seconds of /clock at the first log time before the first message

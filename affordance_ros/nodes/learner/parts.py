@@ -15,15 +15,15 @@ import time
 from contextlib import ExitStack
 from typing import Callable
 
-from ..data.health import Health, HealthMonitor, status_line
-from ..data.learn_worker import LearnWorker
-from ..data.model_manager import ModelManager
+from ...data.health import Health, HealthMonitor, status_line
+from ...data.learn_worker import LearnWorker
+from ...data.model_manager import ModelManager
+from ..qos import describe_qos
 from .diagnostics import DiagnosticsPublisher
 from .learn_endpoints import LearnEndpoints, never
-from .learner_parameters import LearnerSettings
 from .model_topic import ModelTopic
 from .node_state import NodeState
-from .qos import describe_qos
+from .parameters import LearnerSettings
 from .query_services import QueryServices
 from .reporter import Reporter
 from .suggest_service import SuggestService
@@ -53,7 +53,7 @@ class ConfiguredLearner:
             self.worker = LearnWorker()
             stack.callback(self.worker.close)
             self.worker.start()
-            self.model = ModelTopic(node, self.manager.current, settings.online_save_period, learn, reporter)
+            self.model = ModelTopic(node, self.manager.current, settings.online_save_period, learn.slot, reporter)
             stack.callback(self.model.close)
             learn.attach(self.worker, self.model)
             stack.callback(learn.detach)

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
-from ..data.case_writer import CaseWriter
-from ..data.intake import Event, TrialIntake
-from ..data.log_text import printable, shape
-from ..data.model_manager import ModelManager
-from ..data.pairing import TrialAssembler
-from ..msg import TrialStatus
-from .learner_parameters import LearnerSettings
+from ...data.case_writer import CaseWriter
+from ...data.intake import Event, TrialIntake
+from ...data.log_text import printable, shape
+from ...data.model_manager import ModelManager
+from ...data.pairing import TrialAssembler
+from ...msg import TrialStatus
+from ..contract import KEEP_ALL, STORED_TOPIC, trial_qos
 from .model_topic import ModelTopic
-from .qos import KEEP_ALL, trial_qos
+from .parameters import LearnerSettings
 from .reporter import Reporter
 
 
@@ -37,7 +37,7 @@ class TrialPipeline:
         self.node = node
         self.reporter = reporter
         self.model = model
-        self.status = node.create_publisher(TrialStatus, "~/stored", trial_qos(KEEP_ALL))
+        self.status = node.create_publisher(TrialStatus, f"~/{STORED_TOPIC}", trial_qos(KEEP_ALL))
         self.results = node.create_guard_condition(self.handle_committed)
         try:
             self.writer = CaseWriter(manager.store, self.results.trigger)

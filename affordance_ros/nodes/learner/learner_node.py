@@ -36,15 +36,15 @@ from typing import Callable
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from ..data.health import Counters
-from ..data.model_manager import StartupError
-from . import shutdown
-from .command_line import check_command_line
+from ...data.health import Counters
+from ...data.model_manager import StartupError
+from .. import shutdown
+from ..command_line import check_command_line
+from ..qos import LEARNER_READER_SAMPLES, SERVICE_ANSWER_WAIT, TRIAL_HEARTBEAT_PERIOD, dds_profiles
 from .learn_endpoints import LearnEndpoints, never
-from .learner_parameters import LearnerSettings, ParameterError, declare_learner_parameters, refuse_clock_changes
-from .learner_parts import ActiveEndpoints, ConfiguredLearner
 from .node_state import NodeState
-from .qos import LEARNER_READER_SAMPLES, SERVICE_ANSWER_WAIT, TRIAL_HEARTBEAT_PERIOD, dds_profiles
+from .parameters import LearnerSettings, ParameterError, declare_learner_parameters, refuse_clock_changes
+from .parts import ActiveEndpoints, ConfiguredLearner
 from .reporter import REPEAT_PERIOD, Reporter
 
 NODE_NAME = "affordance_learner"

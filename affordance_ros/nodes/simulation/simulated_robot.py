@@ -21,10 +21,10 @@ publishing waits (the robot slows down to the subscriber's pace) instead of drop
 ``exploration`` says how the robot picks its trials: ``random`` (the default) draws the action and the
 object as the world makes them; ``active`` sees ``candidates`` objects at a time, asks the learner's
 ``~/suggest_trial`` (``suggest_service``) which to act on and how, and does that trial
-(``nodes.exploration``; before the learner has a model it answers with a round robin); ``task`` has a job: the
+(``exploration``; before the learner has a model it answers with a round robin); ``task`` has a job: the
 effect ``wanted_effect`` on objects as they come, each action the one the learner's ``~/select_action`` ranks
 first by ``strategy``, and it logs its successes and its regret against the ground truth's best action
-(``nodes.robot_task``).
+(``robot_task``).
 """
 
 from __future__ import annotations
@@ -40,29 +40,28 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.task import Future
 
-from ..core import SENSOR_GROUPS, AffordanceNetwork
-from ..core.ground_truth import NETWORKS, benchmark_network, sample_values
-from ..core.predict import STRATEGIES
-from ..core.scenarios import FEATURES, SCENARIOS, simulate
-from ..core.worlds import NetworkWorld, Objects, ScenarioWorld
-from ..data.spool import SpoolError
-from ..data.trial import trial_topics
-from ..msg import Action, Features
-from . import shutdown
-from .command_line import check_command_line
-from .number_parameters import accept_integers, number_descriptor, number_value
-from .qos import KEEP_ALL, TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting, trial_qos
-from .robot_gates import SpoolGate, StartGate
-from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
-from .trial_publisher import (
+from ...core import SENSOR_GROUPS, AffordanceNetwork
+from ...core.ground_truth import NETWORKS, benchmark_network, sample_values
+from ...core.predict import STRATEGIES
+from ...core.scenarios import FEATURES, SCENARIOS, simulate
+from ...core.worlds import NetworkWorld, Objects, ScenarioWorld
+from ...data.spool import SpoolError
+from ...data.trial import trial_topics
+from ...msg import Action, Features
+from .. import shutdown
+from ..command_line import check_command_line
+from ..contract import KEEP_ALL, STATUS_TOPIC, robot_name_problem, trial_qos
+from ..number_parameters import accept_integers, number_descriptor, number_value
+from ..qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting
+from ..robot.gates import SpoolGate, StartGate
+from ..robot.trial_publisher import (
     DEFAULT_MAX_RESENDS,
     DEFAULT_RESEND_TIMEOUT,
     DEFAULT_SPOOL_LIMIT,
-    STATUS_TOPIC,
     SpoolFull,
     TrialPublisher,
-    robot_name_problem,
 )
+from .robot_task import EXPLORATION, check_exploration, trial_chooser, wanted_effect
 
 NODE_NAME = "simulated_robot"
 _BATCH = 256  # trials sampled at a time
@@ -175,8 +174,7 @@ class SimulatedRobot(Node):
         self.scenario = param["scenario"]
         self.sampler = TrialSampler(self.truth, self.scenario, self.seed)
         # what chooses the trials: an ActiveExplorer (exploration 'active'), a TaskRunner ('task'); None: random
-        self.explorer = trial_chooser(self, param, self.sampler, self._send, self._log,
-                                      lambda: self.trials.pending if self.trials else 0)
+        self.explorer = trial_chooser(self, param, self.sampler, ChoosersOutlet(self))
         self.published = 0
         self.publish_waits = 0  # publish attempts that found the history full (qos_depth 0)
         self.done = Future()  # completed once the last trial is acknowledged
@@ -253,13 +251,13 @@ class SimulatedRobot(Node):
             return
         # every trial due by now (a timer faster than the executor fires late): the rate holds at high rates
         for _ in range(max(1, min(self.rate.due(time.monotonic()), MAX_TRIALS_PER_TICK))):
-            self._send(*self.sampler.next_trial())
+            self.send_trial(*self.sampler.next_trial())
             self.rate.sent += 1
             if (self.count and self.published >= self.count or self.trials is None and not self._subscribers_ready()
                     or not self.spool_gate.room(self.trials)):
                 break
 
-    def _send(self, label: str, readings: dict) -> None:
+    def send_trial(self, label: str, readings: dict) -> None:
         """Publish one trial: the action ``label`` and the ``readings`` {kind: {reading name: value}}."""
         if self.count and self.published >= self.count:
             return
@@ -290,12 +288,6 @@ class SimulatedRobot(Node):
     def _publish(self, kind: str, msg) -> None:
         """Publish; while a subscriber is behind (keep-all history full) wait: trials are delayed, never lost."""
         self.publish_waits += publish_waiting(self._outputs[kind], msg, self.context.ok, on_wait=self._log_wait)
-
-    def _log(self, level: str, message: str) -> None:
-        if level == "warning":
-            self.get_logger().warning(message, throttle_duration_sec=5.0)
-        else:
-            self.get_logger().info(message)
 
     def _log_wait(self) -> None:
         self.get_logger().warning("a subscriber is behind: waiting to publish (the history is full)",
@@ -338,6 +330,28 @@ class SimulatedRobot(Node):
             return all(p.wait_for_all_acked(Duration(seconds=1.0)) for p in self._outputs.values())
         except _rclpy.RCLError:  # the context was shut down meanwhile
             return not self.context.ok()
+
+
+class ChoosersOutlet:
+    """What a trial chooser (``exploration``, ``robot_task``) has of the ``robot``: a trial it chose is done and
+    sent, its log lines are the robot's (warnings at most every 5 s), and it sees how many trials wait for their
+    confirmation."""
+
+    def __init__(self, robot: SimulatedRobot):
+        self.robot = robot
+
+    @property
+    def pending(self) -> int:
+        return self.robot.trials.pending if self.robot.trials else 0
+
+    def send(self, action: str, readings: dict) -> None:
+        self.robot.send_trial(action, readings)
+
+    def log(self, level: str, message: str) -> None:
+        if level == "warning":
+            self.robot.get_logger().warning(message, throttle_duration_sec=5.0)
+        else:
+            self.robot.get_logger().info(message)
 
 
 def declare_robot_parameters(node: Node) -> dict:

@@ -39,52 +39,20 @@ import threading
 import time
 from typing import Mapping, Sequence
 
-from rclpy.exceptions import InvalidTopicNameException
-from rclpy.expand_topic_name import expand_topic_name
-from rclpy.validate_full_topic_name import validate_full_topic_name
-
-from ..data.log_text import RepeatedMessages
-from ..data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
-from ..data.trial import trial_topics
-from ..msg import Action, Features, TrialStatus
+from ...data.log_text import RepeatedMessages
+from ...data.pairing import DEFAULT_MAX_TRIAL_ID_LENGTH
+from ...msg import Action, Features, TrialStatus
+from ..contract import KEEP_ALL, STATUS_TOPIC, robot_name_problem, trial_id_problem, trial_qos, trial_topics
+from ..qos import publish_waiting, take_queued
 from .learner_link import LearnerLink, ResendPacer
-from .qos import KEEP_ALL, publish_waiting, take_queued, trial_qos
 from .trial_spool import SpooledTrials
 from .waiting_trials import BACKOFF_LIMIT, MAX_RESEND_BATCH, SpoolFull, WaitingTrials  # noqa: F401 (theirs)
 
-STATUS_TOPIC = "affordance_learner/stored"  # the learner's ~/stored, relative: the robot's namespace applies
 DEFAULT_RESEND_TIMEOUT = 5.0
 DEFAULT_MAX_RESENDS = 10
 DEFAULT_SPOOL_LIMIT = 100_000  # trials waiting for their answers at most (~1 kB of memory each)
 RESEND_WINDOW = 50      # trials sent again after an outage and not answered yet, at most
 DRAIN_SECONDS = 0.002   # longest the status callback goes on taking the answers queued behind its own
-
-
-def robot_name_problem(name: str, node_name: str = "robot", namespace: str = "/") -> str:
-    """'' if ``<name>/action`` is a topic name a node ``node_name`` in ``namespace`` can use, else why not."""
-    try:
-        validate_full_topic_name(expand_topic_name(f"{name}/action", node_name, namespace))
-    except (ValueError, InvalidTopicNameException) as exc:
-        return f"robot name '{name}' does not make a topic name: {str(exc).split(', at /')[0]}"
-    return ""
-
-
-def trial_id_problem(trial_id, max_length: int = DEFAULT_MAX_TRIAL_ID_LENGTH) -> str:
-    """'' if the learner answers ``trial_id`` under that same id, else why it would not."""
-    if not isinstance(trial_id, str) or not trial_id:
-        return f"a trial sent with confirmation needs a non-empty trial_id, got {trial_id!r}"
-    if "\x00" in trial_id:
-        return (f"trial_id {trial_id[:80]!r} holds a NUL character: the middleware cuts the string there, so the "
-                "learner would answer another id")
-    try:
-        trial_id.encode("utf-8")
-    except UnicodeEncodeError:
-        return (f"trial_id {trial_id[:80]!r} is not valid Unicode text (a lone surrogate): its UTF-8 bytes cannot "
-                "be made, so the learner would answer another id")
-    if len(trial_id) > max_length:
-        return (f"trial_id is {len(trial_id)} characters long, more than the learner's max_trial_id_length "
-                f"{max_length}: it would not answer it")
-    return ""
 
 
 class FromWaiting:

@@ -18,7 +18,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..data.intake import DUPLICATE, RETRY, STORED
+from ...data.intake import DUPLICATE, RETRY, STORED
 
 BACKOFF_LIMIT = 8       # a re-send waits at most this many times resend_timeout
 MAX_RESEND_BATCH = 200  # trials sent again per timer tick at most

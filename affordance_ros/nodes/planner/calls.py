@@ -19,13 +19,14 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from rclpy.clock import Clock, ClockType
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.task import Future
 
-from ..core import EvidenceError
+from ...core import EvidenceError
 
 TICK = 0.1  # seconds between a call's looks at its deadline, the server's presence and its re-sends
 FIRST_RESEND = 2.0  # seconds without an answer before a request is sent again (then 4, 8, ...)
@@ -59,13 +60,22 @@ def check_timeout(timeout: float, what: str = "timeout") -> float:
     return timeout
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Where a call runs: the caller's ``node``, and the ``callback_group`` of the call's timer and answers."""
+
+    node: object
+    callback_group: object
+
+
 class Ticking:
     """What every call has: its ``answer`` (an rclpy Future), a deadline ``timeout`` seconds from now, and a
-    steady-clock timer on ``node`` (in ``callback_group``) calling ``tick(now)`` every ``TICK`` seconds until
-    the answer is done (or cancelled by its caller: then ``cancelled()`` runs). ``last_tick``: when it last
-    ran (a blocking caller tells from it that nothing spins the node)."""
+    steady-clock timer on the ``caller``'s node (in its callback group) calling ``tick(now)`` every ``TICK``
+    seconds until the answer is done (or cancelled by its caller: then ``cancelled()`` runs). ``last_tick``: when
+    it last ran (a blocking caller tells from it that nothing spins the node)."""
 
-    def __init__(self, node, callback_group, timeout: float):
+    def __init__(self, caller: Caller, timeout: float):
+        node, callback_group = caller.node, caller.callback_group
         self.node = node
         self.node_name = node.get_fully_qualified_name()  # (a destroyed node has none)
         self.answer = Future()
@@ -153,8 +163,8 @@ class ServiceCall(Ticking):
     """``request`` to the service of ``client`` (an rclpy Client made with ``qos.reply_qos``); ``answer`` is done
     with ``convert(response)`` of the first answer, whichever send it answers."""
 
-    def __init__(self, node, callback_group, client, request, convert: Callable, timeout: float):
-        super().__init__(node, callback_group, timeout)
+    def __init__(self, caller: Caller, client, request, convert: Callable, timeout: float):
+        super().__init__(caller, timeout)
         self.client = client
         self.request = request
         self.convert = convert
@@ -210,5 +220,5 @@ class ServiceCall(Ticking):
                 self.client.remove_pending_request(future)
 
 
-__all__ = ["GONE_AFTER", "FIRST_RESEND", "LearnerRefused", "LearnerUnavailable", "ServiceCall", "TICK", "Ticking",
-           "check_timeout"]
+__all__ = ["GONE_AFTER", "FIRST_RESEND", "Caller", "LearnerRefused", "LearnerUnavailable", "ServiceCall", "TICK",
+           "Ticking", "check_timeout"]

@@ -14,11 +14,12 @@ import math
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-from ..core import AffordanceNetwork, EvidenceError
-from ..core.suggest import Candidate, check_criterion, check_trials, suggest_trials
-from ..data.model_manager import ModelManager
-from ..data.pairing import SizeLimits
-from ..srv import SuggestTrial
+from ...core import AffordanceNetwork, EvidenceError
+from ...core.suggest import Candidate, check_criterion, check_trials, suggest_trials
+from ...data.model_manager import ModelManager
+from ...data.pairing import SizeLimits
+from ...srv import SuggestTrial
+from ..contract import ranked_by
 from .reporter import Reporter
 from .service_answer import answer, log_level
 
@@ -74,11 +75,6 @@ class SuggestService:
         response.scores = [0.0] * len(trials)
         response.information_gains = [math.nan] * len(trials)
         response.predictive_entropies = [math.nan] * len(trials)
-
-
-def ranked_by(criterion: str) -> str:
-    """The message of an answer ranked by the criterion asked for (``TrialSuggestions.note`` is empty)."""
-    return f"ranked by {criterion}"
 
 
 def candidates_of(request: SuggestTrial.Request, limits: SizeLimits) -> list[Candidate]:

@@ -33,13 +33,13 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.task import Future
 
-from ..action import Learn
-from ..core import EvidenceError, LearningCancelled
-from ..core.options import SUGGEST_CRITERIA
-from ..srv import Predict, SelectAction, SuggestTrial
-from .learn_call import LearnCall, RefusalListener
-from .learner_calls import STALLED_AFTER, TICK, ServiceCall, check_timeout
-from .qos import reply_qos
+from ...action import Learn
+from ...core import EvidenceError, LearningCancelled
+from ...core.options import SUGGEST_CRITERIA
+from ...srv import Predict, SelectAction, SuggestTrial
+from ..contract import reply_qos
+from .calls import STALLED_AFTER, TICK, Caller, ServiceCall, check_timeout
+from .learn_call import LearnCall, LearnServer, RefusalListener
 from .replies import predict_request, prediction_of, ranking_of, select_action_request, suggest_request, suggestions_of
 
 DEFAULT_LEARNER = "/affordance_learner"
@@ -57,6 +57,7 @@ class AffordanceClient:
         self.learner = learner.rstrip("/") or learner
         self.timeout = check_timeout(timeout)
         self.callback_group = callback_group or MutuallyExclusiveCallbackGroup()
+        self.caller = Caller(node, self.callback_group)
         self.clients = {name: node.create_client(srv, f"{self.learner}/{name}", qos_profile=reply_qos(),
                                                  callback_group=self.callback_group)
                         for name, srv in (("predict", Predict), ("select_action", SelectAction),
@@ -136,8 +137,7 @@ class AffordanceClient:
         return self.timeout if timeout is None else check_timeout(timeout)
 
     def _call(self, service: str, request, convert: Callable, timeout: float | None) -> ServiceCall:
-        return ServiceCall(self.node, self.callback_group, self.clients[service], request, convert,
-                           self._timeout(timeout))
+        return ServiceCall(self.caller, self.clients[service], request, convert, self._timeout(timeout))
 
     def _predict(self, query, values, sensors, timeout) -> ServiceCall:
         return self._call("predict", predict_request(query, values, sensors), prediction_of, timeout)
@@ -155,8 +155,9 @@ class AffordanceClient:
         return self._call("suggest_trial", request, lambda response: suggestions_of(response, criterion), timeout)
 
     def _learn_call(self, structure, progress, timeout, learn_timeout) -> LearnCall:
-        return LearnCall(self.node, self.callback_group, self.learn_client, f"{self.learner}/learn", self.refusals,
-                         structure, self._timeout(timeout), check_timeout(learn_timeout, "learn_timeout"), progress)
+        server = LearnServer(self.learn_client, f"{self.learner}/learn", self.refusals)
+        return LearnCall(self.caller, server, structure, self._timeout(timeout),
+                         check_timeout(learn_timeout, "learn_timeout"), progress)
 
     def _wait(self, call, cancel_on_interrupt: bool = True):
         """Start ``call`` (a ServiceCall or LearnCall; again: no matter) and return its result, spinning the node

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Callable
 
 import numpy as np
 
-from ..core import AffordanceNetwork, LearningCancelled, rank_actions
-from ..core.ground_truth import sample_values
-from ..core.predict import STRATEGIES
-from .affordance_client import AffordanceClient
-from .exploration import ActiveExplorer
-from .learner_calls import LearnerRefused, LearnerUnavailable
+from ...core import AffordanceNetwork, LearningCancelled, rank_actions
+from ...core.ground_truth import sample_values
+from ...core.predict import STRATEGIES
+from ..planner.affordance_client import AffordanceClient
+from ..planner.calls import LearnerRefused, LearnerUnavailable
+from .exploration import ActiveExplorer, TrialOutlet
 
 EXPLORATION = ("random", "active", "task")
 REPORT_EVERY = 50  # trials between the task's log lines
@@ -75,36 +74,35 @@ def check_exploration(param: dict) -> None:
             raise ValueError(f"strategy '{param['strategy']}' is not one of {list(STRATEGIES)}")
 
 
-def trial_chooser(node, param: dict, sampler, send: Callable, log: Callable, pending: Callable[[], int]):
-    """What chooses the robot's trials: an ActiveExplorer ('active'), a TaskRunner ('task'), or None ('random')."""
+def trial_chooser(node, param: dict, sampler, robot: TrialOutlet):
+    """What chooses the trials of ``robot``: an ActiveExplorer ('active'), a TaskRunner ('task'), or None
+    ('random')."""
     if param["exploration"] == "active":
-        return ActiveExplorer(node, sampler, param["candidates"], param["suggest_service"], send, log,
+        return ActiveExplorer(node, sampler, param["candidates"], param["suggest_service"], robot,
                               param["suggest_timeout"])
     if param["exploration"] == "task":
         client = AffordanceClient(node, param["learner"])
-        return TaskRunner(client, sampler, wanted_effect(param["wanted_effect"], sampler.truth), param["strategy"],
-                          param["learn_every"], send, log, pending)
+        return TaskRunner(client, sampler, robot, wanted_effect(param["wanted_effect"], sampler.truth),
+                          param["strategy"], param["learn_every"])
     return None
 
 
 class TaskRunner:
     """The task: ``wanted`` {effect variable: label} on the objects of ``sampler`` (``TrialSampler``: its
     ``truth``, ``candidates(n)``, ``rng``), each action asked of ``client`` (an AffordanceClient) by ``strategy``;
-    a new model asked for every ``learn_every`` trials (0: never) once ``pending()`` (unconfirmed trials) is 0.
-    Each trial goes to ``send(action, {kind: {reading name: value}})``; ``log(level, message)``. ``successes``,
+    a new model asked for every ``learn_every`` trials (0: never) once no trial of ``robot`` (a TrialOutlet: it
+    does each trial, and logs) waits for its confirmation. ``successes``,
     ``regrets``, ``kinds`` and ``actions_done`` (per trial), ``unranked`` (random actions) and ``summary()`` say
     how it went."""
 
-    def __init__(self, client: AffordanceClient, sampler, wanted: dict, strategy: str, learn_every: int,
-                 send: Callable, log: Callable, pending: Callable[[], int]):
+    def __init__(self, client: AffordanceClient, sampler, robot: TrialOutlet, wanted: dict, strategy: str,
+                 learn_every: int = 0):
         self.client = client
         self.sampler = sampler
+        self.robot = robot
         self.wanted = wanted
         self.strategy = strategy
         self.learn_every = learn_every
-        self.send = send
-        self.log = log
-        self.pending = pending
         self.truth: AffordanceNetwork = sampler.truth
         self.actions = list(self.truth[self.truth.group("action")[0]].values)
         self.table = truth_table(self.truth, wanted)
@@ -133,7 +131,7 @@ class TaskRunner:
         if self.asking is not None:
             return
         if self.learn_due:
-            if self.pending():  # (the learn must see the trials so far)
+            if self.robot.pending:  # (the learn must see the trials so far)
                 return
             self.learn_due = False
             self.asking = self.client.learn_async()
@@ -149,12 +147,12 @@ class TaskRunner:
             action = answer.result().actions[0]
         except LearnerUnavailable as exc:  # asked again at the next step
             self.unanswered += 1
-            self.log("warning", f"{exc}: asking again")
+            self.robot.log("warning", f"{exc}: asking again")
             return
         except LearnerRefused as exc:
             self.unranked += 1
             action = str(self.sampler.rng.choice(self.actions))
-            self.log("warning", f"{exc.name} did not rank the actions ({exc}): a random action instead")
+            self.robot.log("warning", f"{exc.name} did not rank the actions ({exc}): a random action instead")
         self._do(objects, action)
 
     def _do(self, objects, action: str) -> None:
@@ -174,21 +172,21 @@ class TaskRunner:
         self.kinds.append(kind)
         self.actions_done.append(action)
         self.chosen[action] += 1
-        self.send(action, {"object": objects.sensors(0), "effect": effects})
+        self.robot.send(action, {"object": objects.sensors(0), "effect": effects})
         trials = len(self.regrets)
         self.learn_due = bool(self.learn_every) and trials % self.learn_every == 0
         if trials % REPORT_EVERY == 0:
-            self.log("info", self.summary())
+            self.robot.log("info", self.summary())
 
     def _learned(self, learned) -> None:
         self.asking = None
         try:
             report = learned.result()
         except (LearnerUnavailable, LearnerRefused, LearningCancelled) as exc:
-            self.log("warning", f"the learn asked for after {len(self.regrets)} trials failed: {exc}")
+            self.robot.log("warning", f"the learn asked for after {len(self.regrets)} trials failed: {exc}")
             return
         self.learns += 1
-        self.log("info", f"learned from {report.num_cases} cases after {len(self.regrets)} trials")
+        self.robot.log("info", f"learned from {report.num_cases} cases after {len(self.regrets)} trials")
 
     def summary(self) -> str:
         """The task so far in a line: successes, and regret against the ground truth's best action."""

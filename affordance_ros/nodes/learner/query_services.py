@@ -16,14 +16,14 @@ import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from ..core import AffordanceNetwork, EvidenceError, predict, rank_actions
-from ..core.predict import TIE_TOLERANCE
-from ..data.case_writer import CaseWriter
-from ..data.model_manager import ModelManager
-from ..data.pairing import named_values
-from ..msg import Distribution
-from ..srv import Predict, SelectAction
-from .learner_parameters import LearnerSettings
+from ...core import AffordanceNetwork, EvidenceError, predict, rank_actions
+from ...core.predict import TIE_TOLERANCE
+from ...data.case_writer import CaseWriter
+from ...data.model_manager import ModelManager
+from ...data.pairing import named_values
+from ...msg import Distribution
+from ...srv import Predict, SelectAction
+from .parameters import LearnerSettings
 from .reporter import Reporter
 from .service_answer import answer, log_level
 

@@ -12,11 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..core import ActionRanking, EvidenceError, Prediction
-from ..core.predict import STRATEGIES
-from ..core.suggest import Candidate, Suggestion, TrialSuggestions
-from ..srv import Predict, SelectAction, SuggestTrial
-from .suggest_service import ranked_by
+from ...core import ActionRanking, EvidenceError, Prediction
+from ...core.predict import STRATEGIES
+from ...core.suggest import Candidate, Suggestion, TrialSuggestions
+from ...srv import Predict, SelectAction, SuggestTrial
+from ..contract import ranked_by
 
 
 @dataclass(frozen=True)

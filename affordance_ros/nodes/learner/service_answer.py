@@ -15,9 +15,9 @@ from __future__ import annotations
 import ctypes
 from typing import Callable
 
-from ..core import AffordanceError, AffordanceNetwork
-from ..data.log_text import printable
-from ..data.pairing import PairingError, SizeLimits
+from ...core import AffordanceError, AffordanceNetwork
+from ...data.log_text import printable
+from ...data.pairing import PairingError, SizeLimits
 
 TOO_LARGE = "request too large: "  # how the answer to a request beyond the size limits starts
 

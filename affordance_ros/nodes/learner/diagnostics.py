@@ -12,7 +12,7 @@ from typing import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from ..data.health import ERROR, OK, WARN, Health
+from ...data.health import ERROR, OK, WARN, Health
 
 LEVELS = {OK: DiagnosticStatus.OK, WARN: DiagnosticStatus.WARN, ERROR: DiagnosticStatus.ERROR}
 TOPIC = "/diagnostics"

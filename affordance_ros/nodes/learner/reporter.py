@@ -9,8 +9,8 @@ timer, tells what was held back).
 
 from __future__ import annotations
 
-from ..data.health import Counters
-from ..data.log_text import RepeatedMessages, printable
+from ...data.health import Counters
+from ...data.log_text import RepeatedMessages, printable
 
 REPEAT_PERIOD = 5.0  # seconds: repeated warnings of one kind are told once per period
 

@@ -25,10 +25,10 @@ from rcl_interfaces.msg import Log
 from rclpy.action.client import ClientGoalHandle
 from unique_identifier_msgs.msg import UUID
 
-from ..action import Learn
-from ..core import LearningCancelled
-from .learn_endpoints import REFUSED_QOS, REFUSED_TOPIC
-from .learner_calls import FIRST_RESEND, GONE_AFTER, LearnerRefused, LearnerUnavailable, Ticking
+from ...action import Learn
+from ...core import LearningCancelled
+from ..contract import REFUSED_QOS, REFUSED_TOPIC
+from .calls import FIRST_RESEND, GONE_AFTER, Caller, LearnerRefused, LearnerUnavailable, Ticking
 
 REASON_WAIT = 5.0  # seconds to wait for the node to say why it refused a goal
 CANCEL_WAIT = 40.0  # seconds to wait for the node to stop a cancelled learn
@@ -74,18 +74,27 @@ class RefusalListener:
             return next((reason for when, reason in self.heard if when >= stamp), None)
 
 
-class LearnCall(Ticking):
-    """A learn by the action client ``client`` (named ``name``) of ``structure`` ('' : the node's parameter):
-    ``timeout`` seconds for the server to appear and take the goal, ``learn_timeout`` for the result once it
-    runs (then the learn is cancelled); ``progress(feedback)`` gets each Learn.Feedback; ``refusals``: the
-    RefusalListener of the learner."""
+@dataclass(frozen=True)
+class LearnServer:
+    """The learner's Learn action as a client reaches it: the action ``client``, its ``name``, and the
+    ``refusals`` (RefusalListener) heard from the learner."""
 
-    def __init__(self, node, callback_group, client, name: str, refusals: RefusalListener, structure: str,
-                 timeout: float, learn_timeout: float, progress: Callable | None):
-        super().__init__(node, callback_group, timeout)
-        self.client = client
-        self.name = name
-        self.refusals = refusals
+    client: object
+    name: str
+    refusals: RefusalListener
+
+
+class LearnCall(Ticking):
+    """A learn by ``server`` (a LearnServer) of ``structure`` ('' : the node's parameter): ``timeout`` seconds for
+    the server to appear and take the goal, ``learn_timeout`` for the result once it runs (then the learn is
+    cancelled); ``progress(feedback)`` gets each Learn.Feedback."""
+
+    def __init__(self, caller: Caller, server: LearnServer, structure: str, timeout: float, learn_timeout: float,
+                 progress: Callable | None = None):
+        super().__init__(caller, timeout)
+        self.client = server.client
+        self.name = server.name
+        self.refusals = server.refusals
         self.learn_timeout = learn_timeout
         self.progress = progress
         self.goal = Learn.Goal(structure=structure)
@@ -208,4 +217,4 @@ class LearnCall(Ticking):
             self.fail(LearnerRefused(result.message, self.name))
 
 
-__all__ = ["LearnCall", "LearnReport", "RefusalListener"]
+__all__ = ["LearnCall", "LearnReport", "LearnServer", "RefusalListener"]

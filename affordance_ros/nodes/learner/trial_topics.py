@@ -32,11 +32,11 @@ from typing import Callable, Sequence
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-from ..data.trial import trial_topics
-from ..msg import Action, Features
-from .qos import take_queued, trial_qos
+from ...data.trial import trial_topics
+from ...msg import Action, Features
+from ..contract import action_fields, features_fields, trial_id_of, trial_qos
+from ..qos import take_queued
 from .trial_pipeline import TrialPipeline
-from .trial_wire import action_fields, features_fields, trial_id_of
 
 DRAIN_SECONDS = 0.002  # longest a part's callback goes on taking the parts queued behind it
 PARTS = {"action": (Action, action_fields), "object": (Features, features_fields),

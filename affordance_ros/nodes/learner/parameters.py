@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 
-from ..core import STRUCTURES, LearningOptions
-from ..data.pairing import (
+from ...core import STRUCTURES, LearningOptions
+from ...data.pairing import (
     DEFAULT_MAX_LIST_LENGTH,
     DEFAULT_MAX_NAME_LENGTH,
     DEFAULT_MAX_TRIAL_ID_LENGTH,
@@ -17,11 +17,10 @@ from ..data.pairing import (
     INTERFACE_MAX_LIST_LENGTH,
     SizeLimits,
 )
-from ..share import configuration_file, default_config_path, default_database_path, default_model_path
+from ...share import configuration_file, default_config_path, default_database_path, default_model_path
+from ..contract import KEEP_ALL, robot_name_problem
+from ..number_parameters import accept_integers, number_descriptor, number_value
 from .node_state import NodeState
-from .number_parameters import accept_integers, number_descriptor, number_value
-from .qos import KEEP_ALL
-from .trial_publisher import robot_name_problem
 
 
 def _range(low: float, high: float) -> dict:
