@@ -130,9 +130,10 @@ def collect_rclpy():
 
 @pytest.fixture(autouse=True)
 def learn_without_posterior(request, monkeypatch):
-    """Learning in this process draws no posterior (``posterior_draws`` 0) unless the test is marked ``posterior`` or
-    asks for draws itself (the learner's options or the configuration's learning block): the sampler costs about a
-    hundred E-steps per learn, and most tests learn to test something else. Nodes and commands the tests start
+    """Learning in this process draws no posterior (``posterior_draws`` 0, and so one structure, K2's, where the
+    default would average over a sample of them) unless the test is marked ``posterior`` or asks for draws or for
+    structure 'average' itself (the learner's options or the configuration's learning block): the samplers cost about
+    a hundred E-steps per learn, and most tests learn to test something else. Nodes and commands the tests start
     learn with the product's default."""
     if request.node.get_closest_marker("posterior") is not None:
         return
@@ -141,9 +142,10 @@ def learn_without_posterior(request, monkeypatch):
 
     def without_posterior(self, config):
         chosen = options(self, config)
-        if "posterior_draws" in self.params or "posterior_draws" in config.learning:
+        asked = {**config.learning, **{k: v for k, v in self.params.items() if v is not None}}
+        if "posterior_draws" in asked or asked.get("structure") == "average":
             return chosen
-        return chosen.replace(posterior_draws=0)
+        return chosen.replace(posterior_draws=0, structure="k2" if chosen.structure == "average" else None)
 
     monkeypatch.setattr(AffordanceLearner, "options", without_posterior)
 

@@ -360,14 +360,15 @@ class StreamingEStep(JunctionTreeEStep):
 
 
 def collected(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence,
-              per_case: bool = False) -> list:
+              per_case: bool = False, evidence_tables: list | None = None) -> list:
     """Each clique's table after ``tree``'s collect pass alone, (*clique cards, K) or broadcastable:
     p(the clique's variables outside its separator, the evidence below | the separator), up to a
     factor per case (at the root p(root clique, evidence)): what sampling from the root down needs.
-    ``per_case`` as for ``calibrate``.
+    ``per_case`` as for ``calibrate``; ``evidence_tables``: ``tree.evidence_tables(evidence)``, when the caller
+    keeps them (a sampler that sweeps the same cases many times).
     """
-    psi = _collect(tree, tree.clique_tables(cpts, per_case), tree.evidence_tables(evidence),
-                   evidence.n_cases)[0]
+    tables = tree.evidence_tables(evidence) if evidence_tables is None else evidence_tables
+    psi = _collect(tree, tree.clique_tables(cpts, per_case), tables, evidence.n_cases)[0]
     return [psi[c] for c in range(len(tree.cliques))]
 
 

@@ -18,13 +18,14 @@ from .cases import CaseEvidence, CaseSet, missing_data
 from .conditions import own_condition_prior, own_condition_support
 from .em import EMResult
 from .errors import DataError, ModelFormatError
-from .network import AffordanceNetwork, SensorModel
+from .network import AffordanceNetwork, SensorModel, WeightedNetwork
 from .options import STRUCTURES, LearningOptions
 from .parameters import family_priors, fit_discrete, fit_em, log_likelihood
-from .posterior import EXACT_CASES, dirichlet_prior, draw_posterior, scaled_to, with_draws
+from .posterior import EXACT_CASES, PosteriorSample, dirichlet_prior, draw_posterior, scaled_to, with_draws
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
+from .structure_posterior import StructureSample, dense_structure, sample_structures
 
 # Trials' worth of prior a condition variable's CPT row gives its own condition
 # (``own_condition_prior``): enough that a parent configuration no case has predicts its condition's
@@ -47,16 +48,22 @@ class LearnResult:
     structure_result: StructureResult | None = None
     arc_probabilities: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    structures: StructureSample | None = None
 
 
 class AffordanceLearner:
     """Learn an affordance model from cases, as the paper does.
 
     1. fit the sensor models that the configuration leaves open (Gaussian mixtures, BIC);
-    2. learn the structure on MAP-assigned values (K2 or MCMC), or keep the configured arcs;
-    3. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline);
-    4. with ``structural_em`` > 0, up to that many rounds of structural EM: search the structure
+    2. with structure 'average' (the default), draw a weighted sample of structures with their CPTs' posterior
+       (``core.structure_posterior``: the hidden values integrated over by a Gibbs sampler, never MAP-assigned);
+       every answer then averages over it (``core.averaged``). Otherwise one structure:
+    3. learn the structure on MAP-assigned values (K2 or MCMC), or keep the configured arcs;
+    4. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline);
+    5. with ``structural_em`` > 0, up to that many rounds of structural EM: search the structure
        again on the expected counts under the model of step 3, re-learn the CPTs, repeat.
+    A single structure's answers say how sure the model is of its CPTs given that structure (their intervals assume
+    it, and its metadata "learned" says so: ``intervals_assume_structure``).
 
     A variable whose values are the conditions of some variables (a sensor's ``cluster_by``, fitted by
     ``core.conditions``: every combination of the values of the variables that matter) has those variables
@@ -124,6 +131,8 @@ class AffordanceLearner:
         observed = CaseEvidence(cases, network)
         structure_result = None
         fixed = {v.name: v.sensor.cluster_by for v in _condition_variables(network)}
+        if opts.structure == "average":
+            return self._fit_average(config, network, observed, opts, prior_model, fixed, warnings, start, progress)
         if opts.structure != "fixed":
             network, structure_result = learn_structure(network, observed.map_values(), opts, progress, fixed)
         fitted = {}
@@ -168,6 +177,7 @@ class AffordanceLearner:
             **({"structural_em_rounds": structural_rounds} if opts.structural_em else {}),
             "converged": converged, "duration": round(duration, 4),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "intervals_assume_structure": True,
         }
         if warnings:
             metadata["learned"]["warnings"] = list(warnings)
@@ -176,6 +186,123 @@ class AffordanceLearner:
                                                         for (a, b), p in arc_probabilities.items()}
         self.model_ = AffordanceNetwork(model.variables, metadata, config.learning)
         return self
+
+    def _fit_average(self, config: AffordanceNetwork, network: AffordanceNetwork, observed: CaseEvidence,
+                     opts: LearningOptions, prior_model: AffordanceNetwork | None, fixed: dict, warnings: list,
+                     start: float, progress: Progress) -> "AffordanceLearner":
+        """``fit`` with structure 'average': the sample of structures and their CPTs' posterior (``core.
+        structure_posterior``) on every case, or on a random subset of ``EXACT_CASES`` of them whose draws are then
+        scaled to all (``scaled_to``).
+        """
+        n_cases = observed.n_cases
+        fixed_at = {network.index(child): tuple(network.index(p) for p in parents) for child, parents in fixed.items()}
+        chained = observed
+        if n_cases > EXACT_CASES:
+            rows = np.sort(np.random.default_rng([opts.seed, 33]).choice(n_cases, EXACT_CASES, replace=False))
+            chained = CaseEvidence(observed.cases.take(rows), network)
+        codes = chained.map_values()
+        k2_network, _ = learn_structure(network, codes, opts.replace(structure="k2"), progress, fixed)
+        starts = {"k2": tuple(k2_network.parent_indices(i) for i in range(len(network))),
+                  "empty": tuple(fixed_at.get(i, ()) for i in range(len(network))),
+                  "dense": dense_structure(network, codes, opts, fixed_at)}
+        priors = FamilyPriors(network, opts, prior_model)
+
+        def fit(net: AffordanceNetwork) -> AffordanceNetwork:
+            return fit_em(net, chained, opts, prior_model=prior_model, pseudo_counts=condition_priors(net),
+                          support=condition_supports(net))[0]
+
+        sample = sample_structures(network, chained, opts, starts, fit, priors, fixed_at, progress)
+        members = [_member_network(network, m) for m in sample.members]
+        if chained is not observed:
+            members = [_scaled_member(net, observed, EXACT_CASES) for net in members]
+        model = members[0].with_structures([WeightedNetwork(float(w), net) for w, net in zip(sample.weights, members)])
+        ll = log_likelihood(model, observed.evidence()) if observed.held else float("nan")
+        duration = time.perf_counter() - start
+        arc_probabilities = model.arc_probabilities()
+        if sample.disagreement > DISAGREEMENT_WARNING:
+            warnings.append(f"the sampler's chains disagree on some arcs (by up to {sample.disagreement:.2f} in "
+                            "probability): the sample pools the structures each chain found")
+        self.result_ = LearnResult(
+            num_cases=n_cases, arcs=model.arcs, log_likelihood=ll, iterations=sample.sweeps,
+            converged=sample.disagreement <= DISAGREEMENT_WARNING, duration=duration, structure="average",
+            arc_probabilities=arc_probabilities, warnings=warnings, structures=sample)
+        metadata = dict(config.metadata)
+        metadata["posterior"] = {"method": "gibbs", "draws": sample.n_draws, "burn_in": sample.burn_in,
+                                 "thin": sample.thin, "sweeps": sample.sweeps, "seed": sample.seed,
+                                 "num_cases": n_cases, **({"sampled_cases": EXACT_CASES} if chained is not observed
+                                                          else {}),
+                                 "online_updates": 0, "seconds": round(sample.seconds, 4)}
+        metadata["structures"] = sample.metadata(n_cases)
+        metadata["learned"] = {
+            "num_cases": n_cases, "structure": "average", "prior": opts.prior, "arc_prior": opts.arc_prior,
+            "max_parents": opts.max_parents, "log_likelihood": ll, "iterations": sample.sweeps,
+            "prior_strength": opts.prior_strength if prior_model is not None else 0.0, "fit_sensors": opts.fit_sensors,
+            "converged": sample.disagreement <= DISAGREEMENT_WARNING, "duration": round(duration, 4),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "intervals_assume_structure": False,
+            "arc_probabilities": {f"{a}->{b}": round(float(p), 4) for (a, b), p in
+                                  sorted(arc_probabilities.items(), key=lambda item: -item[1])}}
+        if warnings:
+            metadata["learned"]["warnings"] = list(warnings)
+        self.model_ = AffordanceNetwork(model.variables, metadata, config.learning, model.structures)
+        return self
+
+
+# A sample whose chains differ by more than this in one arc's probability says so in its warnings.
+DISAGREEMENT_WARNING = 0.5
+
+
+class FamilyPriors:
+    """The Dirichlet pseudo-counts of any family's CPT (``alpha_of(child, parents)``, cached): ``prior`` per entry,
+    ``prior_strength`` times a prior model's family probabilities, and a condition variable's own-condition counts
+    and structural zeros (``posterior_prior`` of a network with that family).
+    """
+
+    def __init__(self, network: AffordanceNetwork, opts: LearningOptions, prior_model: AffordanceNetwork | None):
+        self.network = network
+        self.opts = opts
+        self.prior_model = prior_model
+        self._cache: dict = {}
+
+    def __call__(self, child: int, parents: tuple) -> np.ndarray:
+        key = (child, parents)
+        if key not in self._cache:
+            names = self.network.names
+            family = self.network.with_structure({names[child]: tuple(names[p] for p in parents)})
+            self._cache[key] = posterior_prior(family, self.opts, self.prior_model)[child]
+        return self._cache[key]
+
+
+def _member_network(network: AffordanceNetwork, member) -> AffordanceNetwork:
+    """The network of one member of a sample: its structure, CPTs the posterior mean given it (the mean of its draws
+    plus the prior, normalised), those counts, and its draws.
+    """
+    names = network.names
+    net = network.with_structure({names[v]: tuple(names[u] for u in ps) for v, ps in enumerate(member.parents)})
+    counts = {name: d.mean(axis=0) + a for name, d, a in zip(names, member.draws, member.prior)}
+    cpts = {name: _normalised(c) for name, c in counts.items()}
+    return net.with_cpts(cpts, counts, {name: (d, a) for name, d, a in zip(names, member.draws, member.prior)})
+
+
+def _normalised(counts: np.ndarray) -> np.ndarray:
+    total = counts.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, counts / total, 1.0 / counts.shape[-1])
+
+
+def _scaled_member(member: AffordanceNetwork, observed: CaseEvidence, subset: int) -> AffordanceNetwork:
+    """A member drawn from ``subset`` cases as the posterior of all of ``observed``'s (``posterior.scaled_to``): its
+    draws centred on all the cases' expected counts under its CPTs.
+    """
+    tree = member.engine
+    cpts = [v.cpt for v in member.variables]
+    expected = None
+    for chunk in observed.chunks():
+        counts, _ = tree.expected_counts(cpts, chunk)
+        expected = counts if expected is None else [a + b for a, b in zip(expected, counts)]
+    sample = PosteriorSample({v.name: (v.draws, v.prior) for v in member.variables}, 0, 0, 0, 0, 0.0)
+    scaled = scaled_to(sample, dict(zip(member.names, expected)), observed.n_cases, subset)
+    counts = {name: d.mean(axis=0) + a for name, (d, a) in scaled.draws.items()}
+    return member.with_cpts({name: _normalised(c) for name, c in counts.items()}, counts, scaled.draws)
 
 
 def posterior_prior(model: AffordanceNetwork, opts: LearningOptions, prior_model: AffordanceNetwork | None) -> list:

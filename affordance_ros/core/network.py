@@ -242,6 +242,11 @@ class NetworkFile:
                "variables": [_variable_dict(v) for v in self.variables], "metadata": self.metadata}
         if self.learning:
             doc["learning"] = self.learning
+        if self.structures:
+            doc["structures"] = [{"weight": self.structures[0].weight},
+                                 *({"weight": m.weight, "variables": [_member_variable_dict(v) for v in
+                                                                      m.network.variables]}
+                                   for m in self.structures[1:])]
         return doc
 
     @classmethod
@@ -272,13 +277,16 @@ class AffordanceNetwork(NetworkFile):
     """
 
     def __init__(self, variables: Sequence[Variable], metadata: Mapping | None = None,
-                 learning: Mapping | None = None):
+                 learning: Mapping | None = None, structures: Sequence["WeightedNetwork"] = ()):
         self.variables: tuple[Variable, ...] = tuple(variables)
         self.metadata = dict(metadata or {})
         self.learning = dict(learning or {})
         self.names: tuple[str, ...] = tuple(v.name for v in self.variables)
         self._index = {name: i for i, name in enumerate(self.names)}
+        self.structures: tuple[WeightedNetwork, ...] = tuple(structures)
         _validate(self)
+        if self.structures:
+            _validate_structures(self)
         # every reading name -> the variable its sensor observes
         self.sensor_variable = {r: v.name for v in self.variables if v.sensor
                                 for r in v.sensor.names}
@@ -418,6 +426,40 @@ class AffordanceNetwork(NetworkFile):
         """{variable: CPT} (None where not learned)."""
         return {v.name: v.cpt for v in self.variables}
 
+    # ------------------------------------------------------- sample of structures
+    @property
+    def members(self) -> tuple["WeightedNetwork", ...]:
+        """The structures answers average over, most probable first, each with its weight: ``structures``, or this
+        network alone (a model learned with one structure, or by an earlier version, is a sample of one).
+        """
+        return self.structures or (WeightedNetwork(1.0, self),)
+
+    def with_structures(self, members: Sequence["WeightedNetwork"]) -> "AffordanceNetwork":
+        """The network of ``members``' first (its variables) with ``members`` as its sample of structures."""
+        first = members[0].network
+        return AffordanceNetwork(first.variables, self.metadata, self.learning,
+                                 members if len(members) > 1 else ())
+
+    def arc_probabilities(self) -> dict[tuple[str, str], float]:
+        """{(parent, child): the share of the sample's weight whose structure has that arc}: 1.0 for every arc of a
+        model with one structure.
+        """
+        out: dict = {}
+        for member in self.members:
+            for arc in member.network.arcs:
+                out[arc] = out.get(arc, 0.0) + member.weight
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class WeightedNetwork:
+    """One structure of a model's sample (``AffordanceNetwork.structures``): a network with the model's variables,
+    values and sensors, its own parents, CPTs and posterior draws, and its posterior probability ``weight``.
+    """
+
+    weight: float
+    network: AffordanceNetwork
+
 
 def _network_of(doc: Mapping) -> AffordanceNetwork:
     """``_network_from_document``, with every error of a malformed document a ModelFormatError."""
@@ -485,7 +527,7 @@ def _network_from_document(doc: Mapping) -> AffordanceNetwork:
         raise ModelFormatError("a model must be a JSON object with 'format' and 'variables'")
     if doc.get("format") not in FORMATS:
         raise ModelFormatError(f"'format' is {doc.get('format')!r}, expected one of {list(FORMATS)}")
-    unknown = set(doc) - {"format", "variables", "metadata", "learning"}
+    unknown = set(doc) - {"format", "variables", "metadata", "learning", "structures"}
     if unknown:
         raise ModelFormatError(f"unknown top-level keys {sorted(unknown)}")
     raw = doc.get("variables")
@@ -493,6 +535,8 @@ def _network_from_document(doc: Mapping) -> AffordanceNetwork:
         raise ModelFormatError("'variables' must be a list")
     network = AffordanceNetwork([_variable_from_dict(d, i) for i, d in enumerate(raw)],
                                 _mapping(doc.get("metadata"), "metadata"), _mapping(doc.get("learning"), "learning"))
+    if doc.get("structures") is not None:
+        network = network.with_structures(_members_from_document(network, doc["structures"]))
     if network.has_vector_sensors and doc["format"] != FORMAT_VECTOR:
         raise ModelFormatError(f"a sensor with several 'names' needs 'format' {FORMAT_VECTOR!r}")
     return network
@@ -539,6 +583,80 @@ def _validate(network: "AffordanceNetwork") -> None:
     if network.structure_known:
         _topological_order(network.names, {v.name: v.parents for v in network.variables})
     _validate_draw_counts(network)
+
+MEMBER_KEYS = ("parents", "cpt", "counts", "draws", "prior")  # what a structure of a sample has of its own
+
+
+def _members_from_document(network: AffordanceNetwork, raw) -> list:
+    """The ``WeightedNetwork`` members of a document's "structures": the first is ``network`` itself (its weight
+    only), every other the network's variables with its own parents, CPTs and draws.
+    """
+    if not isinstance(raw, list) or not raw or not all(isinstance(m, Mapping) for m in raw):
+        raise ModelFormatError("'structures' must be a non-empty list of objects, each with a 'weight'")
+    members = []
+    for k, m in enumerate(raw):
+        where = f"structures[{k}]"
+        unknown = set(m) - {"weight", "variables"}
+        if unknown or "weight" not in m or (k > 0) != ("variables" in m):
+            raise ModelFormatError(f"{where}: expected {{'weight'}} for the first structure (the model's own) and "
+                                   f"{{'weight', 'variables'}} for the others, got keys {sorted(m)}")
+        if not is_finite_number(m["weight"]) or not 0 < m["weight"] <= 1:
+            raise ModelFormatError(f"{where}: 'weight' must be a number in (0, 1], got {m['weight']!r}")
+        if k == 0:
+            members.append(WeightedNetwork(float(m["weight"]), AffordanceNetwork(network.variables)))
+            continue
+        own = m["variables"]
+        if not isinstance(own, list) or len(own) != len(network) or not all(isinstance(d, Mapping) for d in own):
+            raise ModelFormatError(f"{where}: 'variables' must list the {len(network)} variables, each an object")
+        changes = {}
+        for v, d in zip(network.variables, own):
+            unknown = set(d) - {"name", *MEMBER_KEYS}
+            if d.get("name") != v.name or unknown:
+                raise ModelFormatError(f"{where}: expected variable '{v.name}' with keys among "
+                                       f"{['name', *MEMBER_KEYS]}, got {d.get('name')!r} with {sorted(d)}")
+            if not isinstance(d.get("parents"), list) or not all(isinstance(p, str) for p in d["parents"]):
+                raise ModelFormatError(f"{where}: variable '{v.name}': 'parents' must be a list of variable names")
+            changes[v.name] = {"parents": tuple(d["parents"]),
+                               **{key: _number_array(d.get(key), f"{where}: variable '{v.name}'", key)
+                                  for key in MEMBER_KEYS[1:]}}
+        members.append(WeightedNetwork(float(m["weight"]),
+                                       AffordanceNetwork([dataclasses.replace(v, **changes[v.name])
+                                                          for v in network.variables])))
+    return members
+
+
+def _member_variable_dict(v: Variable) -> dict:
+    """A variable's entry in a structure of the sample: what differs between structures (``MEMBER_KEYS``)."""
+    whole = _variable_dict(v)
+    return {"name": v.name, **{key: whole[key] for key in MEMBER_KEYS if key in whole}}
+
+
+def _validate_structures(network: "AffordanceNetwork") -> None:
+    """ModelFormatError unless ``network.structures`` is a sample ``members`` can answer from: weights that sum to
+    1, the first structure the network's own, every one with the network's variables, values and sensors, its CPTs
+    learned, and draws where the network has them.
+    """
+    members = network.structures
+    total = sum(m.weight for m in members)
+    if any(not (is_finite_number(m.weight) and m.weight > 0) for m in members) or abs(total - 1.0) > 1e-6:
+        raise ModelFormatError(f"'structures': the weights must be positive and sum to 1, got "
+                               f"{[m.weight for m in members]}")
+    if [v.parents for v in members[0].network.variables] != [v.parents for v in network.variables]:
+        raise ModelFormatError("'structures': the first structure must be the model's own")
+    with_draws = network.variables[0].draws is not None
+    for k, m in enumerate(members):
+        other = m.network
+        if other.structures:
+            raise ModelFormatError(f"'structures'[{k}]: a structure of the sample cannot hold a sample of its own")
+        if other.names != network.names or any(
+                a.values != b.values or a.group != b.group or a.sensor != b.sensor
+                for a, b in zip(other.variables, network.variables)):
+            raise ModelFormatError(f"'structures'[{k}]: its variables, values and sensors must be the model's")
+        if not other.parameterised:
+            raise ModelFormatError(f"'structures'[{k}]: every variable needs its parents and 'cpt'")
+        if (other.variables[0].draws is not None) != with_draws:
+            raise ModelFormatError(f"'structures'[{k}]: give posterior 'draws' in every structure or in none")
+
 
 def _validate_cluster_by(network: "AffordanceNetwork", v: Variable, where: str) -> None:
     cluster_by = v.sensor.cluster_by
@@ -723,7 +841,8 @@ def current_umask() -> int:
 
 def model_text(network: AffordanceNetwork) -> str:
     """The model file's JSON: indented by one space, but every variable's posterior ``draws`` on one
-    line (they are most of the numbers: one a line would make the file several times larger).
+    line (they are most of the numbers: one a line would make the file several times larger), and each other
+    structure of the sample one line a variable.
     """
     doc = network.to_dict()
     draws = {}
@@ -731,6 +850,10 @@ def model_text(network: AffordanceNetwork) -> str:
         if "draws" in variable:
             draws[f"@draws {j}@"] = json.dumps(variable["draws"], separators=(",", ":"))
             variable["draws"] = f"@draws {j}@"
+    for k, member in enumerate(doc.get("structures", [])[1:]):
+        for j, variable in enumerate(member["variables"]):
+            draws[f"@structure {k} {j}@"] = json.dumps(variable, separators=(",", ":"))
+            member["variables"][j] = f"@structure {k} {j}@"
     text = json.dumps(doc, indent=1)
     for mark, array in draws.items():
         text = text.replace(json.dumps(mark), array, 1)

@@ -10,6 +10,10 @@ are kept up to date as well: each case adds its expected family counts, unweight
 update; the step sizes above only make the CPTs forget their start faster). So are the posterior draws of a
 model that has them (``Variable.draws``): each case is imputed under every draw and added to its counts
 (``core.posterior.update_draws``; the model's metadata "posterior" counts these ``online_updates``).
+
+A model that averages over a sample of structures (``AffordanceNetwork.structures``) updates every structure so,
+and reweighs them by how well each predicted the new cases (its weight times the cases' likelihood under its CPTs
+before the update: Bayes' rule over the sample, the data seen one batch at a time).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from .cases import CaseSet
 from .em import normalise_counts
 from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
-from .network import AffordanceNetwork
+from .network import AffordanceNetwork, WeightedNetwork
 from .parameters import family_priors
 from .posterior import has_draws, update_draws
 
@@ -44,6 +48,9 @@ class OnlineEM:
             raise ModelFormatError("step_exponent must be in (0.5, 1] for stepwise EM to converge")
         if step_offset < 1 or batch_size < 1 or prior < 0 or start_weight < 0:
             raise ModelFormatError("step_offset must be >= 1, batch_size >= 1, prior and start_weight >= 0")
+        self.structures = [OnlineEM(AffordanceNetwork(m.network.variables, network.metadata), prior, step_exponent,
+                                    step_offset, batch_size, start_weight) for m in network.structures]
+        self.log_weights = np.log([m.weight for m in network.structures])
         self.network = network
         self.prior = prior
         self.step_exponent = step_exponent
@@ -70,6 +77,8 @@ class OnlineEM:
         """Update the CPTs with ``cases``, one stepwise-EM step per mini-batch."""
         if cases.n_cases == 0:
             raise DataError("no cases to update from")
+        if self.structures:
+            return self._partial_fit_structures(cases)
         evidence = cases.evidence(self.network)
         if self.draws is not None:
             self.draws = update_draws(self.network, self.draws, [v.prior for v in self.network.variables], evidence,
@@ -91,9 +100,32 @@ class OnlineEM:
             self.cpts = [normalise_counts(s * self.n_seen, self.prior) for s in self.stats]
         return self
 
+    def _partial_fit_structures(self, cases: CaseSet) -> "OnlineEM":
+        """``partial_fit`` of every structure of the sample, each reweighed by the cases' likelihood under it first."""
+        for k, structure in enumerate(self.structures):
+            evidence = cases.evidence(structure.network)
+            self.log_weights[k] += float(structure.tree.log_likelihood(structure.cpts, evidence).sum())
+            structure.partial_fit(cases)
+        self.log_weights -= np.logaddexp.reduce(self.log_weights)
+        return self
+
     @property
     def model_(self) -> AffordanceNetwork:
-        """The network with the current CPTs (and counts, and posterior draws)."""
+        """The network with the current CPTs (and counts, and posterior draws): of every structure of a sample, the
+        most probable first.
+        """
+        if self.structures:
+            order = np.argsort(-self.log_weights, kind="stable")
+            members = [WeightedNetwork(float(np.exp(self.log_weights[k])), self.structures[k].model_) for k in order]
+            total = sum(m.weight for m in members)
+            members = [WeightedNetwork(m.weight / total, m.network) for m in members]
+            first = members[0].network
+            model = AffordanceNetwork(first.variables, self.network.metadata, self.network.learning, members)
+            updates = self.structures[0].draw_updates
+            if "posterior" in model.metadata:
+                model.metadata = {**model.metadata, "posterior": {**model.metadata["posterior"],
+                                                                  "online_updates": updates}}
+            return model
         names = self.network.names
         draws = None if self.draws is None else {v.name: (d, v.prior) for v, d in zip(self.network.variables,
                                                                                       self.draws)}

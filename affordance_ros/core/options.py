@@ -16,7 +16,7 @@ from .errors import ModelFormatError
 from .network import GROUPS
 from .number_checks import is_finite_number
 
-STRUCTURES = ("k2", "mcmc", "fixed")
+STRUCTURES = ("average", "k2", "mcmc", "fixed")
 SCORES = ("k2", "bdeu", "bic", "cv")
 METHODS = ("em", "discrete")
 EM_INITS = ("uniform", "discrete", "random")
@@ -49,10 +49,17 @@ class OptionHelp:
 class LearningOptions:
     """How ``AffordanceLearner`` learns; every field is checked on construction."""
 
-    structure: str = _option("k2", "structure search: k2, mcmc, or fixed (keep the configured parents)")
+    structure: str | None = _option(None, "average (a weighted sample of the structures the cases support; every "
+                                          "answer averages over it), k2 or mcmc (one structure, searched on "
+                                          "MAP-assigned values; its intervals assume it), or fixed (keep the "
+                                          "configured parents). Default: average, or k2 where another option asks "
+                                          "for one structure (method discrete, structural_em, prior 0, "
+                                          "posterior_draws 0)")
     score: str = _option("k2", "structure score: k2, bdeu (with ess), bic, or cv (the family's cross-validated "
                                "log-likelihood)")
     max_parents: int = _option(4, "at most this many parents per variable")
+    arc_prior: float = _option(0.5, "structure 'average': the prior probability of each arc the groups allow (0.5: "
+                                    "every structure as likely; higher favours arcs, lower favours sparse networks)")
     prior: float = _option(1.0, "Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
     tol: float = _option(1e-3, "EM stops when the RMS parameter change is below this")
     max_iter: int = _option(100, "EM stops after this many iterations")
@@ -87,6 +94,10 @@ class LearningOptions:
                                               "cross-validation inside learning holds out whole entities")
 
     def __post_init__(self):
+        if self.structure is None:
+            single = (self.method == "discrete" or self.structural_em or not self.prior > 0
+                      or self.posterior_draws == 0)
+            object.__setattr__(self, "structure", "k2" if single else "average")
         for name, choices in CHOICES.items():
             _choice(name, getattr(self, name), choices)
         for name in ("max_parents", "mcmc_samples", "mcmc_burn_in", "seed", "structural_em", "posterior_draws"):
@@ -97,6 +108,11 @@ class LearningOptions:
             object.__setattr__(self, name, _number(name, getattr(self, name), minimum=0.0))
         for name in ("tol", "ess"):
             object.__setattr__(self, name, _number(name, getattr(self, name), minimum=0.0, strict=True))
+        object.__setattr__(self, "arc_prior", _number("arc_prior", self.arc_prior, minimum=0.0, strict=True))
+        if not self.arc_prior < 1.0:
+            raise ModelFormatError(f"learning option 'arc_prior' must be a probability below 1, got {self.arc_prior!r}")
+        if self.structure == "average":
+            self._check_average()
         if self.score == "cv" and self.structure != "fixed" and self.prior <= 0:
             raise ModelFormatError("learning option 'score' 'cv' needs 'prior' > 0: without pseudo-counts a held-out "
                                    "case in a configuration no training case has gets probability 0; give e.g. "
@@ -116,6 +132,21 @@ class LearningOptions:
             object.__setattr__(self, "order", _names("order", self.order))
         object.__setattr__(self, "latent", _names("latent", self.latent))
 
+    def _check_average(self) -> None:
+        """ModelFormatError for options that structure 'average' cannot honour, saying what to give instead."""
+        if self.prior <= 0:
+            raise ModelFormatError("structure 'average' weighs a structure by the marginal likelihood of its CPTs' "
+                                   "Dirichlet prior, which needs 'prior' > 0; give e.g. prior 1, or structure k2")
+        if self.method != "em":
+            raise ModelFormatError("structure 'average' draws the CPTs from their posterior (method 'em'); method "
+                                   f"'{self.method}' goes with structure k2, mcmc or fixed")
+        if self.structural_em:
+            raise ModelFormatError("structural_em re-searches one structure; structure 'average' samples them: give "
+                                   "structural_em 0, or structure k2 or mcmc")
+        if self.posterior_draws < 1:
+            raise ModelFormatError("structure 'average' answers from posterior draws: give posterior_draws >= 1, or "
+                                   "structure k2, mcmc or fixed")
+
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The option names, in declaration order."""
@@ -131,8 +162,12 @@ class LearningOptions:
 
     @classmethod
     def resolve(cls, learning: Mapping[str, Any], **explicit) -> "LearningOptions":
-        """The options in force: ``explicit`` ones that are not None, then ``learning``, then the defaults."""
-        return cls.from_mapping(learning).replace(**explicit)
+        """The options in force: ``explicit`` ones that are not None, then ``learning``, then the defaults (a default
+        structure chosen from all of them).
+        """
+        cls.from_mapping(learning)
+        cls.check_names(explicit)
+        return cls(**{**dict(learning), **{k: v for k, v in explicit.items() if v is not None}})
 
     @classmethod
     def check_names(cls, names) -> None:
@@ -145,7 +180,8 @@ class LearningOptions:
     def describe(cls, name: str) -> OptionHelp:
         """The type, default, choices and help text of option ``name``."""
         option = {f.name: f for f in dataclasses.fields(cls)}[name]
-        return OptionHelp(name, type(option.default), option.default, CHOICES.get(name), option.metadata["help"])
+        default = STRUCTURES[0] if name == "structure" else option.default   # (None: chosen from the other options)
+        return OptionHelp(name, type(default), default, CHOICES.get(name), option.metadata["help"])
 
     def replace(self, **changes) -> "LearningOptions":
         """A copy with the ``changes`` that are not None (an unknown name is an error)."""

@@ -103,14 +103,15 @@ def dirichlet_rows(alpha: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def impute(tree: JunctionTree, cpts: Sequence[np.ndarray], evidence: Evidence, rng: np.random.Generator,
-           per_case: bool = False) -> np.ndarray:
+           per_case: bool = False, evidence_tables: list | None = None) -> np.ndarray:
     """Every variable's value in every case drawn jointly from p(values | the case's evidence, ``cpts``), codes
     (K, n): the tree's collect pass on all cases at once, then each clique (root first) drawn from its collected
     table at the values its separator with its parent already has (backward sampling: no distribute pass).
-    ``per_case``: case k under CPTs of its own (``cpts[i][k]``).
+    ``per_case``: case k under CPTs of its own (``cpts[i][k]``); ``evidence_tables``: the tree's tables of
+    ``evidence``, when the caller keeps them (``inference.collected``).
     """
     n_cases = evidence.n_cases
-    tables = collected(tree, cpts, evidence, per_case)
+    tables = collected(tree, cpts, evidence, per_case, evidence_tables)
     codes = np.zeros((n_cases, len(tree.cards)), dtype=np.int64)
     done: set = set()
     rows = np.arange(n_cases)

@@ -19,16 +19,20 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .averaged import averaged, averaged_draws, averaged_posterior, draw_imputations
 from .cases import CaseSet
 from .errors import EvidenceError, did_you_mean
 from .gaussian import log_density, log_sum_exp_rows
 from .network import AffordanceNetwork, SensorModel, out_of_range, unknown_sensor
 from .number_checks import is_finite_number
-from .posterior import DrawEnsemble, has_draws, missing_posterior, spread, support
-from .query import posterior, posterior_in_chunks
+from .posterior import ENSEMBLE, has_draws, missing_posterior, spread, support
+from .query import posterior_in_chunks
 
 # actions whose scores differ by at most this fraction of the largest are tied (rounding, not the model)
 TIE_TOLERANCE = 1e-9
+# a score from the posterior draws is tied with the best when within this many standard errors of it
+TIE_NOISE = 3.0
+TIE_BATCHES = 10      # runs of consecutive imputations whose scores give that standard error (batch means)
 # how rank_actions chooses: by the probability (expected), its Gittins index (optimistic), its credible interval's
 # lower bound (cautious), or the probability under one posterior draw of the CPTs (thompson)
 STRATEGIES = ("expected", "optimistic", "thompson", "cautious")
@@ -211,7 +215,7 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     query_idx = [model.index(n) for n in names]
     if not columns:
         spreads = posterior_spreads(model, names, 1, [(slice(0, 1), {}, [])], uncertainty)
-        return _answer(model, names, posterior(model, query_idx, {}), spreads)
+        return _answer(model, names, averaged_posterior(model, query_idx, {}), spreads)
     try:
         cases = CaseSet.from_columns(model, columns)
     except ValueError as exc:
@@ -219,9 +223,19 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
     if cases.n_cases == 0:  # no cases, no rows (as numpy answers an empty array)
         return _answer(model, names, np.empty((0, *[model.variables[i].card for i in query_idx])),
                        posterior_spreads(model, names, 0, [], False))
-    joint = posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases))
+    joint = _posterior_in_chunks(model, query_idx, cases.n_cases, _evidence_chunks(model, cases))
     spreads = posterior_spreads(model, names, cases.n_cases, _evidence_chunks(model, cases), uncertainty)
     return _answer(model, names, joint, spreads)
+
+
+def _posterior_in_chunks(model: AffordanceNetwork, query: list, n_cases: int, chunks) -> np.ndarray:
+    """``query.posterior_in_chunks``, averaged over the model's structures when it has several."""
+    if not averaged(model):
+        return posterior_in_chunks(model, query, n_cases, chunks)
+    out = np.empty((n_cases, *[model.variables[q].card for q in query]))
+    for rows, likelihoods, hard in chunks:
+        out[rows] = averaged_posterior(model, query, likelihoods, hard)
+    return out
 
 
 def posterior_spreads(model: AffordanceNetwork, names: list, n_cases: int, chunks, uncertainty: bool = True) -> tuple:
@@ -235,21 +249,24 @@ def posterior_spreads(model: AffordanceNetwork, names: list, n_cases: int, chunk
     supports = {name: np.full(n_cases, np.nan) for name in names}
     if not uncertainty or not has_draws(model):
         return stddevs, intervals, supports
-    ensemble = DrawEnsemble.of(model)
-    query = [*(model.index(name) for name in names), ensemble.draw]
-    step = max(1, SPREAD_ENTRIES // (math.prod(cards) * ensemble.n_draws))
+    query = [model.index(name) for name in names]
+    step = max(1, SPREAD_ENTRIES // (math.prod(cards) * max(ENSEMBLE, _imputations(model))))
     for rows, likelihoods, hard in chunks:
         for start in range(0, rows.stop - rows.start, step):
             part = slice(start, min(start + step, rows.stop - rows.start))
-            joint = posterior(ensemble.network, query, {v: lik[part] for v, lik in likelihoods.items()},
-                              [v for v in hard if v in likelihoods])
-            answers = ensemble.answers(joint)                        # (k, *cards, S)
+            answers = averaged_draws(model, query, {v: lik[part] for v, lik in likelihoods.items()},
+                                     [v for v in hard if v in likelihoods])          # (k, *cards, S)
             at = slice(rows.start + part.start, rows.start + part.stop)
             for j, name in enumerate(names):
                 others = tuple(1 + a for a in range(len(names)) if a != j)
                 mean, stddev, interval = spread(answers.sum(axis=others) if others else answers)
                 stddevs[name][at], intervals[name][at], supports[name][at] = stddev, interval, support(mean, stddev)
     return stddevs, intervals, supports
+
+
+def _imputations(model: AffordanceNetwork) -> int:
+    """How many imputations the model's posterior draws hold, over all its structures."""
+    return sum(m.network.variables[0].draws.shape[0] for m in model.members)
 
 
 def check_model(model) -> None:
@@ -281,7 +298,8 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
     names = model.resolve_query(query)
     likelihoods, hard = _one_case(model, sensors or {}, values or {})
     spreads = posterior_spreads(model, names, 1, [(slice(0, 1), likelihoods, hard)], uncertainty)
-    batch = _answer(model, names, posterior(model, [model.index(n) for n in names], likelihoods, hard), spreads)
+    batch = _answer(model, names, averaged_posterior(model, [model.index(n) for n in names], likelihoods, hard),
+                    spreads)
     marginals = {name: dict(zip(model[name].values, batch.marginals[name][0].tolist())) for name in names}
     best = {name: model[name].values[code] for name, code in zip(names, batch.most_probable[0].tolist())}
     readings, mixtures = {}, {}
@@ -388,8 +406,8 @@ class ActionRanking:
     ranked by (expected: the probability; optimistic: the Gittins index of the probability, ``gittins_index`` of its
     posterior mean and standard deviation, above 1 for an action barely tried; cautious: the interval's lower
     bound; thompson: the probability under one posterior draw of the CPTs). ``tied``: the top actions have the same
-    score (within ``TIE_TOLERANCE`` of the largest), so the model cannot tell them apart; their order is drawn at
-    random.
+    score (within ``TIE_TOLERANCE`` of the largest, or for optimistic and cautious within the draws' Monte Carlo
+    noise, ``_tied``), so the model cannot tell them apart; their order is drawn at random.
     """
 
     action_variable: str
@@ -445,12 +463,13 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     batch = predict_batch(model, list(wanted), batch_sensors, batch_values, uncertainty=False)
     at = (slice(None), *[wanted[n] for n in batch.variables])
     probability = batch.joint[at]
-    draws = _wanted_draws(model if uncertainty else None, batch_sensors, batch_values, batch.variables, at)
+    draws, imputations = _wanted_draws(model if uncertainty else None, batch_sensors, batch_values, batch.variables,
+                                       at)
     mean, stddev, interval = spread(draws)
     rng = np.random.default_rng(rng)
     scores = _scores(strategy, probability, (mean, stddev, interval), draws, rng)
     top = np.max(scores)
-    tied_top = scores >= top - TIE_TOLERANCE * abs(top)
+    tied_top = _tied(strategy, scores, draws, imputations)
     ranked = np.lexsort((rng.random(k), -np.where(tied_top, top, scores)))
     n = support(np.stack([mean, 1.0 - mean], axis=-1), np.stack([stddev, stddev], axis=-1))
     return ActionRanking(var.name, [var.values[j] for j in ranked], [float(probability[j]) for j in ranked],
@@ -459,17 +478,16 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
                          [_number(float(n[j])) for j in ranked], strategy, [float(scores[j]) for j in ranked])
 
 
-def _wanted_draws(model: AffordanceNetwork, sensors: dict, values: dict, variables: list, at: tuple) -> np.ndarray:
-    """p(wanted effects | action, evidence) under every posterior draw, (actions, S); (actions, 1) NaN without draws
-    (or without a model: not asked).
+def _wanted_draws(model: AffordanceNetwork, sensors: dict, values: dict, variables: list, at: tuple) -> tuple:
+    """(p(wanted effects | action, evidence) under every posterior draw (actions, S), the imputation each draw comes
+    from (S,)); (actions, 1) NaN without draws (or without a model: not asked).
     """
     if model is None or not has_draws(model):
-        return np.full((len(next(iter(values.values()))), 1), np.nan)
-    ensemble = DrawEnsemble.of(model)
+        return np.full((len(next(iter(values.values()))), 1), np.nan), np.zeros(1, dtype=int)
     cases = CaseSet.from_columns(model, {**sensors, **values})
     ((rows, likelihoods, hard),) = _evidence_chunks(model, cases)
-    joint = posterior(ensemble.network, [*(model.index(n) for n in variables), ensemble.draw], likelihoods, hard)
-    return ensemble.answers(joint)[at]
+    query = [model.index(n) for n in variables]
+    return averaged_draws(model, query, likelihoods, hard)[at], draw_imputations(model, query, likelihoods, hard)
 
 
 def _scores(strategy: str, probability: np.ndarray, spreads: tuple, draws: np.ndarray, rng) -> np.ndarray:
@@ -485,6 +503,29 @@ def _scores(strategy: str, probability: np.ndarray, spreads: tuple, draws: np.nd
         return interval[:, 0]
     usable = np.flatnonzero(~np.any(np.isnan(draws), axis=0))   # (a draw under which the evidence is impossible: not)
     return draws[:, usable[rng.integers(len(usable))]]
+
+
+def _tied(strategy: str, scores: np.ndarray, draws: np.ndarray, imputations: np.ndarray) -> np.ndarray:
+    """Which actions tie with the best: within ``TIE_TOLERANCE`` of its score, or, for a score computed from the
+    posterior draws (optimistic, cautious), within ``TIE_NOISE`` standard errors of it, the draws' Monte Carlo noise
+    (the same data for two actions gives scores that differ by that much). The standard error is that of batch
+    means: the score on each of ``TIE_BATCHES`` runs of consecutive imputations of the learn's sampler (successive
+    imputations are alike, so the draws hold fewer independent ones than they number).
+    """
+    top = int(np.argmax(scores))
+    tied = scores >= scores[top] - TIE_TOLERANCE * abs(scores[top])
+    usable = ~np.any(np.isnan(draws), axis=0)
+    ids = np.unique(imputations[usable])
+    if strategy not in ("optimistic", "cautious") or len(ids) < TIE_BATCHES:
+        return tied
+    batch_of = np.searchsorted(ids, imputations) * TIE_BATCHES // len(ids)
+    batch_scores = []
+    for b in range(TIE_BATCHES):
+        mean, stddev, interval = spread(draws[:, usable & (batch_of == b)])
+        batch_scores.append(gittins_index(mean, stddev) if strategy == "optimistic" else interval[:, 0])
+    differences = np.array(batch_scores)[:, top, None] - np.array(batch_scores)       # (batches, actions)
+    noise = np.std(differences, axis=0, ddof=1) / np.sqrt(TIE_BATCHES)
+    return tied | (scores[top] - scores <= TIE_NOISE * noise)
 
 
 def gittins_index(mean, stddev, horizon: float = OPTIMISTIC_HORIZON) -> np.ndarray:

@@ -213,9 +213,11 @@ class QueryEngine:
         keep = sorted({*cpt_nodes, *query, *hard_needed})
         number = {v: j for j, v in enumerate(keep)}
         # the nodes kept for their label only get a uniform prior (a label overrides it)
+        # (without the posterior's counts and draws: shaped like the whole CPT, not the one of a label kept)
         part = AffordanceNetwork([
-            dataclasses.replace(self.variables[v], sensor=None) if v in cpt_nodes else
-            dataclasses.replace(self.variables[v], sensor=None, parents=(),
+            dataclasses.replace(self.variables[v], sensor=None, counts=None, draws=None, prior=None)
+            if v in cpt_nodes else
+            dataclasses.replace(self.variables[v], sensor=None, parents=(), counts=None, draws=None, prior=None,
                                 cpt=np.full(self.cards[v], 1.0 / self.cards[v]))
             for v in keep])
         inner = TreePlan(QueryEngine(part), [number[q] for q in query],

@@ -38,6 +38,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy.special import digamma, entr, xlogy
 
+from .averaged import averaged_posterior
 from .errors import EvidenceError
 from .evidence import evidence_from_log_likelihoods
 from .network import AffordanceNetwork, Variable
@@ -207,7 +208,7 @@ def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
     if not effects:
         raise EvidenceError("the model has no effect variables: there is nothing a trial would show")
     n_trials = len(candidates) * len(actions)
-    joint = posterior(model, effects, likelihoods, hard)
+    joint = averaged_posterior(model, effects, likelihoods, hard)
     flat = joint.reshape(n_trials, -1)
     entropy = entr(flat).sum(axis=1)
     marginals = {}
@@ -220,28 +221,47 @@ def score_trials(model: AffordanceNetwork, candidates: Sequence[Candidate],
     stddevs = {}
     if has_draws(model):   # the parents' uncertainty and the readings' noise included (held fixed below)
         stddevs = posterior_spreads(model, list(marginals), n_trials, [(slice(0, n_trials), likelihoods, hard)])[0]
-    if model.has_counts:
-        gain[:], predictive[:], tried[:] = 0.0, 0.0, np.inf
-        for i in effects:
-            v = model.variables[i]
-            parents = model.parent_indices(i)
-            q = posterior(model, list(parents), likelihoods, hard).reshape(n_trials, -1) if parents else \
-                np.ones((n_trials, 1))
-            if not parents or target_likelihoods is likelihoods:
-                target = q.mean(axis=0)
-            else:
-                target = posterior(model, list(parents), target_likelihoods, target_hard).reshape(-1, len(q.T)).mean(0)
-            alpha = v.counts.reshape(-1, v.card)
-            cpt = v.cpt.reshape(-1, v.card)
-            total = alpha.sum(axis=1)
-            gain += q @ dirichlet_information_gain(alpha, cpt)
-            predictive += q @ (target * dirichlet_predictive_information(alpha, cpt))
-            tried = np.minimum(tried, q @ total)
-            if v.name not in stddevs:
-                variance = cpt * (1.0 - cpt) / (total + 1.0)[:, None]
-                stddevs[v.name] = np.sqrt((q * q) @ variance)
+    if all(member.network.has_counts for member in model.members):
+        gain[:], predictive[:], tried[:] = 0.0, 0.0, 0.0
+        spreads = {name: 0.0 for name in marginals}
+        targets_given = (target_likelihoods, target_hard) if target_likelihoods is not likelihoods else None
+        for member in model.members:   # a sample of structures: each criterion averaged over them
+            parts = _family_criteria(member.network, effects, likelihoods, hard, targets_given, n_trials)
+            gain += member.weight * parts[0]
+            predictive += member.weight * parts[1]
+            tried += member.weight * parts[2]
+            for name, variance in parts[3].items():
+                spreads[name] = spreads[name] + member.weight * variance
+        for name, variance in spreads.items():
+            stddevs.setdefault(name, np.sqrt(variance))
     return TrialScores(list(actions), len(candidates), gain, predictive, entropy, tried, marginals, stddevs,
                        predict_readings(model, marginals))
+
+
+def _family_criteria(network: AffordanceNetwork, effects: list, likelihoods: dict, hard: list,
+                     targets: tuple | None, n_trials: int) -> tuple:
+    """(information gain, predictive information, trials behind, {effect: variance of its probabilities from its
+    counts}) of every trial under one network: what each effect's CPT row, weighted by p(its parents | the trial),
+    would learn from the trial.
+    """
+    gain, predictive, tried, variances = np.zeros(n_trials), np.zeros(n_trials), np.full(n_trials, np.inf), {}
+    for i in effects:
+        v = network.variables[i]
+        parents = network.parent_indices(i)
+        q = posterior(network, list(parents), likelihoods, hard).reshape(n_trials, -1) if parents else \
+            np.ones((n_trials, 1))
+        if not parents or targets is None:
+            target = q.mean(axis=0)
+        else:
+            target = posterior(network, list(parents), *targets).reshape(-1, len(q.T)).mean(0)
+        alpha = v.counts.reshape(-1, v.card)
+        cpt = v.cpt.reshape(-1, v.card)
+        total = alpha.sum(axis=1)
+        gain += q @ dirichlet_information_gain(alpha, cpt)
+        predictive += q @ (target * dirichlet_predictive_information(alpha, cpt))
+        tried = np.minimum(tried, q @ total)
+        variances[v.name] = (q * q) @ (cpt * (1.0 - cpt) / (total + 1.0)[:, None])
+    return gain, predictive, tried, variances
 
 
 def suggest_trials(model: AffordanceNetwork, candidates: Sequence[Candidate], actions: Sequence[str] | None = None,

@@ -30,7 +30,8 @@ LEARNED = ".learned-"  # in the name of a learned model's file until the node re
 @dataclass(frozen=True)
 class LearnJob:
     """What one learn needs: the configuration (and the file it came from, named in messages), the case
-    database, the model file to write, the structure ('k2', 'mcmc', 'fixed'), the prior's strength in
+    database, the model file to write, the structure ('average', 'k2', 'mcmc', 'fixed'; empty: the configuration's
+    learning block, else average), the prior's strength in
     cases and the current model (the prior when ``prior_strength`` > 0; its arcs for 'fixed')."""
 
     config: AffordanceNetwork
@@ -85,7 +86,7 @@ def learn(job: LearnJob, progress: Callable[[LearnProgress], None] | None = None
     AffordanceError with the message for the user. ``progress`` hears of every step; it may raise
     ``core.LearningCancelled`` to stop learning, which then raises it here with nothing written."""
     started = time.monotonic()
-    if job.structure not in STRUCTURES:
+    if job.structure not in ("", *STRUCTURES):
         raise AffordanceError(f"structure '{job.structure}' is not one of {list(STRUCTURES)}")
     prior = job.current if job.prior_strength > 0 else None
     config = learning_config(job.config, job.structure, job.current, prior)
@@ -104,7 +105,7 @@ def learn(job: LearnJob, progress: Callable[[LearnProgress], None] | None = None
     def step(phase: str, iteration: int, log_likelihood: float) -> None:
         progress(LearnProgress(phase, iteration, log_likelihood, cases.n_cases, time.monotonic() - started))
 
-    learner = AffordanceLearner(structure=job.structure, prior_strength=job.prior_strength).fit(
+    learner = AffordanceLearner(structure=job.structure or None, prior_strength=job.prior_strength).fit(
         config, cases, prior_model=prior, progress=step if progress is not None else None)
     model = learner.model_
     model.metadata["cases"] = marker
@@ -133,14 +134,23 @@ def write_beside(model: AffordanceNetwork, model_path: Path) -> Path:
     return Path(name)
 
 
+def _how(result: LearnResult) -> str:
+    """How a learn went, in a few words: the structure, and EM's iterations or the sample of structures."""
+    if result.structures is not None:
+        sample = result.structures
+        return (f"average over {len(sample.members)} structures, {len(result.arcs)} arcs in the most probable, "
+                f"{sample.sweeps} sweeps of {len(sample.chain_arcs)} chains")
+    return (f"{result.structure}, {len(result.arcs)} arcs, {result.iterations} EM iterations"
+            f"{'' if result.converged else ', NOT converged'}")
+
+
 def _report(job: LearnJob, result: LearnResult, with_prior: bool, skipped: SkippedCases) -> str:
     """What a learn did, in one message for the user."""
     return (
         f"learned from {result.num_cases} cases"
         + (f" stored since the current model, with it as a prior worth {job.prior_strength:g} cases"
            if with_prior else "")
-        + f" ({job.structure}, {len(result.arcs)} arcs, "
-        f"{result.iterations} EM iterations{'' if result.converged else ', NOT converged'}) "
+        + f" ({_how(result)}) "
         f"in {result.duration:.2f} s; model written to {job.model_path}"
         + (f"; skipped {len(skipped)} stored cases that do not fit the configuration: {skipped.describe()}"
            if skipped else "")

@@ -30,8 +30,9 @@ from .progress import LearnProgress, ProgressBar, report_line_by_line
 from .ros_args import OneLineParser, candidate_objects, name_value_pairs, sensor_readings, split_ros_args
 
 # the learning options `learn` takes on its command line; their help, choices and defaults are LearningOptions'
-LEARN_OPTIONS = ("structure", "score", "max_parents", "prior", "method", "tol", "max_iter", "mcmc_samples", "seed",
-                 "fit_sensors", "n_init", "em_acceleration", "prior_strength", "allow_missing", "posterior_draws")
+LEARN_OPTIONS = ("structure", "score", "max_parents", "arc_prior", "prior", "method", "tol", "max_iter", "mcmc_samples",
+                 "seed", "fit_sensors", "n_init", "em_acceleration", "prior_strength", "allow_missing",
+                 "posterior_draws")
 # pyAgrum opens XMLBIF files by this extension only (it refuses .xml and .xmlbif); pgmpy reads any name
 PYAGRUM_XMLBIF_SUFFIX = ".bifxml"
 # what a file --out refuses to replace holds, told by its first bytes
@@ -179,11 +180,21 @@ def cmd_learn(args) -> int:
     result = learner.result_
     for warning in result.warnings:
         print(f"affordance-ros learn: warning: {warning}", file=sys.stderr)
-    print(f"learned from {result.num_cases} cases in {result.duration:.2f} s "
-          f"({result.structure} structure, {result.iterations} EM iterations, "
-          f"{'converged' if result.converged else 'NOT converged'})")
+    if result.structures is not None:
+        sample = result.structures
+        print(f"learned from {result.num_cases} cases in {result.duration:.2f} s (average over "
+              f"{len(sample.members)} structures: {len(sample.chain_arcs)} chains, {sample.sweeps} sweeps, "
+              f"{sample.n_draws} draws)")
+    else:
+        print(f"learned from {result.num_cases} cases in {result.duration:.2f} s "
+              f"({result.structure} structure, {result.iterations} EM iterations, "
+              f"{'converged' if result.converged else 'NOT converged'})")
     print(f"log-likelihood: {result.log_likelihood:.3f}")
-    print(f"arcs: {', '.join(format_arcs(result.arcs)) or '(none)'}")
+    if result.structures is not None:
+        ranked = sorted(result.arc_probabilities.items(), key=lambda item: -item[1])
+        print(f"arcs (posterior probability): {', '.join(f'{a}->{b} {p:.2f}' for (a, b), p in ranked) or '(none)'}")
+    else:
+        print(f"arcs: {', '.join(format_arcs(result.arcs)) or '(none)'}")
     print(f"model written to {args.out}")
     return 0
 

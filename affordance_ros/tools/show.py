@@ -6,10 +6,11 @@ are placed, so that none touches another. Arcs point from parent to child and ar
 around the boxes: out of the parent's side, along a lane of their own in the gap between two
 columns, across a column only through the channel between two of its boxes (or above or below
 them), and into the child's side; an arc within one column loops through the gap beside it.
-When the model was learned by MCMC (metadata ``learned.arc_probabilities``) every arc is
-labelled with the fraction of sampled structures that have it, each label placed where it
-overlaps no box and no other label; arcs that the best structure lacks but the samples often
-hold (>= ``min_probability``) are drawn dashed. ``cpts`` adds a heat map of every CPT below the
+When the model averages over a sample of structures (structure 'average'), or was learned by
+MCMC (metadata ``learned.arc_probabilities``), every arc is labelled with its posterior
+probability (the weight of the structures that have it), each label placed where it
+overlaps no box and no other label; arcs that the most probable structure lacks but the sample
+often holds (>= ``min_probability``) are drawn dashed. ``cpts`` adds a heat map of every CPT below the
 network: a row per parent configuration, labelled with the parents' values (every k-th row of
 a long table), a column per value. Uses matplotlib's Agg backend: no display needed.
 """
@@ -108,7 +109,11 @@ def measure(texts: dict, fontsize: float) -> dict:
 
 
 def arc_probabilities(model: AffordanceNetwork) -> dict:
-    """{(parent, child): probability} from the model's MCMC metadata ({} if it has none)."""
+    """{(parent, child): probability}: of the model's sample of structures, else from its MCMC metadata ({} if it
+    has neither).
+    """
+    if model.structures:
+        return model.arc_probabilities()
     raw = (model.metadata.get("learned") or {}).get("arc_probabilities") or {}
     out = {}
     for key, p in raw.items():

@@ -67,6 +67,10 @@ def fill(out, outcome: LearnOutcome) -> None:
     out.message = outcome.message
     out.num_cases = result.num_cases
     out.arcs = [f"{a}->{b}" for a, b in result.arcs]
+    probabilities = result.arc_probabilities or {arc: 1.0 for arc in result.arcs}
+    ranked = sorted(probabilities.items(), key=lambda item: -item[1])
+    out.sampled_arcs = [f"{a}->{b}" for (a, b), _ in ranked]
+    out.arc_probabilities = [float(p) for _, p in ranked]
     out.log_likelihood = float(result.log_likelihood)
     out.iterations = int(result.iterations)
     out.duration = float(result.duration)

@@ -54,10 +54,12 @@ PARAMETERS = {
     "model_path": (default_model_path, (
         "Where ~/learn writes the learned model (atomically) and where it is loaded from at start-up. "
         "Default: $ROS_HOME/affordance_ros/model.json."), True, {}),
-    "structure": (LearningOptions().structure, (
-        "How ~/learn finds the arcs when the request leaves 'structure' empty: k2 (greedy search), "
-        "mcmc (sampling), fixed (keep the current model's arcs, else the configured ones)."),
-        False, {"additional_constraints": f"one of {list(STRUCTURES)}"}),
+    "structure": ("", (
+        "How ~/learn finds the arcs when the request leaves 'structure' empty: average (a weighted sample of "
+        "the structures the cases support, every answer averaged over it), k2 (greedy search: one structure, "
+        "whose answers' intervals assume it), mcmc (the best structure sampled), fixed (keep the current "
+        "model's arcs, else the configured ones). Empty: the configuration's learning block, else average."),
+        False, {"additional_constraints": f"empty, or one of {list(STRUCTURES)}"}),
     "prior_strength": (LearningOptions().prior_strength, (
         "0: ~/learn learns from all stored cases. > 0 (with a current model): ~/learn learns from the cases "
         "stored since the current model was learned, with that model as a Dirichlet prior worth this many "
@@ -189,8 +191,8 @@ def declare_learner_parameters(node) -> LearnerSettings:
     for name in ("config_path", "database_path", "model_path"):
         value[name] = Path(value[name] or defaults[name])
     value["config_path"] = configuration_file(value["config_path"])
-    if value["structure"] not in STRUCTURES:
-        raise ParameterError(f"structure '{value['structure']}' is not one of {list(STRUCTURES)}")
+    if value["structure"] not in ("", *STRUCTURES):
+        raise ParameterError(f"structure '{value['structure']}' is not one of {list(STRUCTURES)} (or empty)")
     names = robot_names(value["robots"])
     for name in names:
         problem = robot_name_problem(name, node.get_name(), node.get_namespace())
@@ -208,9 +210,9 @@ def robot_names(text: str) -> tuple[str, ...]:
 
 def _check_structure(params) -> SetParametersResult:
     for p in params:  # (prior_strength: its descriptor's range is checked by rclpy)
-        if p.name == "structure" and p.value not in STRUCTURES:
+        if p.name == "structure" and p.value not in ("", *STRUCTURES):
             return SetParametersResult(successful=False,
-                                       reason=f"structure '{p.value}' is not one of {list(STRUCTURES)}")
+                                       reason=f"structure '{p.value}' is not one of {list(STRUCTURES)} (or empty)")
     return SetParametersResult(successful=True)
 
 
