@@ -88,14 +88,25 @@ class CaseCounts(FamilyCounts):
         self._columns = np.zeros((n + 1, len(codes)), dtype=np.int32)
         self._columns[:-1] = codes.T
         self._rows, self._weights = self._columns, None
-        if len(codes) >= 2 * _DISTINCT_AT_LEAST and math.prod(self.cards) < 1 << 62:
-            keys = np.zeros(len(codes), dtype=np.int64)
-            for v in range(n):
-                keys = keys * self.cards[v] + self._columns[v]
-            _, first, times = np.unique(keys, return_index=True, return_counts=True)
-            if 2 * len(first) <= len(codes):
-                self._rows, self._weights = np.ascontiguousarray(self._columns[:, first]), times.astype(float)
+        states = math.prod(self.cards)
+        if len(codes) >= 2 * _DISTINCT_AT_LEAST and states < 1 << 62:
+            strides = np.cumprod([1, *self.cards[:0:-1]])[::-1]            # the first variable most significant
+            keys = codes.astype(np.int64) @ strides
+            if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
+                times = np.bincount(keys, minlength=states)
+                distinct = np.flatnonzero(times)
+                times, first = times[distinct], None
+                rows = (distinct[None, :] // strides[:, None]) % np.array(self.cards)[:, None]
+            else:
+                _, first, times = np.unique(keys, return_index=True, return_counts=True)
+                rows = None
+            if 2 * len(times) <= len(codes):
+                self._rows = np.zeros((n + 1, len(times)), dtype=np.int32)
+                self._rows[:-1] = self._columns[:-1, first] if rows is None else rows
+                self._weights = times.astype(float)
+        self._values = np.array([*self.cards, 1])   # per variable, and 1 for the row of zeros
         self._log_gammas = {}
+        self._pairs = None
 
     def _configurations(self, child: int, parents: tuple, columns: np.ndarray) -> np.ndarray:
         """The flat index of each case's (parents..., child) configuration, from contiguous code ``columns``."""
@@ -127,7 +138,7 @@ class CaseCounts(FamilyCounts):
 
     def log_gamma(self, counts: np.ndarray, offset) -> np.ndarray:
         """gammaln(counts + offset) of integer counts: for one offset, by lookup in a table of m = 0..n_cases."""
-        if np.ndim(offset):
+        if isinstance(offset, np.ndarray):
             return gammaln(counts + offset)
         if offset not in self._log_gammas:
             self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
@@ -147,42 +158,85 @@ class CaseCounts(FamilyCounts):
         together would be too large.
         """
         cards, n_rows = self.cards, self._rows.shape[1]
-        r_of = np.array([cards[child] for child, _, _ in requests], dtype=np.int64)
-        width = int(r_of.max())
-        q_base = np.array([math.prod(cards[p] for p in parents) for _, parents, _ in requests], dtype=np.int64)
-        request_of = np.repeat(np.arange(len(requests)), [len(candidates) for _, _, candidates in requests])
-        variable = np.array([len(cards) if u is None else u for _, _, candidates in requests for u in candidates],
-                            dtype=np.int64)
-        q = q_base[request_of] * np.append(np.asarray(cards, dtype=np.int64), 1)[variable]
-        if int(q.sum()) * width > _MAX_JOINT_COUNTS or len(variable) * n_rows > _MAX_JOINT_COUNTS:
+        r_of = [cards[child] for child, _, _ in requests]
+        width = max(r_of)
+        sizes = [len(candidates) for _, _, candidates in requests]
+        request_of = np.repeat(np.arange(len(requests)), sizes)
+        variable = np.array([len(cards) if u is None else u for _, _, candidates in requests for u in candidates])
+        # the (parents..., child) configurations of a request per candidate value: its rows, times ``width``
+        stride = np.array([math.prod(cards[p] for p in parents) * width for _, parents, _ in requests])[request_of]
+        cells = stride * self._values[variable]
+        if int(cells.sum()) > _MAX_JOINT_COUNTS or len(variable) * n_rows > _MAX_JOINT_COUNTS:
             return None
-        offsets = np.concatenate([[0], np.cumsum(q * width)[:-1]])
+        ends = np.cumsum(cells)
+        q, starts, r = cells // width, (ends - cells) // width, np.repeat(r_of, sizes)
+        if self._pairs_pay(requests, len(variable)):
+            return self._pair_tables(requests, variable, q, width), q, starts, r
         # the candidate is the most significant digit of its family's configuration: the rows (parent
         # configurations) come in another order than in ``counts``, which no score depends on
         index = self._rows[variable]                                # int32: half the memory traffic
-        index *= (q_base * width)[request_of, None].astype(np.int32)
+        index *= stride[:, None]
         index += self._bases(requests, width)[request_of]
-        index += offsets[:, None].astype(np.int32)
+        index += (ends - cells)[:, None]
         weights = None if self._weights is None else np.tile(self._weights, len(variable))
-        whole = self._count(index.ravel(), int((q * width).sum()), weights).reshape(-1, width)
-        return whole, q, offsets // width, r_of[request_of]
+        return self._count(index.ravel(), int(ends[-1]), weights).reshape(-1, width), q, starts, r
+
+    def _pairs_pay(self, requests: Sequence[tuple], n_candidates: int) -> bool:
+        """Whether ``requests`` (all without parents: K2's first round) are read from the counts of every pair of
+        variables (``_pair_counts``): held when (distinct cases x values) <= ``_MAX_JOINT_COUNTS``, and made in
+        about (values)^2 / 16 passes over the cases, against about 6 per candidate to count the candidates.
+        """
+        values = sum(self.cards) + 1
+        return (all(not parents for _, parents, _ in requests) and self._rows.shape[1] * values <= _MAX_JOINT_COUNTS
+                and (self._pairs is not None or values * values < 96 * n_candidates))
+
+    def _pair_tables(self, requests: Sequence[tuple], variable: np.ndarray, q: np.ndarray, width: int) -> np.ndarray:
+        """``candidate_tables``' counts of requests without parents, read from ``_pair_counts``: family f's rows
+        are its candidate's values (one row for None), its columns its child's values (then zeros).
+        """
+        pairs, first = self._pair_counts()
+        rows = np.repeat(first[variable] - np.cumsum(q) + q, q) + np.arange(int(q.sum()))
+        columns = first[[child for child, _, _ in requests]][:, None] + np.arange(width)
+        beyond = np.arange(width) >= np.array([self.cards[child] for child, _, _ in requests])[:, None]
+        columns[beyond] = len(pairs) - 1                                      # the column of zeros
+        request_of = np.repeat(np.arange(len(requests)), [len(candidates) for _, _, candidates in requests])
+        return pairs[rows[:, None], columns[np.repeat(request_of, q)]]
+
+    def _pair_counts(self) -> tuple:
+        """(the weighted counts of every pair of values of two variables, (values + 2, values + 2), integers: the
+        product of the distinct cases' values one-hot; the row of variable v's first value, None's: its row is the
+        number of cases, the last row and column are zeros), made once.
+        """
+        if self._pairs is None:
+            n_rows, cards = self._rows.shape[1], self.cards
+            first = np.concatenate([[0], np.cumsum(cards)])
+            one_hot = np.zeros((n_rows, int(first[-1]) + 2))
+            for v in range(len(cards)):
+                one_hot[np.arange(n_rows), first[v] + self._rows[v]] = 1.0
+            one_hot[:, -2] = 1.0
+            weighted = one_hot if self._weights is None else one_hot * self._weights[:, None]
+            self._pairs = (np.rint(one_hot.T @ weighted).astype(np.int64), first)   # first[n]: None's, the ones
+        return self._pairs
 
     def _bases(self, requests: Sequence[tuple], width: int) -> np.ndarray:
         """Each request's (parents..., child) configuration of every distinct case (requests, cases), the first
         parent the most significant digit, the child's in rows of ``width``.
         """
         rows, cards = self._rows, self.cards
-        depth = max(len(parents) for _, parents, _ in requests)
-        digits = np.full((len(requests), depth), len(cards), dtype=np.int64)
-        weights = np.zeros((len(requests), depth), dtype=np.int32)
-        for j, (_, parents, _) in enumerate(requests):
-            stride = width
-            for k, p in enumerate(reversed(parents)):
-                digits[j, k], weights[j, k] = p, stride
-                stride *= cards[p]
         base = rows[[child for child, _, _ in requests]]
-        for k in range(depth):
-            base += rows[digits[:, k]] * weights[:, k, None]
+        depth = max(len(parents) for _, parents, _ in requests)
+        if depth:
+            digits, weights = [], []
+            for _, parents, _ in requests:
+                stride, digit, weight = width, [len(cards)] * depth, [0] * depth
+                for k, p in enumerate(reversed(parents)):
+                    digit[k], weight[k] = p, stride
+                    stride *= cards[p]
+                digits.append(digit)
+                weights.append(weight)
+            digits, weights = np.array(digits).T, np.array(weights, dtype=np.int32).T
+            for k in range(depth):
+                base += rows[digits[k]] * weights[k][:, None]
         return base
 
 
@@ -325,7 +379,7 @@ class K2Score(FamilyScore):
 
     def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray, r) -> np.ndarray:
         """Sum over parent configurations j of log Gamma(r) - log Gamma(N_ij + r) + sum_k log Gamma(N_ijk + 1)."""
-        r = r if np.ndim(r) == 0 else np.repeat(r, q)
+        r = np.repeat(r, q) if isinstance(r, np.ndarray) else r
         rows = gammaln(r) - self.data.log_gamma(table.sum(axis=1), r) + self.data.log_gamma(table, 1).sum(axis=1)
         return np.add.reduceat(rows, starts)
 
@@ -351,7 +405,7 @@ class BDeuScore(FamilyScore):
         """
         n_ijk = table.astype(float)
         q_rows = np.repeat(q, q).astype(float)
-        a_ij, a_ijk = self.ess / q_rows, self.ess / (q_rows * (r if np.ndim(r) == 0 else np.repeat(r, q)))
+        a_ij, a_ijk = self.ess / q_rows, self.ess / (q_rows * (np.repeat(r, q) if isinstance(r, np.ndarray) else r))
         cells = gammaln(n_ijk + a_ijk[:, None]) - gammaln(a_ijk)[:, None]
         return np.add.reduceat(gammaln(a_ij) - gammaln(n_ijk.sum(axis=1) + a_ij) + cells.sum(axis=1), starts)
 
@@ -447,16 +501,19 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
     ``progress`` hears of every node placed, in ``order``.
     """
     parents = [() for _ in order]
-    candidates = {child: [u for u in order[:pos] if allowed[u, child]] for pos, child in enumerate(order)}
-    best = dict(zip(order, (float(v[0]) for v in score.many([(child, (), [None]) for child in order]))))
-    growing = [child for child in order if max_parents > 0]
+    candidates = {child: [u for u in order[:pos] if allowed[u, child]] if max_parents > 0 else []
+                  for pos, child in enumerate(order)}
+    best = {}
+    # the first round also scores each node without parents (the candidate None)
+    requests = [(child, (), [None, *candidates[child]]) for child in order]
     reported = 0
-    while True:
-        requests = [(child, parents[child], [u for u in candidates[child] if u not in parents[child]])
-                    for child in growing]
-        requests = [request for request in requests if request[2]]
+    while requests:
         growing = []
         for (child, current, left), values in zip(requests, score.many(requests)):
+            if left[0] is None:
+                best[child], left, values = float(values[0]), left[1:], values[1:]
+                if not left:
+                    continue
             top = float(values.max())
             if top <= best[child] + SCORE_TIE * max(1.0, abs(best[child])):   # a tie (a balanced design) adds none
                 continue
@@ -464,12 +521,13 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
             best[child], parents[child] = top, current + (u,)
             if len(parents[child]) < max_parents:
                 growing.append(child)
-        placed = set(growing)
-        while reported < len(order) and order[reported] not in placed:
+        requests = [(child, parents[child], [u for u in candidates[child] if u not in parents[child]])
+                    for child in growing]
+        requests = [request for request in requests if request[2]]
+        busy = {request[0] for request in requests}
+        while reported < len(order) and order[reported] not in busy:
             report(progress, "structure", reported + 1, best[order[reported]])
             reported += 1
-        if not growing:
-            break
     return [tuple(sorted(p)) for p in parents]
 
 
