@@ -14,6 +14,7 @@ from affordance_ros.core.estep import CountedEStep, choose_estep
 from affordance_ros.core.evidence import CompleteCases, most_probable_values
 from affordance_ros.core.ground_truth import sample_values
 from affordance_ros.core.inference import JunctionTree
+from affordance_ros.core.posterior import dirichlet_prior, draw_posterior, impute
 
 
 def mixed_cases(network, n_cases, rng, missing=0.02, read=0.3):
@@ -132,3 +133,38 @@ def test_a_complete_case_the_cpts_rule_out_is_named_as_inference_names_it():
     with pytest.raises(EvidenceError, match=r"case\(s\) \[.*\b7\b.*\] has probability zero"):
         estep(cpts)
     assert log_likelihood(ruled_out, cases) == -np.inf
+
+
+def test_posterior_draws_count_the_complete_cases_and_impute_only_the_others():
+    """The chain on mixed cases is the chain on the cases with hidden values alone, the complete cases' counts added
+    to every sweep: with those counts in the prior of the latter, the same draws from the same seed, each less them;
+    and imputing a complete case gives back its labels (the imputing path counted them the same)."""
+    rng = np.random.default_rng(4)
+    network = random_network(rng, n_vars=5)
+    cases = mixed_cases(network, 300, rng, missing=0.1)
+    observed = CaseEvidence(cases, network)
+    complete = observed.complete
+    assert 0 < complete.n_cases < cases.n_cases
+    prior = dirichlet_prior(network, 1.0)
+    seen = complete.family_counts([network.parent_indices(i) for i in range(len(network))], network.cards)
+    mixed = draw_posterior(network, observed.chunks, prior, draws=5, seed=3, burn_in=4, thin=2)
+    alone = draw_posterior(network, observed.incomplete().chunks, [a + c for a, c in zip(prior, seen)], draws=5,
+                           seed=3, burn_in=4, thin=2)
+    assert mixed.sweeps == alone.sweeps == 4 + 5 * 2
+    for name, counts in zip(network.names, seen):
+        np.testing.assert_array_equal(mixed.draws[name][0], alone.draws[name][0] + counts)
+    codes = impute(JunctionTree(network), [v.cpt for v in network.variables],
+                   observed.evidence().take(complete.rows), rng)
+    np.testing.assert_array_equal(codes, complete.codes)
+
+
+def test_posterior_of_complete_cases_only_is_the_dirichlet_of_their_counts_in_one_sweep():
+    rng = np.random.default_rng(6)
+    network = random_network(rng, n_vars=5, sensor_fraction=0.0)
+    cases = mixed_cases(network, 200, rng, missing=0.0, read=0.0)
+    observed = CaseEvidence(cases, network)
+    sample = draw_posterior(network, observed.chunks, dirichlet_prior(network, 1.0), draws=4)
+    seen = observed.complete.family_counts([network.parent_indices(i) for i in range(len(network))], network.cards)
+    assert sample.sweeps == 1
+    for name, counts in zip(network.names, seen):
+        assert all(np.array_equal(draw, counts) for draw in sample.draws[name][0])
