@@ -15,13 +15,11 @@ hands only the others to the backend it picks for them:
 
 from __future__ import annotations
 
-import math
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from .cases import CaseEvidence
-from .errors import EvidenceError
 from .evidence import CompleteCases
 from .inference import JunctionTree, JunctionTreeEStep, StreamingEStep
 from .separator_estep import SeparatorEStep
@@ -59,20 +57,12 @@ class CountedEStep:
         else:
             counts, ll = self.rest(cpts)
             counts = [c + k for c, k in zip(counts, self.counts)]
-        return counts, ll + self._complete_log_likelihood(cpts)
+        return counts, ll + self.complete.log_likelihood(self.parents, self.counts, cpts)
 
     def log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
         """Total log p(evidence | CPTs)."""
         rest = 0.0 if self.rest is None else self.rest.log_likelihood(cpts)
-        return rest + self._complete_log_likelihood(cpts)
-
-    def _complete_log_likelihood(self, cpts: Sequence[np.ndarray]) -> float:
-        """The complete cases' log-likelihood; EvidenceError naming those of probability zero, as inference does."""
-        ll = self.complete.log_likelihood(self.parents, self.counts, cpts)
-        if not math.isfinite(ll):
-            bad = self.complete.impossible(self.parents, cpts)
-            raise EvidenceError(f"the evidence of case(s) {bad[:10].tolist()} has probability zero under the model")
-        return ll
+        return rest + self.complete.log_likelihood(self.parents, self.counts, cpts)
 
 
 def choose_estep(tree: JunctionTree, observed: CaseEvidence, chunk_size: int = 512,

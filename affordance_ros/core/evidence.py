@@ -111,19 +111,20 @@ class CompleteCases:
 
     def log_likelihood(self, parents: Sequence[Sequence[int]], counts: Sequence[np.ndarray],
                        cpts: Sequence[np.ndarray]) -> float:
-        """Log p(these cases | ``cpts``), from their ``family_counts(parents, ...)``; -inf when ``cpts`` give one
-        of them probability zero (``impossible`` names them).
+        """Log p(these cases | ``cpts``), from their ``family_counts(parents, ...)``; EvidenceError naming the cases
+        (their indices among all K) that ``cpts`` give probability zero, as inference names them.
         """
         total = self.log_scale
         for c, cpt in zip(counts, cpts):
             seen = c > 0
             theta = cpt[seen]
             if np.any(theta <= 0):
-                return -math.inf
+                raise EvidenceError(f"the evidence of case(s) {self._impossible(parents, cpts)[:10].tolist()} has "
+                                    "probability zero under the model")
             total += float(np.dot(c[seen], np.log(theta)))
         return total
 
-    def impossible(self, parents: Sequence[Sequence[int]], cpts: Sequence[np.ndarray]) -> np.ndarray:
+    def _impossible(self, parents: Sequence[Sequence[int]], cpts: Sequence[np.ndarray]) -> np.ndarray:
         """The indices among all K cases of the complete cases that ``cpts`` give probability zero."""
         bad = np.zeros(self.n_cases, dtype=bool)
         for i, (family, cpt) in enumerate(zip(parents, cpts)):
