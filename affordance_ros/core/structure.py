@@ -211,8 +211,7 @@ class CaseCounts(FamilyCounts):
             n_rows, cards = self._rows.shape[1], self.cards
             first = np.concatenate([[0], np.cumsum(cards)])
             one_hot = np.zeros((n_rows, int(first[-1]) + 2))
-            for v in range(len(cards)):
-                one_hot[np.arange(n_rows), first[v] + self._rows[v]] = 1.0
+            one_hot[np.arange(n_rows)[:, None], first[:-1] + self._rows[:-1].T] = 1.0
             one_hot[:, -2] = 1.0
             weighted = one_hot if self._weights is None else one_hot * self._weights[:, None]
             self._pairs = (np.rint(one_hot.T @ weighted).astype(np.int64), first)   # first[n]: None's, the ones
@@ -340,14 +339,19 @@ class FamilyScore:
                 by_width.setdefault(0 if r <= _PADDED_UP_TO else r, []).append(j)
             else:
                 out[j] = np.zeros(0)
+        per_batch = max(1, _MAX_JOINT_COUNTS // max(self.data.n_cases, 1))
         for group in by_width.values():
-            for batch in self._batches([requests[j] for j in group]):
+            requests_of = [requests[j] for j in group]
+            if sum(len(candidates) for _, _, candidates in requests_of) <= per_batch:
+                self._score_batch(list(enumerate(requests_of)), out, group)
+                continue
+            for batch in self._batches(requests_of, per_batch):
                 self._score_batch(batch, out, group)
         return out
 
-    def _batches(self, requests: list):
-        """``requests`` in runs whose candidates number at most ``_MAX_JOINT_COUNTS`` cases x candidates."""
-        per_batch = max(1, _MAX_JOINT_COUNTS // max(self.data.n_cases, 1))
+    @staticmethod
+    def _batches(requests: list, per_batch: int):
+        """``requests`` in runs whose candidates number at most ``per_batch``."""
         batch, size = [], 0
         for j, request in enumerate(requests):
             if batch and size + len(request[2]) > per_batch:
