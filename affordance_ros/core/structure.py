@@ -152,10 +152,10 @@ class CaseCounts(FamilyCounts):
         """The counts of the families ``parents + (u,)`` for every ``u`` in ``candidates`` of every request
         (child, parents, candidates), in one counting pass over cases x candidates (what K2 asks at each step, of
         every child at once): (integer counts (rows, the most values of a child), parent configurations per
-        family, the row where each family begins, each family's child's number of values), the families in the
-        order of the requests and of their candidates, a child with fewer values than the table's width padded
-        with zero counts; a candidate None stands for the family ``parents`` itself. None when the tables
-        together would be too large.
+        family, the row where each family begins, each family's child's number of values or one number for
+        all), the families in the order of the requests and of their candidates, a child with fewer values than
+        the table's width padded with zero counts; a candidate None stands for the family ``parents`` itself.
+        None when the tables together would be too large.
         """
         cards, n_rows = self.cards, self._rows.shape[1]
         r_of = [cards[child] for child, _, _ in requests]
@@ -169,7 +169,8 @@ class CaseCounts(FamilyCounts):
         if int(cells.sum()) > _MAX_JOINT_COUNTS or len(variable) * n_rows > _MAX_JOINT_COUNTS:
             return None
         ends = np.cumsum(cells)
-        q, starts, r = cells // width, (ends - cells) // width, np.repeat(r_of, sizes)
+        q, starts = cells // width, (ends - cells) // width
+        r = width if len(set(r_of)) == 1 else np.repeat(r_of, sizes)   # one number when every child has as many
         if self._pairs_pay(requests, len(variable)):
             return self._pair_tables(requests, variable, q, width), q, starts, r
         # the candidate is the most significant digit of its family's configuration: the rows (parent
@@ -513,15 +514,18 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
     reported = 0
     while requests:
         growing = []
-        for (child, current, left), values in zip(requests, score.many(requests)):
+        scored = score.many(requests)
+        flat, at = np.concatenate(scored).tolist(), 0     # Python floats: a request's few values need no numpy call
+        for (child, current, left), found in zip(requests, scored):
+            values, at = flat[at:at + len(found)], at + len(found)
             if left[0] is None:
-                best[child], left, values = float(values[0]), left[1:], values[1:]
+                best[child], left, values = values[0], left[1:], values[1:]
                 if not left:
                     continue
-            top = float(values.max())
+            top = max(values)
             if top <= best[child] + SCORE_TIE * max(1.0, abs(best[child])):   # a tie (a balanced design) adds none
                 continue
-            u = max(u for u, value in zip(left, values.tolist()) if value == top)   # ties: the last
+            u = max(u for u, value in zip(left, values) if value == top)   # ties: the last
             best[child], parents[child] = top, current + (u,)
             if len(parents[child]) < max_parents:
                 growing.append(child)

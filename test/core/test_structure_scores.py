@@ -99,7 +99,7 @@ def test_counts_of_distinct_cases_and_of_every_pair_are_the_counts_of_the_cases(
                 flat[cell * cards[child] + row[child]] += 1
             rows = table[starts[family]:starts[family] + q[family]]
             np.testing.assert_array_equal(rows[:, :cards[child]].ravel(), flat)
-            assert r[family] == cards[child] and not rows[:, cards[child]:].any()
+            assert np.broadcast_to(r, len(q))[family] == cards[child] and not rows[:, cards[child]:].any()
     together = counts.candidate_tables(requests)
     apart = [counts.candidate_tables([request]) for request in requests]
     width = together[0].shape[1]
