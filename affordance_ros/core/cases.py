@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import DataError, EvidenceError, UnknownColumnError, meant, suggestion
-from .evidence import Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
+from .evidence import CompleteCases, Evidence, evidence_from_log_likelihoods, impossible_rows, most_probable_values
 from .network import AffordanceNetwork, out_of_range, unknown_sensor, written_atomically
 from .number_checks import decimal_comma_hint
 
@@ -363,6 +363,38 @@ class CaseEvidence:
             yield evidence.take(slice(start, start + EVIDENCE_CHUNK))
 
     @cached_property
+    def complete(self) -> CompleteCases:
+        """The cases whose every variable is given by label (``CompleteCases``), read from the labels; their
+        readings' log-likelihood at the labelled values in its ``log_scale``. EvidenceError where a reading has
+        zero likelihood at its label, as ``evidence`` refuses it.
+        """
+        network, labels = self.network, self.cases.labels
+        if any(name not in labels for name in network.names):
+            return CompleteCases.none(self.n_cases, len(network))
+        rows = np.ones(self.n_cases, dtype=bool)
+        for name in network.names:
+            rows &= labels[name] != MISSING
+        codes = np.stack([labels[name][rows] for name in network.names], axis=1)
+        log_scale = 0.0
+        for var, x in self.cases.sensor_readings(network).items():
+            i = network.index(var)
+            with np.errstate(over="ignore", invalid="ignore"):
+                at_label = network.variables[i].sensor.log_likelihood(x[rows])[np.arange(len(codes)), codes[:, i]]
+            if np.any(np.isneginf(at_label)):
+                raise EvidenceError("evidence with zero likelihood for every value of a variable "
+                                    "(find such cases with CaseSet.impossible and leave them out)")
+            log_scale += float(at_label.sum())
+        return CompleteCases(rows, codes, log_scale)
+
+    def incomplete(self) -> "CaseEvidence":
+        """The evidence of the cases that are not ``complete`` (sharing the evidence already built)."""
+        rows = ~self.complete.rows
+        rest = CaseEvidence(self.cases.take(rows), self.network)
+        if self._evidence is not None and rest.held:
+            rest._evidence = self._evidence.take(rows)
+        return rest
+
+    @cached_property
     def priors(self) -> list:
         """p(value) of every variable for MAP assignment: its sensor's mixture weights over the cases with a
         reading (``SensorModel.mixture_weights``), else uniform.
@@ -383,6 +415,11 @@ class CaseEvidence:
         defaults to ``self.priors``. Done chunk by chunk (``chunks``).
         """
         priors = self.priors if priors is None else priors
+        if self.complete.all:
+            # one-hot likelihoods: argmax(likelihood x prior) is the label, or 0 where the prior rules the label out
+            codes = self.complete.codes
+            return np.stack([np.where(np.asarray(prior, dtype=float)[codes[:, i]] > 0, codes[:, i], 0)
+                             for i, prior in enumerate(priors)], axis=1).reshape(codes.shape)
         return np.concatenate([most_probable_values(chunk, priors) for chunk in self.chunks()])
 
 

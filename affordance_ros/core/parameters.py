@@ -25,7 +25,7 @@ from .em_acceleration import acceleration_for
 from .em_sensors import SensorFit
 from .errors import DataError, ModelFormatError
 from .estep import choose_estep
-from .evidence import Evidence
+from .evidence import CompleteCases, Evidence
 from .inference import JunctionTree, joint_posterior
 from .network import AffordanceNetwork
 from .options import LearningOptions
@@ -177,11 +177,23 @@ def family_priors(prior_model: AffordanceNetwork, network: AffordanceNetwork) ->
             for v in network.variables]
 
 
-def log_likelihood(network: AffordanceNetwork, cases: CaseSet | Evidence) -> float:
-    """Total log p(cases | model) under the network's CPTs and sensor models."""
-    evidence = cases.evidence(network) if isinstance(cases, CaseSet) else cases
+def log_likelihood(network: AffordanceNetwork, cases: CaseSet | CaseEvidence | Evidence) -> float:
+    """Total log p(cases | model) under the network's CPTs and sensor models: the complete cases' from their
+    counts (``CompleteCases``), the others' by inference.
+    """
     cpts = [v.cpt for v in network.variables]
-    return float(network.engine.log_likelihood(cpts, evidence).sum())
+    if isinstance(cases, Evidence):
+        complete = CompleteCases.in_evidence(cases)
+        rest = None if complete.all else cases.take(~complete.rows) if complete.any else cases
+    else:
+        observed = CaseEvidence.of(cases, network)
+        complete = observed.complete
+        rest = None if complete.all else (observed.incomplete() if complete.any else observed).evidence()
+    total = 0.0 if rest is None else float(network.engine.log_likelihood(cpts, rest).sum())
+    if complete.any:
+        parents = [network.parent_indices(i) for i in range(len(network))]
+        total += complete.log_likelihood(parents, complete.family_counts(parents, network.cards), cpts)
+    return total
 
 
 def _initial_cpts(network: AffordanceNetwork, observed: CaseEvidence, prior: float, init: str,

@@ -12,14 +12,15 @@ sampler that alternates
 2. every CPT row from its Dirichlet given the counts of the imputed values plus the prior's pseudo-counts (the same
    pseudo-counts EM's M-step adds, ``dirichlet_prior``).
 
-When every value of every case is seen (labels), the posterior is the Dirichlet of the counts, and one sweep makes
-it. Otherwise the chain starts at EM's CPTs, near the posterior's mode, runs ``BURN_IN`` sweeps, then keeps one
-sweep in ``THIN``: for each kept sweep, the counts of the imputed values (``Variable.draws``; the pseudo-counts are
-``Variable.prior``). A CPT drawn from Dirichlet(draw + prior) is a draw of the exact posterior (the imputed values
-and CPTs of a sweep are a draw of their joint posterior, and the CPTs given the values are that Dirichlet): the
-imputations carry what the readings leave unknown about the values, each Dirichlet what a finite number of
-cases leaves unknown about the CPTs, so ``DRAWS`` imputations, each drawn from ``ENSEMBLE / DRAWS`` times, give
-the answers' ``ENSEMBLE`` CPT sets. This runs once per learn; a query never samples.
+A case whose every value is seen (labels) has nothing to impute: its counts are added to every sweep's as they are,
+and only the other cases are imputed. When every value of every case is seen, the posterior is the Dirichlet of the
+counts, and one sweep makes it. Otherwise the chain starts at EM's CPTs, near the posterior's mode, runs ``BURN_IN``
+sweeps, then keeps one sweep in ``THIN``: for each kept sweep, the counts of the imputed values (``Variable.draws``;
+the pseudo-counts are ``Variable.prior``). A CPT drawn from Dirichlet(draw + prior) is a draw of the exact posterior
+(the imputed values and CPTs of a sweep are a draw of their joint posterior, and the CPTs given the values are that
+Dirichlet): the imputations carry what the readings leave unknown about the values, each Dirichlet what a finite
+number of cases leaves unknown about the CPTs, so ``DRAWS`` imputations, each drawn from ``ENSEMBLE / DRAWS`` times,
+give the answers' ``ENSEMBLE`` CPT sets. This runs once per learn; a query never samples.
 
 A sweep costs about what an E-step of EM does, for every case. Beyond ``EXACT_CASES`` cases the chain runs on a
 random subset of that many (``scaled_to``): the posterior is then centred on all the cases' expected counts (EM's),
@@ -53,7 +54,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .errors import ModelFormatError
-from .evidence import Evidence
+from .evidence import CompleteCases, Evidence
 from .inference import JunctionTree, collected
 from .network import AffordanceNetwork, Variable
 from .progress import Progress, report
@@ -200,10 +201,17 @@ def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np
     n = len(model)
     cpts = [v.cpt for v in model.variables]
     kept = [np.empty((draws, *np.shape(a))) for a in prior]
-    sweeps = 1 if all(_all_seen(chunk) for chunk in evidence_chunks()) else burn_in + draws * thin
+    parents = [model.parent_indices(i) for i in range(n)]
+    seen = [np.zeros(np.shape(a)) for a in prior]     # the counts of the cases whose every value is seen
+    hidden = 0                                         # how many other cases there are
+    for chunk in evidence_chunks():
+        complete = CompleteCases.in_evidence(chunk)
+        seen = [s + c for s, c in zip(seen, complete.family_counts(parents, model.cards))]
+        hidden += chunk.n_cases - complete.n_cases
+    sweeps = 1 if hidden == 0 else burn_in + draws * thin
     for sweep in range(sweeps):
-        counts = [np.zeros(np.shape(a)) for a in prior]
-        for chunk in evidence_chunks():
+        counts = [c.copy() for c in seen]
+        for chunk in _with_hidden_values(evidence_chunks()):
             for part in range(0, chunk.n_cases, _IMPUTE_CASES):
                 codes = impute(tree, cpts, chunk.take(slice(part, part + _IMPUTE_CASES)), rng)
                 for i in range(n):
@@ -220,9 +228,14 @@ def draw_posterior(model: AffordanceNetwork, evidence_chunks, prior: Sequence[np
                            sweeps, burn_in, thin, int(seed), time.perf_counter() - start)
 
 
-def _all_seen(evidence: Evidence) -> bool:
-    """Whether every variable of every case is given by label (one-hot likelihoods): nothing is hidden."""
-    return all(lik is not None and np.all(np.count_nonzero(lik, axis=1) == 1) for lik in evidence.likelihoods)
+def _with_hidden_values(chunks):
+    """The cases of every chunk of evidence that have a value not seen (``CompleteCases``: the others are counted)."""
+    for chunk in chunks:
+        complete = CompleteCases.in_evidence(chunk)
+        if not complete.any:
+            yield chunk
+        elif not complete.all:
+            yield chunk.take(~complete.rows)
 
 
 def scaled_to(sample: PosteriorSample, expected: Mapping[str, np.ndarray], n_cases: int, subset: int

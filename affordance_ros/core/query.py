@@ -173,9 +173,7 @@ class QueryEngine:
         self._tables.update({(c, None, clique): belief
                              for c, (clique, belief) in enumerate(zip(self.cliques, self.beliefs))})
         self._steps: dict = {}
-        # per root: (each clique's neighbour toward it, each clique's place in a breadth-first order
-        # from it)
-        self.rooted = [self._rooted(c) for c in range(len(self.cliques))]
+        self._rooted_at: dict = {}   # per root: the tree rooted there (``rooted``), made on its first plan
 
     def plan(self, query: Sequence[int], hard: Sequence[int] = (), soft: Sequence[int] = (),
              one_case: bool = True) -> "QueryPlan":
@@ -224,10 +222,17 @@ class QueryEngine:
                          [number[h] for h in hard_needed], [number[v] for v in soft_needed])
         return _Renumbered(inner, query, keep, {v: number[v] for v in (*hard_needed, *soft_needed)})
 
-    def _rooted(self, root: int) -> tuple[list, list]:
-        """The tree rooted at ``root``: (each clique's neighbour toward the root, each clique's
-        place in a breadth-first order from the root).
+    def rooted(self, root: int) -> tuple[list, list, list, list]:
+        """The tree rooted at ``root``: (each clique's neighbour toward the root; each variable's clique nearest
+        to the root among those holding it on the way up from its home; each clique's path to the root, a bitset
+        of cliques; the cliques leaves first, the root last: a breadth-first order from the root, reversed).
         """
+        found = self._rooted_at.get(root)
+        if found is None:
+            found = self._rooted_at[root] = self._rooted(root)
+        return found
+
+    def _rooted(self, root: int) -> tuple[list, list, list, list]:
         toward = [None] * len(self.cliques)
         order, seen = [root], {root}
         for c in order:
@@ -236,10 +241,15 @@ class QueryEngine:
                     seen.add(d)
                     toward[d] = c
                     order.append(d)
-        depth = [0] * len(order)
-        for place, c in enumerate(order):
-            depth[c] = place
-        return toward, depth
+        path = [0] * len(order)
+        for c in order:
+            path[c] = 1 << c | (0 if toward[c] is None else path[toward[c]])
+        entry = []
+        for v, c in enumerate(self.var_home):
+            while toward[c] is not None and toward[c] in self.holding[v]:
+                c = toward[c]
+            entry.append(c)
+        return toward, entry, path, order[::-1]
 
     def table(self, c: int, toward: int | None, axes: tuple) -> np.ndarray:
         """Clique c's table summed onto ``axes`` (its variables, ascending): p(clique c | its
@@ -413,23 +423,18 @@ class TreePlan(QueryPlan):
         else:
             shared = set.intersection(*(holding[q] for q in self.query))
             root = min(shared, key=lambda c: engine.beliefs[c].size) if shared else home[self.query[0]]
-        toward, depth = engine.rooted[root]
+        toward, entry, path, upward = engine.rooted(root)
         # evidence (and a query variable the root lacks) enters at the clique holding its variable nearest to
-        # the root (the path there all holds it)
-        soft_at, starts = {}, {root}
-        for v in (*soft, *self.labels, *(q for q in self.query if q not in soft)):
-            c = home[v]
-            while toward[c] is not None and toward[c] in holding[v]:
-                c = toward[c]
-            starts.add(c)
-            if v in soft:
-                soft_at.setdefault(c, []).append(v)
-        active = set()
-        for c in starts:
-            while c is not None and c not in active:
-                active.add(c)
-                c = toward[c]
-        order = sorted(active, key=depth.__getitem__, reverse=True)     # leaves first, the root last
+        # the root (the path there all holds it); the cliques on the paths from there to the root are a bitset
+        soft_at, active_bits = {}, path[root]
+        for v in soft:
+            c = entry[v]
+            active_bits |= path[c]
+            soft_at.setdefault(c, []).append(v)
+        for v in (*self.labels, *(q for q in self.query if q not in soft)):
+            active_bits |= path[entry[v]]
+        order = [c for c in upward if active_bits >> c & 1]     # leaves first, the root last
+        active = set(order)
         kids = {c: [] for c in order}
         for c in order[:-1]:
             kids[toward[c]].append(c)

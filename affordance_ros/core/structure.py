@@ -49,6 +49,8 @@ class StructureResult:
 
 
 _MAX_JOINT_COUNTS = 1 << 22
+_DISTINCT_AT_LEAST = 64     # cases below which they are counted as they are, not as distinct cases
+_PADDED_UP_TO = 8           # children with at most this many values share one table, their rows padded with zeros
 CV_FOLDS = 5
 
 
@@ -72,16 +74,42 @@ class FamilyCounts:
 
 
 class CaseCounts(FamilyCounts):
-    """Counts over complete cases: value codes (K, n), e.g. MAP assignments."""
+    """Counts over complete cases: value codes (K, n), e.g. MAP assignments.
+
+    Counted over the distinct cases, each weighted by how often it occurs, when they are at most half of them
+    (a small network: asia's 10,000 cases are 57 distinct ones).
+    """
 
     def __init__(self, codes: np.ndarray, cards: Sequence[int]):
         super().__init__(cards, len(codes))
-        self._columns = np.ascontiguousarray(np.asarray(codes, dtype=np.int32).T)   # (variables, cases)
+        n = len(self.cards)
+        codes = np.asarray(codes, dtype=np.int32).reshape(len(codes), n)
+        # (variables + 1, cases): the last row all zeros, the digit of a parent with one value (``candidate_tables``)
+        self._columns = np.zeros((n + 1, len(codes)), dtype=np.int32)
+        self._columns[:-1] = codes.T
+        self._rows, self._weights = self._columns, None
+        states = math.prod(self.cards)
+        if len(codes) >= 2 * _DISTINCT_AT_LEAST and states < 1 << 62:
+            strides = np.cumprod([1, *self.cards[:0:-1]])[::-1]            # the first variable most significant
+            keys = codes.astype(np.int64) @ strides
+            if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
+                times = np.bincount(keys, minlength=states)
+                distinct = np.flatnonzero(times)
+                times, first = times[distinct], None
+                rows = (distinct[None, :] // strides[:, None]) % np.array(self.cards)[:, None]
+            else:
+                _, first, times = np.unique(keys, return_index=True, return_counts=True)
+                rows = None
+            if 2 * len(times) <= len(codes):
+                self._rows = np.zeros((n + 1, len(times)), dtype=np.int32)
+                self._rows[:-1] = self._columns[:-1, first] if rows is None else rows
+                self._weights = times.astype(float)
+        self._values = np.array([*self.cards, 1])   # per variable, and 1 for the row of zeros
         self._log_gammas = {}
+        self._pairs = None
 
-    def _configurations(self, child: int, parents: tuple) -> np.ndarray:
-        """The flat index of each case's (parents..., child) configuration, from the contiguous code columns."""
-        columns = self._columns
+    def _configurations(self, child: int, parents: tuple, columns: np.ndarray) -> np.ndarray:
+        """The flat index of each case's (parents..., child) configuration, from contiguous code ``columns``."""
         flat = columns[child].copy()
         stride = self.cards[child]
         for p in reversed(parents):
@@ -89,50 +117,127 @@ class CaseCounts(FamilyCounts):
             stride *= self.cards[p]
         return flat
 
+    def _count(self, index: np.ndarray, size: int, weights: np.ndarray | None) -> np.ndarray:
+        """Integer counts of ``index`` (rows x distinct cases, flat), each distinct case with its weight."""
+        if weights is None:
+            return np.bincount(index, minlength=size)
+        return np.bincount(index, weights=weights, minlength=size).astype(np.int64)
+
     def table(self, child: int, parents: tuple) -> np.ndarray:
         """Integer counts (parent configurations, child values)."""
         size = math.prod(self.cards[a] for a in (*parents, child))
-        return np.bincount(self._configurations(child, parents), minlength=size).reshape(-1, self.cards[child])
+        index = self._configurations(child, parents, self._rows)
+        return self._count(index, size, self._weights).reshape(-1, self.cards[child])
 
     def fold_counts(self, child: int, parents: tuple) -> np.ndarray:
         """Counts per fold, (CV_FOLDS, *CPT shape)."""
         shape = tuple(self.cards[a] for a in (*parents, child))
         size = math.prod(shape)
-        out = np.bincount(self.fold_of_case() * size + self._configurations(child, parents), minlength=CV_FOLDS * size)
-        return out.reshape((CV_FOLDS, *shape)).astype(float)
+        index = self.fold_of_case() * size + self._configurations(child, parents, self._columns)
+        return np.bincount(index, minlength=CV_FOLDS * size).reshape((CV_FOLDS, *shape)).astype(float)
 
-    def log_gamma(self, counts: np.ndarray, offset: int) -> np.ndarray:
-        """gammaln(counts + offset) of integer counts, by lookup in a table of m = 0..n_cases."""
+    def log_gamma(self, counts: np.ndarray, offset) -> np.ndarray:
+        """gammaln(counts + offset) of integer counts: for one offset, by lookup in a table of m = 0..n_cases."""
+        if isinstance(offset, np.ndarray):
+            return gammaln(counts + offset)
         if offset not in self._log_gammas:
             self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
         return self._log_gammas[offset][counts]
 
     def candidate_table(self, child: int, parents: tuple, candidates: Sequence[int]):
-        """The counts of the families ``parents + (u,)`` for every ``u`` in ``candidates`` in one counting pass
-        over cases x candidates (what K2 asks at each step): (integer counts (rows, child values), parent
-        configurations per candidate, the row where each candidate's begin); None when the candidates'
-        tables together would be too large.
+        """``candidate_tables`` of one request."""
+        return self.candidate_tables([(child, parents, candidates)])
+
+    def candidate_tables(self, requests: Sequence[tuple]):
+        """The counts of the families ``parents + (u,)`` for every ``u`` in ``candidates`` of every request
+        (child, parents, candidates), in one counting pass over cases x candidates (what K2 asks at each step, of
+        every child at once): (integer counts (rows, the most values of a child), parent configurations per
+        family, the row where each family begins, each family's child's number of values or one number for
+        all), the families in the order of the requests and of their candidates, a child with fewer values than
+        the table's width padded with zero counts; a candidate None stands for the family ``parents`` itself.
+        None when the tables together would be too large.
         """
-        codes, cards = self._columns, self.cards
-        r = cards[child]
-        q_base = math.prod(cards[p] for p in parents)
-        if (q_base * sum(cards[u] for u in candidates) * r > _MAX_JOINT_COUNTS
-                or len(candidates) * self.n_cases > _MAX_JOINT_COUNTS):
+        cards, n_rows = self.cards, self._rows.shape[1]
+        r_of = [cards[child] for child, _, _ in requests]
+        width = max(r_of)
+        sizes = [len(candidates) for _, _, candidates in requests]
+        request_of = np.repeat(np.arange(len(requests)), sizes)
+        variable = np.array([len(cards) if u is None else u for _, _, candidates in requests for u in candidates])
+        # the (parents..., child) configurations of a request per candidate value: its rows, times ``width``
+        stride = np.array([math.prod(cards[p] for p in parents) * width for _, parents, _ in requests])[request_of]
+        cells = stride * self._values[variable]
+        if int(cells.sum()) > _MAX_JOINT_COUNTS or len(variable) * n_rows > _MAX_JOINT_COUNTS:
             return None
-        base = np.zeros(self.n_cases, dtype=np.int32)
-        for p in parents:
-            base = base * np.int32(cards[p]) + codes[p]
-        card_u = np.array([cards[u] for u in candidates], dtype=np.int64)
-        q = q_base * card_u                                    # parent configurations per candidate family
-        offsets = np.concatenate([[0], np.cumsum(q * r)[:-1]])
+        ends = np.cumsum(cells)
+        q, starts = cells // width, (ends - cells) // width
+        r = width if len(set(r_of)) == 1 else np.repeat(r_of, sizes)   # one number when every child has as many
+        if self._pairs_pay(requests, len(variable)):
+            return self._pair_tables(requests, variable, q, width), q, starts, r
         # the candidate is the most significant digit of its family's configuration: the rows (parent
         # configurations) come in another order than in ``counts``, which no score depends on
-        index = codes[list(candidates)]                             # int32: half the memory traffic
-        index *= np.int32(q_base * r)
-        index += (base * np.int32(r) + codes[child])[None, :]
-        index += offsets[:, None].astype(np.int32)
-        whole = np.bincount(index.ravel(), minlength=int((q * r).sum())).reshape(-1, r)
-        return whole, q, offsets // r
+        index = self._rows[variable]                                # int32: half the memory traffic
+        index *= stride[:, None]
+        index += self._bases(requests, width)[request_of]
+        index += (ends - cells)[:, None]
+        weights = None if self._weights is None else np.tile(self._weights, len(variable))
+        return self._count(index.ravel(), int(ends[-1]), weights).reshape(-1, width), q, starts, r
+
+    def _pairs_pay(self, requests: Sequence[tuple], n_candidates: int) -> bool:
+        """Whether ``requests`` (all without parents: K2's first round) are read from the counts of every pair of
+        variables (``_pair_counts``): held when (distinct cases x values) <= ``_MAX_JOINT_COUNTS``, and made in
+        about (values)^2 / 16 passes over the cases, against about 6 per candidate to count the candidates.
+        """
+        values = sum(self.cards) + 1
+        return (all(not parents for _, parents, _ in requests) and self._rows.shape[1] * values <= _MAX_JOINT_COUNTS
+                and (self._pairs is not None or values * values < 96 * n_candidates))
+
+    def _pair_tables(self, requests: Sequence[tuple], variable: np.ndarray, q: np.ndarray, width: int) -> np.ndarray:
+        """``candidate_tables``' counts of requests without parents, read from ``_pair_counts``: family f's rows
+        are its candidate's values (one row for None), its columns its child's values (then zeros).
+        """
+        pairs, first = self._pair_counts()
+        rows = np.repeat(first[variable] - np.cumsum(q) + q, q) + np.arange(int(q.sum()))
+        columns = first[[child for child, _, _ in requests]][:, None] + np.arange(width)
+        beyond = np.arange(width) >= np.array([self.cards[child] for child, _, _ in requests])[:, None]
+        columns[beyond] = len(pairs) - 1                                      # the column of zeros
+        request_of = np.repeat(np.arange(len(requests)), [len(candidates) for _, _, candidates in requests])
+        return pairs[rows[:, None], columns[np.repeat(request_of, q)]]
+
+    def _pair_counts(self) -> tuple:
+        """(the weighted counts of every pair of values of two variables, (values + 2, values + 2), integers: the
+        product of the distinct cases' values one-hot; the row of variable v's first value, None's: its row is the
+        number of cases, the last row and column are zeros), made once.
+        """
+        if self._pairs is None:
+            n_rows, cards = self._rows.shape[1], self.cards
+            first = np.concatenate([[0], np.cumsum(cards)])
+            one_hot = np.zeros((n_rows, int(first[-1]) + 2))
+            one_hot[np.arange(n_rows)[:, None], first[:-1] + self._rows[:-1].T] = 1.0
+            one_hot[:, -2] = 1.0
+            weighted = one_hot if self._weights is None else one_hot * self._weights[:, None]
+            self._pairs = (np.rint(one_hot.T @ weighted).astype(np.int64), first)   # first[n]: None's, the ones
+        return self._pairs
+
+    def _bases(self, requests: Sequence[tuple], width: int) -> np.ndarray:
+        """Each request's (parents..., child) configuration of every distinct case (requests, cases), the first
+        parent the most significant digit, the child's in rows of ``width``.
+        """
+        rows, cards = self._rows, self.cards
+        base = rows[[child for child, _, _ in requests]]
+        depth = max(len(parents) for _, parents, _ in requests)
+        if depth:
+            digits, weights = [], []
+            for _, parents, _ in requests:
+                stride, digit, weight = width, [len(cards)] * depth, [0] * depth
+                for k, p in enumerate(reversed(parents)):
+                    digit[k], weight[k] = p, stride
+                    stride *= cards[p]
+                digits.append(digit)
+                weights.append(weight)
+            digits, weights = np.array(digits).T, np.array(weights, dtype=np.int32).T
+            for k in range(depth):
+                base += rows[digits[k]] * weights[k][:, None]
+        return base
 
 
 class ExpectedCounts(FamilyCounts):
@@ -156,27 +261,30 @@ class ExpectedCounts(FamilyCounts):
         fold = self.fold_of_case()
         return np.stack([joint[fold == f].sum(axis=0) for f in range(CV_FOLDS)])
 
-    def log_gamma(self, counts: np.ndarray, offset: int) -> np.ndarray:
+    def log_gamma(self, counts: np.ndarray, offset) -> np.ndarray:
         """gammaln(counts + offset)."""
         return gammaln(counts + offset)
 
-    def candidate_table(self, child: int, parents: tuple, candidates: Sequence[int]):
+    def candidate_tables(self, requests: Sequence[tuple]):
         """Always None: expected counts come one family at a time."""
         return None
 
 
 class FamilyScore:
-    """Decomposable log score of one family, cached per (child, parents); a subclass per score, each with
-    its ``local`` score of one family and, where it can, ``of_candidates``: the scores of many families
-    from one counting pass (``FamilyCounts.candidate_table``).
+    """Decomposable log score of one family, cached per (child, parents); a subclass per score, each with its
+    formula written once: ``of_candidates``, the scores of many families from their counts laid out row by row
+    (``FamilyCounts.candidate_tables``), of which ``local``, one family's score, is the case of one family. A score
+    without such a form (``CVScore``) writes ``local`` alone.
     """
 
     name = ""
+    batched = True   # whether ``of_candidates`` is the formula (else ``local`` is)
 
     def __init__(self, data: FamilyCounts):
         self.data = data
         self.cards = data.cards
         self._cache = {}
+        self._many = {}   # (child, parents ascending) -> (candidates, their scores) of a request to ``many``
 
     @classmethod
     def from_options(cls, data: FamilyCounts, options: LearningOptions) -> "FamilyScore":
@@ -187,31 +295,86 @@ class FamilyScore:
         """The family's score with these parents (order does not matter; cached)."""
         key = (child, tuple(sorted(parents)))
         if key not in self._cache:
-            self._cache[key] = self.local(child, key[1])
+            found = self._scored_in_many(*key)
+            self._cache[key] = self.local(*key) if found is None else found
         return self._cache[key]
 
-    def local(self, child: int, parents: tuple) -> float:
-        """The family's score, computed (not cached)."""
-        raise NotImplementedError
-
-    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
-        """Each candidate family's score from ``FamilyCounts.candidate_table``; None: one at a time."""
+    def _scored_in_many(self, child: int, parents: tuple) -> float | None:
+        """The family's score if ``many`` computed it: as one of a request's candidates, or as its None."""
+        for u in (None, *parents):
+            scored = self._many.get((child, parents if u is None else tuple(p for p in parents if p != u)))
+            if scored is not None and u in scored[0]:
+                return float(scored[1][scored[0].index(u)])
         return None
+
+    def local(self, child: int, parents: tuple) -> float:
+        """The family's score, computed (not cached): ``of_candidates`` of its table alone."""
+        table = self.data.table(child, parents)
+        return float(self.of_candidates(table, np.array([table.shape[0]]), np.zeros(1, dtype=np.int64),
+                                        table.shape[1])[0])
+
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray, r) -> np.ndarray:
+        """The score of every family laid out in ``table`` (rows: parent configurations, columns: the child's
+        values), family f having ``q[f]`` rows from row ``starts[f]`` and a child of ``r`` values (one number for
+        all, or one per family; columns beyond a family's ``r`` hold zeros): the score's formula.
+        """
+        raise NotImplementedError
 
     def additions(self, child: int, parents: Sequence[int], candidates: Sequence[int]) -> np.ndarray:
         """Scores of the families ``parents + (u,)`` for every ``u`` in ``candidates``, all at once where the
         score and the counts allow (one counting pass), else one at a time.
         """
-        candidates, parents = list(candidates), tuple(parents)
-        if not candidates:
-            return np.zeros(0)
-        batch = self.data.candidate_table(child, parents, candidates)
-        out = None if batch is None else self.of_candidates(*batch)
-        if out is None:
-            return np.array([self(child, (*parents, u)) for u in candidates])
-        for u, value in zip(candidates, out):
-            self._cache[(child, tuple(sorted((*parents, u))))] = float(value)
+        return self.many([(child, tuple(parents), list(candidates))])[0]
+
+    def many(self, requests: Sequence[tuple]) -> list:
+        """``additions`` of many requests (child, parents, candidates) at once, a candidate None standing for the
+        family ``parents`` itself: one counting pass for all the requests whose children have the same number of
+        values (in as few as their tables' size allows), else one family at a time. ``__call__`` then finds the
+        scores.
+        """
+        out = [None] * len(requests)
+        by_width = {}   # children of few values share one table (rows padded with zeros), the others by their number
+        for j, (child, _, candidates) in enumerate(requests):
+            if len(candidates):
+                r = self.cards[child]
+                by_width.setdefault(0 if r <= _PADDED_UP_TO else r, []).append(j)
+            else:
+                out[j] = np.zeros(0)
+        per_batch = max(1, _MAX_JOINT_COUNTS // max(self.data.n_cases, 1))
+        for group in by_width.values():
+            requests_of = [requests[j] for j in group]
+            if sum(len(candidates) for _, _, candidates in requests_of) <= per_batch:
+                self._score_batch(list(enumerate(requests_of)), out, group)
+                continue
+            for batch in self._batches(requests_of, per_batch):
+                self._score_batch(batch, out, group)
         return out
+
+    @staticmethod
+    def _batches(requests: list, per_batch: int):
+        """``requests`` in runs whose candidates number at most ``per_batch``."""
+        batch, size = [], 0
+        for j, request in enumerate(requests):
+            if batch and size + len(request[2]) > per_batch:
+                yield batch
+                batch, size = [], 0
+            batch.append((j, request))
+            size += len(request[2])
+        if batch:
+            yield batch
+
+    def _score_batch(self, batch: list, out: list, group: list) -> None:
+        found = self.data.candidate_tables([request for _, request in batch]) if self.batched else None
+        if found is None:
+            for j, (child, parents, candidates) in batch:
+                out[group[j]] = np.array([self(child, parents if u is None else (*parents, u)) for u in candidates])
+            return
+        values = self.of_candidates(*found)
+        at = 0
+        for j, (child, parents, candidates) in batch:
+            scores = out[group[j]] = values[at:at + len(candidates)]
+            at += len(candidates)
+            self._many[child, tuple(sorted(parents))] = (candidates, scores)   # what ``__call__`` then finds
 
 
 class K2Score(FamilyScore):
@@ -219,16 +382,9 @@ class K2Score(FamilyScore):
 
     name = "k2"
 
-    def local(self, child: int, parents: tuple) -> float:
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray, r) -> np.ndarray:
         """Sum over parent configurations j of log Gamma(r) - log Gamma(N_ij + r) + sum_k log Gamma(N_ijk + 1)."""
-        r = self.cards[child]
-        table = self.data.table(child, parents)
-        return float(np.sum(gammaln(r) - self.data.log_gamma(table.sum(axis=1), r))
-                     + np.sum(self.data.log_gamma(table, 1)))
-
-    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """``local`` per candidate, row by row of the joint table."""
-        r = table.shape[1]
+        r = np.repeat(r, q) if isinstance(r, np.ndarray) else r
         rows = gammaln(r) - self.data.log_gamma(table.sum(axis=1), r) + self.data.log_gamma(table, 1).sum(axis=1)
         return np.add.reduceat(rows, starts)
 
@@ -247,22 +403,14 @@ class BDeuScore(FamilyScore):
         """BDeu with ``options.ess``."""
         return cls(data, options.ess)
 
-    def local(self, child: int, parents: tuple) -> float:
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray, r) -> np.ndarray:
         """With a_ij = ess / q, a_ijk = ess / (q r): sum over j of log Gamma(a_ij) - log Gamma(N_ij + a_ij)
-        + sum_k log Gamma(N_ijk + a_ijk) - log Gamma(a_ijk).
+        + sum_k log Gamma(N_ijk + a_ijk) - log Gamma(a_ijk), each family with its own q and r (a padded cell,
+        a count of 0, adds 0).
         """
-        n_ijk = self.data.table(child, parents).astype(float)
-        n_ij = n_ijk.sum(axis=1)
-        q, r = n_ijk.shape
-        a_ij, a_ijk = self.ess / q, self.ess / (q * r)
-        return float(np.sum(gammaln(a_ij) - gammaln(n_ij + a_ij)) + np.sum(gammaln(n_ijk + a_ijk) - gammaln(a_ijk)))
-
-    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """``local`` per candidate (each with its own q), row by row of the joint table."""
         n_ijk = table.astype(float)
-        r = n_ijk.shape[1]
         q_rows = np.repeat(q, q).astype(float)
-        a_ij, a_ijk = self.ess / q_rows, self.ess / (q_rows * r)
+        a_ij, a_ijk = self.ess / q_rows, self.ess / (q_rows * (np.repeat(r, q) if isinstance(r, np.ndarray) else r))
         cells = gammaln(n_ijk + a_ijk[:, None]) - gammaln(a_ijk)[:, None]
         return np.add.reduceat(gammaln(a_ij) - gammaln(n_ijk.sum(axis=1) + a_ij) + cells.sum(axis=1), starts)
 
@@ -272,19 +420,11 @@ class BICScore(FamilyScore):
 
     name = "bic"
 
-    def _penalty(self, q, r: int):
-        return 0.5 * np.log(max(self.data.n_cases, 1)) * q * (r - 1)
-
-    def local(self, child: int, parents: tuple) -> float:
+    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray, r) -> np.ndarray:
         """The maximum log-likelihood sum N_ijk log(N_ijk / N_ij), less log(cases) q (r - 1) / 2."""
-        n_ijk = self.data.table(child, parents).astype(float)
-        q, r = n_ijk.shape
-        return float(np.sum(n_ijk * _log_ratio(n_ijk)) - self._penalty(q, r))
-
-    def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """``local`` per candidate, row by row of the joint table."""
         n_ijk = table.astype(float)
-        return np.add.reduceat((n_ijk * _log_ratio(n_ijk)).sum(axis=1), starts) - self._penalty(q, n_ijk.shape[1])
+        penalty = 0.5 * np.log(max(self.data.n_cases, 1)) * q * (r - 1)
+        return np.add.reduceat((n_ijk * _log_ratio(n_ijk)).sum(axis=1), starts) - penalty
 
 
 def _log_ratio(n_ijk: np.ndarray) -> np.ndarray:
@@ -299,6 +439,7 @@ class CVScore(FamilyScore):
     """
 
     name = "cv"
+    batched = False
 
     def __init__(self, data: FamilyCounts, prior: float):
         super().__init__(data)
@@ -360,26 +501,42 @@ SCORE_TIE = 1e-12
 def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int,
        progress: Progress = None) -> list[tuple]:
     """Greedy K2: each node takes, from its predecessors in ``order``, the parent that raises its
-    family score most, until none does or it has ``max_parents``. ``progress`` hears of every node placed.
+    family score most, until none does or it has ``max_parents``. Every node takes its next parent in
+    the same round (the scores of all their candidates from one counting pass: ``FamilyScore.many``);
+    ``progress`` hears of every node placed, in ``order``.
     """
     parents = [() for _ in order]
-    for pos, child in enumerate(order):
-        current = ()
-        best = score(child, current)
-        candidates = [u for u in order[:pos] if allowed[u, child]]
-        while len(current) < max_parents:
-            left = [u for u in candidates if u not in current]
-            if not left:
-                break
-            values = score.additions(child, current, left)
-            top = float(values.max())
-            u = max(u for u, value in zip(left, values) if value == top)   # ties: the last, as max() over pairs
-            if top <= best + SCORE_TIE * max(1.0, abs(best)):   # a tie (a balanced design) adds no parent
-                break
-            best, current = top, current + (u,)
-        parents[child] = tuple(sorted(current))
-        report(progress, "structure", pos + 1, best)
-    return parents
+    candidates = {child: [u for u in order[:pos] if allowed[u, child]] if max_parents > 0 else []
+                  for pos, child in enumerate(order)}
+    best = {}
+    # the first round also scores each node without parents (the candidate None)
+    requests = [(child, (), [None, *candidates[child]]) for child in order]
+    reported = 0
+    while requests:
+        growing = []
+        scored = score.many(requests)
+        flat, at = np.concatenate(scored).tolist(), 0     # Python floats: a request's few values need no numpy call
+        for (child, current, left), found in zip(requests, scored):
+            values, at = flat[at:at + len(found)], at + len(found)
+            if left[0] is None:
+                best[child], left, values = values[0], left[1:], values[1:]
+                if not left:
+                    continue
+            top = max(values)
+            if top <= best[child] + SCORE_TIE * max(1.0, abs(best[child])):   # a tie (a balanced design) adds none
+                continue
+            u = max(u for u, value in zip(left, values) if value == top)   # ties: the last
+            best[child], parents[child] = top, current + (u,)
+            if len(parents[child]) < max_parents:
+                growing.append(child)
+        requests = [(child, parents[child], [u for u in candidates[child] if u not in parents[child]])
+                    for child in growing]
+        requests = [request for request in requests if request[2]]
+        busy = {request[0] for request in requests}
+        while reported < len(order) and order[reported] not in busy:
+            report(progress, "structure", reported + 1, best[order[reported]])
+            reported += 1
+    return [tuple(sorted(p)) for p in parents]
 
 
 def _bits(mask: int):

@@ -1,4 +1,6 @@
-"""Performance: EM time against the number of cases and of nodes, EM's peak memory, predict latency.
+"""Performance: EM time against the number of cases and of nodes, EM's peak memory, predict latency, and learning
+next to pyAgrum and pgmpy (``learning_peers``: the CPTs with the structure given, EM with missing values; when the
+benchmark-only extras are installed).
 
 Timings are printed and written, never asserted. For numbers comparable with docs/benchmarks.md
 run on one core with one BLAS thread:
@@ -8,6 +10,7 @@ run on one core with one BLAS thread:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,6 +33,7 @@ from affordance_ros.core import (
 from affordance_ros.core.ground_truth import random_cpts
 
 from .environment import PLAIN_EM
+from .learning_peers import peers_table, run_peers
 from .report import best_time, fmt_seconds, machine, machine_line, markdown_table, output_dir, pyplot, write_json
 
 SIGMA = 3.0
@@ -252,14 +256,21 @@ def run(args) -> int:
     latency = predict_latency(BATCH)
     print(f"predict: one query {fmt_seconds(latency['one_median'])} (median), "
           f"batch of {latency['batch']} {fmt_seconds(latency['batch_seconds'])}")
+    peers = run_peers(quick) if importlib.util.find_spec("pyagrum") and importlib.util.find_spec("pgmpy") else None
+    if peers is None:
+        print("learning next to pyAgrum and pgmpy: skipped, they are benchmark-only extras (tools/setup_bench.sh)")
 
     cases_figure(cases_rows, out / "perf_em_cases.png")
     nodes_figure(node_rows, out / "perf_em_nodes.png")
     text = tables(cases_rows, node_rows, memory, latency)
+    if peers is not None:
+        text += "\nLearning next to pyAgrum and pgmpy (CPU time on one core; the structure given, complete cases; " \
+                "then EM with missing values):\n\n" + peers_table(peers)
     targets = target_lines(cases_rows, latency)
     (out / "perf_table.md").write_text(text + "\nThe targets:\n\n" + "".join(f"- {t}\n" for t in targets))
     write_json(out / "perf_results.json", {"machine": machine(), "quick": quick, "em_vs_cases": cases_rows,
-                                           "em_vs_nodes": node_rows, "memory": memory, "predict": latency})
+                                           "em_vs_nodes": node_rows, "memory": memory, "predict": latency,
+                                           "peers": peers})
     print()
     print(text)
     for line in targets:

@@ -105,6 +105,17 @@ def test_perf_quick(tmp_path):
     assert all(math.isfinite(x) for x in finite_numbers(doc))
     assert "one predict:" in stdout and "predict_batch of 10000:" in stdout
     assert len(table_rows((tmp_path / "perf_table.md").read_text().split("\n\n", 1)[1])) == 3
+    if importlib.util.find_spec("pyagrum") is None or importlib.util.find_spec("pgmpy") is None:
+        assert doc["peers"] is None and "benchmark-only extras" in stdout
+        return
+    # the CPTs with the structure given: every learner learns the same, ours from counts
+    assert [r["network"] for r in doc["peers"]["cpts"]] == ["asia", "child"]
+    for row in doc["peers"]["cpts"]:
+        assert row["pyagrum_difference"] < 1e-9 and row["pgmpy_difference"] < 1e-9
+        assert row["ours_held_out"] == pytest.approx(row["pyagrum_held_out"], rel=1e-9)
+        assert all(row[key] > 0 for key in ("ours", "pyagrum", "pyagrum_load", "pgmpy", "ours/pyagrum_load"))
+    em = doc["peers"]["em"]
+    assert 0 < em["ours_iteration"] < em["pyagrum_iteration"] and 0 < em["ours_whole"] and 0 < em["pgmpy_whole"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pgmpy") is None,
@@ -262,6 +273,11 @@ def test_structure_quick(tmp_path):
         assert ours["shd"] == theirs["shd"] and ours["arcs"] == theirs["arcs"]
         for r in rows.values():
             assert r["shd"] == r["missing"] + r["extra"] + r["reversed"] and r["seconds"] > 0
+    # K2 against pyAgrum's learnDAG, as a user of both runs it: the same arcs, a time for each
+    assert [(r["network"], r["cases"]) for r in doc["k2"]] == [(n, 1000) for n in ("asia", "child", "insurance",
+                                                                                   "alarm")]
+    for r in doc["k2"]:
+        assert r["same_arcs"] and all(r[key] > 0 for key in ("ours_codes", "ours_cases", "pyagrum", "pyagrum_load"))
 
 
 def test_em_quick(tmp_path):

@@ -45,3 +45,63 @@ def test_one_score_class_per_score_option():
         assert type(scorer) is SCORE_CLASSES[name] and scorer.name == name
     assert family_score(counts, LearningOptions(score="bdeu", ess=3.0)).ess == 3.0
     assert family_score(counts, LearningOptions(score="cv", prior=0.5)).prior == 0.5
+
+
+def greedy_k2(scorer, order, allowed, max_parents):
+    """K2 as Cooper & Herskovits write it: one node at a time, one family score at a time."""
+    parents = [() for _ in order]
+    for pos, child in enumerate(order):
+        current, best = (), scorer(child, ())
+        while len(current) < max_parents:
+            left = [u for u in order[:pos] if allowed[u, child] and u not in current]
+            if not left:
+                break
+            values = [scorer(child, (*current, u)) for u in left]
+            top = max(values)
+            if top <= best + 1e-12 * max(1.0, abs(best)):
+                break
+            best, current = top, current + (max(u for u, v in zip(left, values) if v == top),)
+        parents[child] = tuple(sorted(current))
+    return parents
+
+
+@pytest.mark.parametrize("score", ["k2", "bdeu", "bic", "cv"])
+@pytest.mark.parametrize("n_cases", [100, 3000])
+def test_k2_in_rounds_takes_the_parents_of_k2_one_node_at_a_time(score, n_cases):
+    truth = benchmark_network("montesano", sigma=1.0, seed=3)
+    _, codes = sample_cases(truth, n_cases, np.random.default_rng(n_cases), labelled=tuple(truth.names))
+    options = LearningOptions(score=score, ess=2.0, prior=0.5)
+    allowed = ~np.eye(len(truth), dtype=bool)
+    order = list(np.random.default_rng(1).permutation(len(truth)))
+    for max_parents in (1, 3):
+        expected = greedy_k2(family_score(CaseCounts(codes, truth.cards), options), order, allowed, max_parents)
+        assert k2(family_score(CaseCounts(codes, truth.cards), options), order, allowed, max_parents) == expected
+
+
+@pytest.mark.parametrize("n_cases", [40, 400, 5000])
+def test_counts_of_distinct_cases_and_of_every_pair_are_the_counts_of_the_cases(n_cases):
+    rng = np.random.default_rng(n_cases)
+    cards = [2, 3, 2, 4, 2]
+    codes = np.stack([rng.integers(0, c, n_cases) for c in cards], axis=1)
+    codes[:, 2] = codes[:, 0]                   # few distinct cases: counted as weighted distinct rows
+    counts = CaseCounts(codes, cards)
+    requests = [(1, (), [None, 0, 2, 3]), (3, (0, 2), [1, None, 4]), (4, (1,), [3]), (0, (), [None, 4])]
+    for request in requests:
+        table, q, starts, r = counts.candidate_tables([request])
+        child, parents, candidates = request
+        for family, u in enumerate(candidates):
+            family_parents = (u, *parents) if u is not None else parents
+            flat = np.zeros(q[family] * cards[child], dtype=np.int64)
+            for row in codes:
+                cell = 0
+                for p in family_parents:
+                    cell = cell * cards[p] + row[p]
+                flat[cell * cards[child] + row[child]] += 1
+            rows = table[starts[family]:starts[family] + q[family]]
+            np.testing.assert_array_equal(rows[:, :cards[child]].ravel(), flat)
+            assert np.broadcast_to(r, len(q))[family] == cards[child] and not rows[:, cards[child]:].any()
+    together = counts.candidate_tables(requests)
+    apart = [counts.candidate_tables([request]) for request in requests]
+    width = together[0].shape[1]
+    np.testing.assert_array_equal(
+        together[0], np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1]))) for t, *_ in apart]))
