@@ -442,7 +442,7 @@ def declare_robot_parameters(node: Node) -> dict:
 
 def main(args=None) -> int:
     # a part refused by the learner's full queue (a flood) is sent again within a heartbeat (qos.py); entered
-    # first: Fast DDS reads its profiles once, at the process's first context (the command line check's too)
+    # first: Fast DDS reads its profiles once, at the process's first node (the command line check's)
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
         check_command_line("simulated_robot", NODE_NAME, declare_robot_parameters, __doc__, args)
         return shutdown.run(SimulatedRobot, (ValueError, SpoolError), NODE_NAME, args,

@@ -125,9 +125,9 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from ..nodes.qos import dds_profiles
 
     context = rclpy.Context()
-    with dds_profiles():  # (messages within one frame: read as the context is made)
+    with dds_profiles():  # (messages within one frame: Fast DDS reads it as the first node is made)
         rclpy.init(args=["call", *ros_args], context=context)
-    node = rclpy.create_node("affordance_call", context=context)
+        node = rclpy.create_node("affordance_call", context=context)
     client = None
     try:
         client = AffordanceClient(node, args.node, args.timeout)
