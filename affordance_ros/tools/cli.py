@@ -1,4 +1,5 @@
-"""`affordance-ros`: learn a model from recorded cases, and ask it questions, without ROS running.
+"""`affordance-ros`: learn a model from recorded cases, and ask it questions, without ROS; ``replay``, ``record``
+and ``call`` need ROS 2 (they join a ROS graph).
 
     affordance-ros learn --cases cases.csv --config config.json --structure k2 --out model.json
     affordance-ros predict --model model.json --query action --sensor obj_vel=7.2 --value Shape=box
@@ -22,6 +23,7 @@ mcap) holding the Action/Features topics; see docs/bags.md.
 from __future__ import annotations
 
 import sys
+import textwrap
 
 # every command and what it does: the overview, and each command's parser (tools/commands.py)
 COMMANDS = {
@@ -30,8 +32,8 @@ COMMANDS = {
     "suggest": "which trial would teach a model the most: actions on candidate objects, ranked",
     "import": "add the cases of bags, CSV files or case databases to a case database",
     "export": "write the cases of a case database, bag or CSV file to a CSV file or a new bag",
-    "replay": "publish a bag's affordance topics into the ROS graph (like ros2 bag play)",
-    "record": "record the affordance topics into a new bag (like ros2 bag record)",
+    "replay": "publish a bag's trials into the ROS graph, like ros2 bag play (needs ROS 2)",
+    "record": "record the trial topics into a new bag, like ros2 bag record (needs ROS 2)",
     "call": "call the running learner node: learn, predict, select-action, suggest (needs ROS 2)",
     "export-model": "write a model's network as BIF, XMLBIF or UAI (pyAgrum, pgmpy, GeNIe, bnlearn)",
     "import-model": "make a model from a BIF, XMLBIF or UAI network and a configuration",
@@ -40,14 +42,15 @@ COMMANDS = {
     "simulate": "write simulated trials to a CSV file: the simulated robot's or a scenario's",
 }
 PROG = "affordance-ros"
-DESCRIPTION = "learn a model from recorded cases, and ask it questions, without ROS running"
+DESCRIPTION = ("learn a model from recorded cases, and ask it questions: every command works without ROS but "
+               "replay, record and call, which need ROS 2 (they join a ROS graph)")
 
 
 def overview() -> str:
     """What ``affordance-ros`` alone and ``affordance-ros --help`` print: the commands, a line each."""
     width = max(map(len, COMMANDS))
     lines = [f"usage: {PROG} COMMAND [options]    ({PROG} COMMAND --help: its options)", "",
-             f"{PROG}: {DESCRIPTION}.", "", "commands:"]
+             *textwrap.wrap(f"{PROG}: {DESCRIPTION}.", width=100), "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
     lines += ["", "docs/cli.md has every command with examples."]
     return "\n".join(lines) + "\n"
