@@ -11,7 +11,7 @@ from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 
-from affordance_ros.core import benchmark_network
+from affordance_ros.core import AffordanceNetwork, benchmark_network, rank_actions
 from affordance_ros.data.model_manager import StartupError
 from affordance_ros.msg import Action, Features
 
@@ -91,5 +91,10 @@ def test_the_robot_does_every_action_on_every_kind_of_object_about_equally_often
     assert len(records) == 1000 and set(actions) == {"grasp", "tap", "touch"} and len(kinds) == 4 * 2 * 3
     for seen in (actions, kinds):
         assert max(seen.values()) <= 2 * min(seen.values()), seen
+    # the student's question, of the docs' objects: which action moves a big blue circle fast (was: support 3)
+    assert ros.learn().success
+    model = AffordanceNetwork.load(ros.tmp_path / "model.json")
+    ranking = rank_actions(model, {"ObjVel": "fast"}, values={"Color": "blue", "Shape": "circle", "Size": "big"})
+    assert min(ranking.support) > 20, ranking
     with pytest.raises(ValueError, match=r"design 'even' is not one of \['balanced', 'truth'\]"):
         ros.robot(count=1, design="even")
