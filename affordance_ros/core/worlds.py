@@ -82,9 +82,9 @@ def designed(truth: AffordanceNetwork, design: str = "balanced") -> AffordanceNe
     """
     if design not in DESIGNS:
         raise ValueError(f"design '{design}' is not one of {list(DESIGNS)}")
-    chosen = [*truth.group("action"), *truth.group("object")]
     if design == "truth" or not truth.parameterised:
         return truth
+    chosen = [*truth.group("action"), *truth.group("object")]
     wrong = [(name, p) for name in chosen for p in truth[name].parents or () if p not in chosen]
     if wrong:
         raise ValueError(f"the design '{design}' chooses actions and objects, but {wrong[0][0]} depends on "
@@ -94,8 +94,7 @@ def designed(truth: AffordanceNetwork, design: str = "balanced") -> AffordanceNe
 
 class NetworkWorld:
     """The world of a ground-truth network with one action variable; objects are its object variables' values,
-    chosen by ``design`` (``DESIGNS``; the module's docstring). ``network`` is what the trials follow
-    (``designed``).
+    chosen by ``design`` (``DESIGNS``; the module's docstring).
     """
 
     def __init__(self, truth: AffordanceNetwork, design: str = "balanced"):
@@ -103,8 +102,9 @@ class NetworkWorld:
         if len(actions) != 1:
             raise ValueError(f"a world needs one action variable; the network has {actions}")
         self.truth = truth
+        if design not in DESIGNS:
+            raise ValueError(f"design '{design}' is not one of {list(DESIGNS)}")
         self.design = design
-        self.network = designed(truth, design)
         self.action_variable = actions[0]
         self.actions = truth[self.action_variable].values
         self._action = truth.index(self.action_variable)

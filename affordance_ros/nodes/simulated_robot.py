@@ -1,23 +1,24 @@
 """A simulated robot: publishes trials sampled from a ground-truth affordance network, or from a scenario.
 
-Each trial is an Action (the label), the object features and the effects (noisy sensor readings ~
-Normal(5 * value index, sigma)), the three stamped with the time the trial starts. ``design`` says how the
-robot picks its objects and actions in a ground truth: ``balanced`` (the default) as an experimenter does,
-every action on every kind of object equally often (in rounds of each pair once, shuffled), or ``truth``, as
-the ground truth's own CPTs draw them (Dirichlet(1) rows: some kinds and actions almost never; the paper's
-procedure). With ``scenario`` tools or hands the trials come from the realistic scenarios of
-``core.scenarios`` instead (tool and shape descriptors, 2-D displacements; config/tools.json,
-config/hands.json). It waits until the nodes named in ``wait_for`` (by default the learner) subscribe to every
-topic and every topic has ``min_subscribers`` subscribers, so that no trial is lost (a recorder that is up
-first is not enough), and exits after ``count`` trials once the learner has confirmed them all (``confirm``,
-with trial ids: ``TrialPublisher`` sends a trial again while it is unconfirmed, so a learner that crashed and
-restarted still gets every one; when ``wait_for`` names the learner, publishing also waits for its answers'
-topic), or else once they are all acknowledged by DDS (count 0: runs until stopped). With no learner
-publishing the answers when publishing starts (a robot recorded into a bag,
-``wait_for:=affordance_recorder``), nothing would confirm: the robot then says so and goes without
-confirmations. ``seed`` -1 (the default) draws a random seed for the trials, logged, so that two runs publish
-different readings; the ground truth's CPTs come from ``truth_seed`` (default: ``seed`` if given, else 0: the
-same world every run). The publishers are reliable and keep all by default: while a subscriber is behind,
+Each trial is an Action (the label), the object features and the effects (noisy sensor
+readings ~ Normal(5 * value index, sigma)), the three stamped with the time the trial
+starts. ``design`` says how the robot picks its objects and actions in a ground truth: ``balanced`` (the
+default) as an experimenter does, every action on every kind of object equally often (in rounds of each pair
+once, shuffled), or ``truth``, as the ground truth's own CPTs draw them (Dirichlet(1) rows: some kinds and
+actions almost never; the paper's procedure). With ``scenario`` tools or hands the trials come from the
+realistic scenarios of ``core.scenarios`` instead (tool and shape descriptors, 2-D displacements; config/tools.json,
+config/hands.json). It waits until the nodes named in ``wait_for`` (by default the learner) subscribe to
+every topic and every topic has ``min_subscribers`` subscribers, so that no trial is lost (a
+recorder that is up first is not enough), and exits after ``count`` trials once the learner has
+confirmed them all (``confirm``, with trial ids: ``TrialPublisher`` sends a trial again while it is
+unconfirmed, so a learner that crashed and restarted still gets every one; when ``wait_for`` names
+the learner, publishing also waits for its answers' topic), or else once they are all acknowledged
+by DDS (count 0: runs until stopped). With no learner publishing the answers when publishing starts
+(a robot recorded into a bag, ``wait_for:=affordance_recorder``), nothing would confirm: the robot
+then says so and goes without confirmations. ``seed`` -1 (the default) draws a random seed for
+the trials, logged, so that two runs publish different readings; the ground truth's CPTs come
+from ``truth_seed`` (default: ``seed`` if given, else 0: the same world every run).
+The publishers are reliable and keep all by default: while a subscriber is behind,
 publishing waits (the robot slows down to the subscriber's pace) instead of dropping trials.
 
 ``exploration`` says how the robot picks its trials: ``random`` (the default) draws the action and the
@@ -148,10 +149,10 @@ class TrialRate:
 
 class SimulatedRobot(Node):
     """The simulated robot: see the module's docstring. ``truth`` is its world, the ground truth as its trials
-    follow it (``core.worlds.designed``: design 'balanced' makes its action and object CPTs uniform), ``published``
-    the trials sent,
-    ``trials`` the ``TrialPublisher`` keeping them until confirmed (None without confirmations), ``done`` a
-    future completed with the number published once the last is confirmed or acknowledged."""
+    follow it (``core.worlds.designed``: design 'balanced' makes its action and object CPTs uniform),
+    ``published`` the trials sent, ``trials`` the ``TrialPublisher`` keeping them until confirmed (None without
+    confirmations), ``done`` a future completed with the number published once the last is confirmed or
+    acknowledged."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
