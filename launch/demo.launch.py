@@ -26,6 +26,8 @@ def generate_launch_description():
         ('sigma', '1.0', float, 'Sensor noise of the simulated robot'),
         ('seed', '-1', int, 'Seed of the trials (and of the ground truth unless truth_seed is set); -1: random'),
         ('truth_seed', '-1', int, "Seed of the ground truth's CPTs; -1: seed if it is set, else 0"),
+        ('design', 'balanced', str, "balanced: every action on every kind of object equally often; truth: as the "
+                                    "ground truth's CPTs draw them"),
         ('wait_for', 'affordance_learner', str, 'Nodes that must subscribe before the robot publishes'),
         ('use_trial_ids', 'true', bool, 'false: send trials without ids (the learner pairs them by stamp)'),
         ('robot_name', '', str, 'Topics of its own for the robot: <robot_name>/action, ... (the learner is told)'),

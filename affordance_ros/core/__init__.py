@@ -33,7 +33,7 @@ _EXPORTS = {
     "ActionRanking": "predict", "BatchPrediction": "predict", "Prediction": "predict", "ReadingPrediction": "predict",
     "STRATEGIES": "predict", "gittins_index": "predict", "predict_batch": "predict", "predict_readings": "predict",
     "rank_actions": "predict",
-    "LearningCancelled": "progress",
+    "LearnProgress": "progress", "LearningCancelled": "progress",
 }
 
 __all__ = sorted([*_EXPORTS, "predict"])

@@ -48,18 +48,39 @@ def _folded(name: str) -> str:
 _SAME_BUT_FOR = (lambda name: name.strip(), lambda name: name.strip().lower(), _folded)
 
 
+def one_letter_apart(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by one letter: substituted, added, left out, or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), len(a))  # the first difference
+    if len(a) < len(b):
+        return a[k:] == b[k + 1:]
+    swapped = k + 1 < len(a) and a[k] == b[k + 1] and a[k + 1] == b[k]
+    return a[k + 1:] == b[k + 1:] or swapped and a[k + 2:] == b[k + 2:]
+
+
 def meant(name: str, known: Iterable[str], spelling: bool = True) -> list[str]:
     """The names of ``known`` a mistyped ``name`` most likely meant: those it differs from in surrounding spaces
     only, else in case only (e.g. 'Action' for 'action'), else also in underscores ('obj_vel' for 'ObjVel'), else
-    (``spelling``) the one closest in spelling ('ObjVel' for 'ObjVell'), else none.
+    (``spelling``) those it differs from by one letter ('size' for 'sise', 'ObjVel' for 'ObjVell'; names of three
+    letters or more), else the one closest in spelling ('ObjHandVel' for 'ObjHndVl'), else none.
     """
     known = list(dict.fromkeys(known))
     for same in _SAME_BUT_FOR:
         found = [k for k in known if same(k) == same(name)]
         if found:
             return found
+    if not spelling:
+        return []
+    # (difflib's ratio misses a substituted letter in a short name: 'sise' and 'size' are 0.75 alike)
+    for same in (_SAME_BUT_FOR[0], _folded):  # as typed first: 'actions' meant 'action' more than 'Action'
+        found = [k for k in known if len(same(name)) >= 3 and one_letter_apart(same(name), same(k))]
+        if found:
+            return found
     folded = [_folded(k) for k in known]
-    close = difflib.get_close_matches(_folded(name), folded, n=1, cutoff=SPELLING_CUTOFF) if spelling else []
+    close = difflib.get_close_matches(_folded(name), folded, n=1, cutoff=SPELLING_CUTOFF)
     return [known[folded.index(close[0])]] if close else []
 
 

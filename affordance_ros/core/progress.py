@@ -11,9 +11,24 @@ nothing learned so far is kept.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 Progress = Optional[Callable[[str, int, float], Optional[bool]]]
+
+
+@dataclass(frozen=True)
+class LearnProgress:
+    """Where a learn of stored cases is (the learner node's, told to its Learn action's client): ``phase``
+    (sensors, structure, parameters, posterior), its ``iteration``, the score or log-likelihood so far (NaN: none
+    yet), the number of ``cases`` learned from and the seconds ``elapsed``.
+    """
+
+    phase: str
+    iteration: int
+    log_likelihood: float
+    cases: int
+    elapsed: float
 
 
 class LearningCancelled(Exception):
@@ -26,4 +41,4 @@ def report(progress: Progress, phase: str, iteration: int, log_likelihood: float
         raise LearningCancelled(f"learning was cancelled during the {phase} phase")
 
 
-__all__ = ["LearningCancelled", "Progress", "report"]
+__all__ = ["LearnProgress", "LearningCancelled", "Progress", "report"]

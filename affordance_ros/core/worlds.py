@@ -1,9 +1,11 @@
 """Worlds a simulated robot explores, one trial at a time: the objects it sees, then what an action does to one.
 
-``NetworkWorld``: a ground-truth network (``core.ground_truth``). Its objects come as its object variables
-are drawn (some kinds are rare), seen through their sensors; an action's effects follow the action and the
-object's values. ``ScenarioWorld``: a realistic scenario of ``core.scenarios``: the objects are (tool or
-hand posture, object) pairs, every kind as likely, seen through their descriptors; the effects are
+``NetworkWorld``: a ground-truth network (``core.ground_truth``), seen through its sensors; an action's effects
+follow the action and the object's values. Its ``design`` says how the robot's objects and actions come:
+``balanced`` (the default), as an experimenter puts them in front of the robot, every kind of object and every
+action equally often (``Rounds``); ``truth``, as the ground truth's own CPTs draw them (Dirichlet(1) rows: some
+kinds and actions almost never). ``ScenarioWorld``: a realistic scenario of ``core.scenarios``: the objects are
+(tool or hand posture, object) pairs, every kind as likely, seen through their descriptors; the effects are
 displacements. Both number their kinds of object, so that a systematic design can take each in turn
 (``of_kind``), and their actions are the labels of the action variable ``action_variable``.
 """
@@ -52,25 +54,84 @@ class Objects:
         return {name: float(x[j]) for name, x in self.readings.items()}
 
 
-class NetworkWorld:
-    """The world of a ground-truth network with one action variable; objects are its object variables' values."""
+DESIGNS = ("balanced", "truth")  # how a NetworkWorld's objects and actions come (the module's docstring)
 
-    def __init__(self, truth: AffordanceNetwork):
+
+class Rounds:
+    """Choices among ``size`` made in rounds, each round every choice once in a random order: after any number of
+    draws, every choice was drawn as often as any other, to one.
+    """
+
+    def __init__(self, size: int):
+        self.size = int(size)
+        self._left = np.zeros(0, dtype=np.int64)  # what is left of the round under way
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The next ``n`` choices (n,), numbers below ``size``."""
+        rounds = max(0, -(-(n - len(self._left)) // self.size))
+        fresh = rng.permuted(np.tile(np.arange(self.size, dtype=np.int64), (rounds, 1)), axis=1).ravel()
+        drawn = np.concatenate([self._left, fresh])
+        self._left = drawn[n:]
+        return drawn[:n]
+
+
+def designed(truth: AffordanceNetwork, design: str = "balanced") -> AffordanceNetwork:
+    """The network a ``design`` of ``DESIGNS`` makes the trials follow: for ``truth``, the ground truth itself; for
+    ``balanced``, the ground truth with its action and object variables' CPTs uniform (every action on every kind
+    of object equally likely; what an action does to an object stays the truth's).
+    """
+    if design not in DESIGNS:
+        raise ValueError(f"design '{design}' is not one of {list(DESIGNS)}")
+    if design == "truth" or not truth.parameterised:
+        return truth
+    chosen = [*truth.group("action"), *truth.group("object")]
+    wrong = [(name, p) for name in chosen for p in truth[name].parents or () if p not in chosen]
+    if wrong:
+        raise ValueError(f"the design '{design}' chooses actions and objects, but {wrong[0][0]} depends on "
+                         f"{wrong[0][1]}: give design 'truth'")
+    return truth.with_cpts({name: np.full_like(truth[name].cpt, 1.0 / truth[name].card) for name in chosen})
+
+
+class NetworkWorld:
+    """The world of a ground-truth network with one action variable; objects are its object variables' values,
+    chosen by ``design`` (``DESIGNS``; the module's docstring).
+    """
+
+    def __init__(self, truth: AffordanceNetwork, design: str = "balanced"):
         actions = truth.group("action")
         if len(actions) != 1:
             raise ValueError(f"a world needs one action variable; the network has {actions}")
         self.truth = truth
+        if design not in DESIGNS:
+            raise ValueError(f"design '{design}' is not one of {list(DESIGNS)}")
+        self.design = design
         self.action_variable = actions[0]
         self.actions = truth[self.action_variable].values
         self._action = truth.index(self.action_variable)
         self._objects = [truth.index(name) for name in truth.group("object")]
         self._cards = tuple(truth.variables[i].card for i in self._objects)
         self.n_kinds = int(np.prod(self._cards))
+        self._kinds = Rounds(self.n_kinds)  # the balanced design's objects in view, and its (kind, action) pairs
+        self._pairs = Rounds(self.n_kinds * len(self.actions))
 
     def objects(self, n: int, rng: np.random.Generator) -> Objects:
-        """``n`` objects as they come."""
+        """``n`` objects as they come: by the design."""
+        if self.design == "balanced":
+            return self.of_kind(self._kinds.draw(n, rng), rng)
         codes = sample_values(self.truth, n, rng)[:, self._objects]
         return self._seen(codes, rng)
+
+    def trials(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The hidden values (n, variables) of ``n`` whole trials, the objects and the actions by the design (the
+        rest follows them): design ``truth`` draws them all from the ground truth at once.
+        """
+        if self.design != "balanced":
+            return sample_values(self.truth, n, rng)
+        pairs = self._pairs.draw(n, rng)
+        codes = np.unravel_index(pairs // len(self.actions), self._cards)
+        given = {i: c for i, c in zip(self._objects, codes)}
+        given[self._action] = pairs % len(self.actions)
+        return sample_values(self.truth, n, rng, given)
 
     def of_kind(self, kinds, rng: np.random.Generator) -> Objects:
         """An object of each of ``kinds`` (numbers below ``n_kinds``)."""
@@ -136,4 +197,4 @@ class ScenarioWorld:
         return (np.array([h for h, _ in pairs], dtype=object), np.array([o for _, o in pairs], dtype=object))
 
 
-__all__ = ["NetworkWorld", "Objects", "ScenarioWorld"]
+__all__ = ["DESIGNS", "NetworkWorld", "Objects", "Rounds", "ScenarioWorld", "designed"]

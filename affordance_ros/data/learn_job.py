@@ -21,6 +21,7 @@ from typing import Callable
 from ..core import STRUCTURES, AffordanceError, AffordanceLearner, AffordanceNetwork, LearnResult
 from ..core.learner import learning_config
 from ..core.network import current_umask, model_text
+from ..core.progress import LearnProgress
 from .storage import CaseStore, CaseStoreError
 from .training_cases import SkippedCases, new_cases, stored_cases
 
@@ -55,18 +56,6 @@ class LearnJob:
         return cls(AffordanceNetwork.from_dict(doc["config"]), Path(doc["config_path"]), Path(doc["database_path"]),
                    Path(doc["model_path"]), doc["structure"], doc["prior_strength"],
                    None if doc["current"] is None else AffordanceNetwork.from_dict(doc["current"]))
-
-
-@dataclass(frozen=True)
-class LearnProgress:
-    """Where a learn is: ``phase`` (sensors, structure, parameters), its ``iteration``, the score or
-    log-likelihood so far, the number of ``cases`` learned from and the seconds ``elapsed``."""
-
-    phase: str
-    iteration: int
-    log_likelihood: float
-    cases: int
-    elapsed: float
 
 
 @dataclass(frozen=True)

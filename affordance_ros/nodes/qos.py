@@ -99,8 +99,9 @@ def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | No
     its writers send a heartbeat every ``heartbeat_period`` seconds while a reader has not acknowledged
     all they sent, and its services wait up to ``service_answer_wait`` seconds for a caller's reply reader
     to be matched before they give up on an answer (Fast DDS default profiles, read once, when the
-    process's first context is made: enter this before any, a command line check's too; later ones keep
-    what the first read). Yields a line for the log: what applies.
+    process's first node is made: rmw_fastrtps makes the DDS participant then, not at ``rclpy.init``; make
+    every node in the block, a command line check's too; later ones keep what the first read). Yields a line
+    for the log: what applies.
 
     Why the message size and the announcements: ``MAX_MESSAGE_SIZE``, ``ANNOUNCEMENT_PERIOD``. Why the reader queue
     and the heartbeat: a reader whose history is full refuses a sample; the
@@ -167,7 +168,7 @@ def _profiles_file(text: str) -> Iterator[str]:
 
 def remove_stale_profiles(folder: Path, age: float = 60.0) -> None:
     """Remove the profiles files in ``folder`` older than ``age`` seconds whose process has ended (Fast DDS
-    reads the file when the process makes its first context; one killed leaves it)."""
+    reads the file when the process makes its first node; one killed leaves it)."""
     for path in folder.glob(f"{PROFILES_PREFIX}*_*.xml"):
         try:
             pid = int(path.name[len(PROFILES_PREFIX):].split("_")[0])

@@ -5,7 +5,8 @@
     affordance-ros call select-action --effect ObjVel=fast --sensor size=0.2 --sensor shape=5.1
     affordance-ros call suggest --candidate size=9.7,shape=0.2 --candidate Shape=box --best 3
 
-The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout.
+The same arguments as `affordance-ros predict`; the answer is printed as JSON on stdout. ``select-action`` and
+``suggest`` also go by their services' names (and ``AffordanceClient``'s): ``select_action``, ``suggest_trial``.
 ``learn`` uses the node's Learn action (``--progress``: its feedback on stderr; Ctrl-C cancels
 the learn, the node keeps its current model, and the command exits with status 130). A goal the
 node rejects (a learn is running already) is reported with the node's reason: an action's goal
@@ -51,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     evidence = argparse.ArgumentParser(add_help=False)
     evidence.add_argument("--sensor", action="append", metavar="SENSOR=READING", help="raw sensor reading; repeatable")
     evidence.add_argument("--value", action="append", metavar="VARIABLE=LABEL", help="known label; repeatable")
-    which = parser.add_subparsers(dest="service", required=True, metavar="{learn,predict,select-action,suggest}")
+    which = parser.add_subparsers(dest="service", required=True, metavar="{learn,predict,select-action,suggest}",
+                                  help="select-action and suggest also go by their services' names, select_action "
+                                       "and suggest_trial")
     learn = which.add_parser("learn", parents=[common], help="learn a new model from the stored cases (Learn action)",
                              description="Learn a new model from the node's stored cases, with the Learn action.")
     learn.add_argument("--structure", default="", help="k2, mcmc or fixed (default: the node's 'structure' parameter)")
@@ -65,19 +68,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     predict.add_argument("--query", action="append", required=True,
                          help="a variable name or a group (action, object, effect); repeatable")
     add_top_argument(predict)
-    select = which.add_parser("select-action", parents=[common, evidence],
+    select = which.add_parser("select-action", parents=[common, evidence], aliases=["select_action"],
                               help="rank the actions by how likely they produce an effect (~/select_action)",
                               description="Every action ranked by p(desired effects | action, object evidence).")
+    select.set_defaults(service="select-action")  # (the name, whichever alias was typed)
     select.add_argument("--effect", action="append", required=True, metavar="VARIABLE=LABEL",
                         help="a desired effect; repeatable")
     select.add_argument("--strategy", choices=STRATEGIES, default=STRATEGIES[0],
                         help="how to rank: expected (the most probable first; default), optimistic (the highest "
                              "Gittins index first: learn while doing), thompson (the best under one posterior "
                              "draw of the CPTs), cautious (the highest lower bound first: when a failure is costly)")
-    suggest = which.add_parser("suggest", parents=[common], help="which trial would teach the model the most "
-                                                                 "(~/suggest_trial)",
+    suggest = which.add_parser("suggest", parents=[common], aliases=["suggest_trial"],
+                               help="which trial would teach the model the most (~/suggest_trial)",
                                description="Every action on every candidate object, ranked by what its effects "
                                            "would teach the node's model (~/suggest_trial).")
+    suggest.set_defaults(service="suggest")
     add_suggest_arguments(suggest)
     return parser
 
@@ -125,9 +130,9 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     from ..nodes.qos import dds_profiles
 
     context = rclpy.Context()
-    with dds_profiles():  # (messages within one frame: read as the context is made)
+    with dds_profiles():  # (messages within one frame: Fast DDS reads it as the first node is made)
         rclpy.init(args=["call", *ros_args], context=context)
-    node = rclpy.create_node("affordance_call", context=context)
+        node = rclpy.create_node("affordance_call", context=context)
     client = None
     try:
         client = AffordanceClient(node, args.node, args.timeout)

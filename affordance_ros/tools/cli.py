@@ -1,4 +1,5 @@
-"""`affordance-ros`: learn a model from recorded cases, and ask it questions, without ROS running.
+"""`affordance-ros`: learn a model from recorded cases, and ask it questions, without ROS; ``replay``, ``record``
+and ``call`` need ROS 2 (they join a ROS graph).
 
     affordance-ros learn --cases cases.csv --config config.json --structure k2 --out model.json
     affordance-ros predict --model model.json --query action --sensor obj_vel=7.2 --value Shape=box
@@ -22,6 +23,7 @@ mcap) holding the Action/Features topics; see docs/bags.md.
 from __future__ import annotations
 
 import sys
+import textwrap
 
 from .command_names import COMMANDS, DESCRIPTION, PROG
 
@@ -30,7 +32,7 @@ def overview() -> str:
     """What ``affordance-ros`` alone and ``affordance-ros --help`` print: the commands, a line each."""
     width = max(map(len, COMMANDS))
     lines = [f"usage: {PROG} COMMAND [options]    ({PROG} COMMAND --help: its options)", "",
-             f"{PROG}: {DESCRIPTION}.", "", "commands:"]
+             *textwrap.wrap(f"{PROG}: {DESCRIPTION}.", width=100), "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
     lines += ["", "docs/cli.md has every command with examples."]
     return "\n".join(lines) + "\n"

@@ -7,8 +7,8 @@ COMMANDS = {
     "suggest": "which trial would teach a model the most: actions on candidate objects, ranked",
     "import": "add the cases of bags, CSV files or case databases to a case database",
     "export": "write the cases of a case database, bag or CSV file to a CSV file or a new bag",
-    "replay": "publish a bag's affordance topics into the ROS graph (like ros2 bag play)",
-    "record": "record the affordance topics into a new bag (like ros2 bag record)",
+    "replay": "publish a bag's trials into the ROS graph, like ros2 bag play (needs ROS 2)",
+    "record": "record the trial topics into a new bag, like ros2 bag record (needs ROS 2)",
     "call": "call the running learner node: learn, predict, select-action, suggest (needs ROS 2)",
     "export-model": "write a model's network as BIF, XMLBIF or UAI (pyAgrum, pgmpy, GeNIe, bnlearn)",
     "import-model": "make a model from a BIF, XMLBIF or UAI network and a configuration",
@@ -17,4 +17,5 @@ COMMANDS = {
     "simulate": "write simulated trials to a CSV file: the simulated robot's or a scenario's",
 }
 PROG = "affordance-ros"
-DESCRIPTION = "learn a model from recorded cases, and ask it questions, without ROS running"
+DESCRIPTION = ("learn a model from recorded cases, and ask it questions: every command works without ROS but "
+               "replay, record and call, which need ROS 2 (they join a ROS graph)")

@@ -262,8 +262,8 @@ def run(args, workdir: Path, held: int) -> int:
     truth: AffordanceNetwork = demo.robot.truth
     try:
         print(f"Simulated robot: {args.trials} trials on the '{demo.robot.get_parameter('network').value}' "
-              f"ground truth (sensor noise sigma {args.sigma:g}, seed {args.seed}), "
-              f"{'paired by stamp' if args.pair_by_stamp else 'with trial ids'}.")
+              f"ground truth (sensor noise sigma {args.sigma:g}, seed {args.seed}), every action on every kind of "
+              f"object equally often, {'paired by stamp' if args.pair_by_stamp else 'with trial ids'}.")
         print(f"Learner node: cases in {workdir / 'cases.db'}")
         if held:
             print(f"  it holds {held} cases of earlier runs with these settings already: they are learned from too, "

@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from ..core import AffordanceNetwork, CaseSet, LearningOptions
-from ..core.ground_truth import benchmark_network, sample_values
+from ..core.ground_truth import benchmark_network
 from ..core.network import written_atomically
 from ..core.scenarios import SCENARIOS, simulate
+from ..core.worlds import DESIGNS, NetworkWorld
 from .progress import ProgressBar
 from .ros_args import whole_number
 
@@ -92,6 +93,10 @@ def add_arguments(evaluate_parser, simulate_parser, config_help: str = "a config
     s.add_argument("--repeats", type=whole_number, default=None,
                    help="every scenario but montesano: trials of every combination (default 10)")
     s.add_argument("--trials", type=whole_number, default=None, help="montesano: how many trials (default 1000)")
+    s.add_argument("--design", choices=DESIGNS, default=None,
+                   help="montesano: how the robot picks its objects and actions, as the simulated robot's 'design': "
+                        "balanced (default), every action on every kind of object equally often; truth, as the "
+                        "ground truth's CPTs draw them (some kinds and actions almost never)")
     s.add_argument("--seed", type=int, default=0,
                    help="seed of the random draws: the trials, their order and their noise (default 0; montesano's "
                         "ground truth is the simulated robot's whatever the seed); the same scenario, seed and size "
@@ -106,9 +111,15 @@ def run_simulate(args, user_error) -> int:
     if getattr(args, ignored) is not None:
         raise user_error(f"--{ignored} is not for the '{args.scenario}' scenario: give --{size} "
                          + ("(how many trials)" if size == "trials" else "(trials of every combination)"))
+    if args.design is not None and args.scenario != ROBOT_SCENARIO:
+        raise user_error(f"--design is for the '{ROBOT_SCENARIO}' scenario: '{args.scenario}' makes every "
+                         "combination --repeats times")
     if args.scenario == ROBOT_SCENARIO:
         trials = 1000 if args.trials is None else args.trials
-        columns, size = robot_trials(trials, args.seed), f"n{trials}"
+        design = args.design or DESIGNS[0]
+        # (design truth's trials are those simulate made before there was a design: so are their ids)
+        columns = robot_trials(trials, args.seed, design)
+        size = f"n{trials}" + ("" if design == "truth" else f"-{design}")
     else:
         repeats = 10 if args.repeats is None else args.repeats
         columns, size = simulate(args.scenario, repeats, args.seed), f"r{repeats}"
@@ -130,17 +141,18 @@ def run_simulate(args, user_error) -> int:
 
 def data_set_name(scenario: str, seed: int, size: str) -> str:
     """What the trial ids of a simulated data set start with: its scenario, seed and size (``n1000`` trials,
-    ``r10`` repeats), which make its trials (the same three: the same trials, so the same ids; any other: other
-    ids, so that one case database can hold both)."""
+    ``n1000-balanced`` in the robot's balanced design, ``r10`` repeats), which make its trials (the same three:
+    the same trials, so the same ids; any other: other ids, so that one case database can hold both)."""
     return f"{scenario}-seed{seed}-{size}"
 
 
-def robot_trials(n: int, seed: int) -> dict:
-    """``n`` trials as the simulated robot does them (the ground truth of its defaults, truth_seed 0): trial_id,
-    the action label and every reading, as columns."""
+def robot_trials(n: int, seed: int, design: str = DESIGNS[0]) -> dict:
+    """``n`` trials as the simulated robot does them (the ground truth of its defaults, truth_seed 0), its objects
+    and actions by ``design`` (``core.worlds.DESIGNS``): trial_id, the action label and every reading, as
+    columns."""
     truth = benchmark_network(ROBOT_SCENARIO, ROBOT_SIGMA, 0)
     rng = np.random.default_rng(seed)
-    codes = sample_values(truth, n, rng)
+    codes = NetworkWorld(truth, design).trials(n, rng)
     columns = {"trial_id": [f"sim-{k:06d}" for k in range(n)]}
     for i, v in enumerate(truth.variables):
         if v.group == "action":

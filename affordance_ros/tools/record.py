@@ -59,10 +59,10 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
     # SIGINT/SIGTERM ask to stop (rclpy's own handler would shut the context down at once, and what DDS has
     # acknowledged to the robot but the recorder has not taken yet would be lost); a second one stops at once
     with shutdown.StopSignals() as signals:
-        with dds_profiles():  # (messages within one frame: read as the context is made)
-            shutdown.init(args=["record", *ros_args], context=context)
+        shutdown.init(args=["record", *ros_args], context=context)
         try:
-            node = rclpy.create_node(NODE_NAME, context=context)
+            with dds_profiles():  # (messages within one frame: Fast DDS reads it as the first node is made)
+                node = rclpy.create_node(NODE_NAME, context=context)
             recorder = BagRecorder(node, args.bag, args.storage, args.qos_depth, args.flush_period, args.trials)
             stop = recorder.done
             if args.duration > 0:

@@ -121,13 +121,15 @@ def run(args, ros_args: Sequence[str] = ()) -> int:
         raise BagError(f"'{args.bag}' has no affordance messages to replay")
 
     context = rclpy.Context()
-    with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):  # (as the simulated robot's; read at the init)
-        rclpy.init(args=["replay", *ros_args], context=context)
+    rclpy.init(args=["replay", *ros_args], context=context)
     node = trials = spinning = None
     executor = SingleThreadedExecutor(context=context)
     previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        node = rclpy.create_node(NODE_NAME, context=context)
+        # the simulated robot's heartbeat: what a learner's full queue refused is sent again within 0.1 s, not
+        # Fast DDS's 3 s (which held `--rate 10` to the learner's pace); Fast DDS reads it as the first node is made
+        with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
+            node = rclpy.create_node(NODE_NAME, context=context)
         if args.confirm or args.spool:
             trials = TrialPublisher(node, args.resend_timeout, args.qos_depth, args.status_topic,
                                     spool_path=args.spool, spool_limit=args.spool_limit)

@@ -97,7 +97,9 @@ def store_throughput(db: Path, n_trials: int, tmp: Path, env: dict, timeout: flo
     """Start the robot at full speed; watch the learner's database until all trials are stored,
     or until the robot has exited and nothing more arrived for ``settle`` seconds."""
     from affordance_ros.data.storage import CaseStore
-    robot = launch("simulated_robot", {"count": n_trials, "rate": ROBOT_RATE, "seed": 1, "sigma": 1.0}, tmp, env)
+    # (design truth: the trials whose learn docs/bench/dds_results.json records; the robot's default is balanced)
+    robot = launch("simulated_robot", {"count": n_trials, "rate": ROBOT_RATE, "seed": 1, "sigma": 1.0,
+                                       "design": "truth"}, tmp, env)
     first = None            # (time, count) when the first cases were seen
     changed = None          # (time, count) of the latest change
     stored = 0

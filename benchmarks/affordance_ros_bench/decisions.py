@@ -132,7 +132,7 @@ class World:
             self.truth = tools_truth()
         else:
             self.truth, self.special, self.best_special = lockin_truth(seed)
-        self.world = NetworkWorld(self.truth)
+        self.world = NetworkWorld(self.truth, design="truth")  # objects as the truth draws them: rare kinds too
         self.config = self.truth.replace_variables({v.name: {"cpt": None} for v in self.truth.variables})
         effects = [self.truth[n] for n in self.truth.group("effect")]
         self.goals = [(v.name, label) for v in effects for label in v.values]

@@ -78,7 +78,7 @@ class Setting:
         if world == "montesano":
             truth = benchmark_network("montesano", 1.0, seed).replace_variables({"Action": {"sensor": None}})
             self.truth = truth
-            self.world = NetworkWorld(truth)
+            self.world = NetworkWorld(truth, design="truth")  # (the design of docs/bench/exploration_results.json)
             self.config = truth.replace_variables({v.name: {"cpt": None} for v in truth.variables})
             # (no posterior draws: the curves score point predictions, and suggest_trials' gain uses the counts)
             self.learner = AffordanceLearner(structure="fixed", posterior_draws=0)

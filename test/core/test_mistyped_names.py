@@ -26,6 +26,15 @@ def model():
     (["action"], {}, {"Action": "tap "}, "unknown label 'tap ' for variable 'Action' (did you mean 'tap'? spaces are "
                                          "part of a name)"),
     (["action"], {}, {"ObjVel": "fst"}, "unknown label 'fst' for variable 'ObjVel' (did you mean 'fast'?)"),
+    # a letter substituted in a short name was missed ('sise' and 'size' are only 0.75 alike by difflib's ratio)
+    (["action"], {"sise": 0.1}, {}, "unknown sensor 'sise' (did you mean 'size'?)"),
+    (["action"], {"sze": 0.1}, {}, "unknown sensor 'sze' (did you mean 'size'?)"),
+    (["action"], {"colour": 0.1}, {}, "unknown sensor 'colour' (did you mean 'color'?)"),
+    (["action"], {"obj_vell": 0.1}, {}, "unknown sensor 'obj_vell' (did you mean 'obj_vel'?)"),
+    (["action"], {"sahpe": 0.1}, {}, "unknown sensor 'sahpe' (did you mean 'shape'?)"),
+    (["action"], {}, {"Action": "tapp"}, "unknown label 'tapp' for variable 'Action' (did you mean 'tap'?)"),
+    (["action"], {}, {"Action": "tuch"}, "unknown label 'tuch' for variable 'Action' (did you mean 'touch'?)"),
+    (["Sise"], {}, {}, "unknown variable 'Sise' (did you mean 'Size'?)"),
     # a reading given as a label: where readings go
     (["action"], {}, {"Color": "4.8"}, "unknown label '4.8' for variable 'Color'; expected one of ['green1', 'green2', "
                                        "'yellow', 'blue'] ('4.8' is a number: a reading of Color's sensor goes under "
@@ -60,4 +69,8 @@ def test_meant_prefers_case_and_spaces_over_spelling():
     assert meant("ObjVell", names) == ["ObjVel"] and meant("ObjVell", names, spelling=False) == []
     assert meant("object_id", names, spelling=False) == []  # a CSV's id column is not a misspelt 'Object'
     assert meant("Colour", names) == [] and meant("", names) == []
+    # one letter substituted, added, left out or two swapped; every name that near; none in a name of two letters
+    assert meant("Actoin", names) == ["Action"] and meant("ObjVal", names) == ["ObjVel"]
+    assert meant("dz", ["dx", "dy"]) == [] and meant("dxx", ["dx", "dy"]) == ["dx"]
+    assert meant("tip", ["tap", "top"]) == ["tap", "top"] and meant("tip", ["tap"], spelling=False) == []
 

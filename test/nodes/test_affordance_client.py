@@ -21,6 +21,7 @@ from affordance_ros.core import (
     ActionRanking,
     EvidenceError,
     LearningCancelled,
+    LearnProgress,
     Prediction,
     predict,
     rank_actions,
@@ -174,7 +175,7 @@ def test_a_learner_that_leaves_before_it_answers_ends_the_call(ros, tmp_path, mo
 
 
 def test_the_learners_refusals_are_evidence_errors_with_its_message(ros, tmp_path):
-    learned_node(ros, tmp_path, 100)
+    learner, _ = learned_node(ros, tmp_path, 100)
     node, client = planner(ros, timeout=60.0)
     try:
         with pytest.raises(LearnerRefused, match="unknown variable 'objvel' \\(did you mean 'ObjVel'") as raised:
@@ -182,9 +183,13 @@ def test_the_learners_refusals_are_evidence_errors_with_its_message(ros, tmp_pat
         assert isinstance(raised.value, EvidenceError) and raised.value.name == "/affordance_learner/select_action"
         with pytest.raises(EvidenceError, match="unknown variable 'Nope'"):
             client.predict("Nope")
-        with pytest.raises(LearnerRefused, match="unknown strategy 'greedy'; expected one of"):
+        # mistakes the client sees itself: before anything is sent (an unknown strategy was sent, and refused)
+        asked = learner.counts["select_ok"] + learner.counts["select_failed"]
+        with pytest.raises(EvidenceError, match=r"^unknown strategy 'greedy'; expected one of \['expected', "):
             client.select_action({"ObjVel": "fast"}, strategy="greedy")
-        # mistakes the client sees itself: before anything is sent
+        with pytest.raises(EvidenceError, match=r"^unknown strategy 'optimist' \(did you mean 'optimistic'\?\)"):
+            client.select_action_async({"ObjVel": "fast"}, strategy="optimist")
+        assert learner.counts["select_ok"] + learner.counts["select_failed"] == asked
         with pytest.raises(EvidenceError, match="sensor 'size': the reading must be a number"):
             client.predict("action", sensors={"size": "big"})
         with pytest.raises(ValueError, match="timeout must be > 0 seconds"):
@@ -205,6 +210,8 @@ def test_cancelling_a_learns_future_cancels_the_learn(ros, tmp_path):
     feedback = []
     future = client.learn_async("mcmc", progress=feedback.append)
     wait_for(lambda: any(f.phase == "structure" for f in feedback), timeout=120, what="the learn's structure phase")
+    # the feedback as a core type, as every other answer of the client (was the wire's Learn_Feedback)
+    assert all(type(f) is LearnProgress for f in feedback) and feedback[0].cases == 300, feedback[0]
     future.cancel()
     wait_for(lambda: learner.counts["learn_cancelled"] == 1, timeout=60, what="the node to cancel the learn")
     # and a learn that runs out of learn_timeout is cancelled too, and says so

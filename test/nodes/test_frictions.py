@@ -1,6 +1,8 @@
-"""What a new user hit: integers for double parameters, a robot that did not wait for the learner, seed 0."""
+"""What a new user hit: integers for double parameters, a robot that did not wait for the learner, seed 0, a world
+that rarely showed what the docs ask about."""
 
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 
-from affordance_ros.core import benchmark_network
+from affordance_ros.core import AffordanceNetwork, benchmark_network, rank_actions
 from affordance_ros.data.model_manager import StartupError
 from affordance_ros.msg import Action, Features
 
@@ -65,8 +67,34 @@ def test_robots_seed_their_trials_randomly_in_the_same_world_unless_told(ros):
     assert first.seed != second.seed  # two runs publish different readings ...
     world = benchmark_network("montesano", 1.0, 0)  # ... of the same ground truth
     for robot in (first, second):
-        for v, w in zip(robot.truth.variables, world.variables):
-            np.testing.assert_array_equal(v.cpt, w.cpt)
+        for v, w in zip(robot.truth.variables, world.variables):  # (its actions and objects: the design's)
+            np.testing.assert_array_equal(v.cpt, w.cpt if v.group == "effect" else np.full(v.card, 1 / v.card))
     repeat = ros.robot(count=1, min_subscribers=0, wait_for="", seed=5)  # as before: seed sets both
     assert repeat.seed == 5
     np.testing.assert_array_equal(repeat.truth["ObjVel"].cpt, benchmark_network("montesano", 1.0, 5)["ObjVel"].cpt)
+    drawn = ros.robot(count=1, min_subscribers=0, wait_for="", design="truth")  # the ground truth's own draws
+    for v, w in zip(drawn.truth.variables, world.variables):
+        np.testing.assert_array_equal(v.cpt, w.cpt)
+
+
+def test_the_robot_does_every_action_on_every_kind_of_object_about_equally_often(ros):
+    """With the ground truth's own draws, after 1000 trials the learned P(Size=big) was 0.0014 and P(Action=touch)
+    0.012 (Dirichlet(1) CPT rows), while the docs ask about big objects: a robot's experimenter chooses what it
+    tries and what is put in front of it. The default robot's 1000 trials, as the learner stored them."""
+    learner = ros.learner()
+    robot = ros.robot(count=1000, rate=1000.0, sigma=0.01)  # (readings that say each object's values exactly)
+    ros.wait_for_robot(robot, timeout=180.0)
+    wait_for(lambda: learner.counts["stored"] >= 1000, what="1000 stored trials")
+    records = learner.configured.manager.store.records()
+    actions = Counter(r.action for r in records)
+    kinds = Counter(tuple(round(r.object_features[name] / 5) for name in ("color", "shape", "size")) for r in records)
+    assert len(records) == 1000 and set(actions) == {"grasp", "tap", "touch"} and len(kinds) == 4 * 2 * 3
+    for seen in (actions, kinds):
+        assert max(seen.values()) <= 2 * min(seen.values()), seen
+    # the student's question, of the docs' objects: which action moves a big blue circle fast (was: support 3)
+    assert ros.learn().success
+    model = AffordanceNetwork.load(ros.tmp_path / "model.json")
+    ranking = rank_actions(model, {"ObjVel": "fast"}, values={"Color": "blue", "Shape": "circle", "Size": "big"})
+    assert min(ranking.support) > 20, ranking
+    with pytest.raises(ValueError, match=r"design 'even' is not one of \['balanced', 'truth'\]"):
+        ros.robot(count=1, design="even")

@@ -59,7 +59,7 @@ def test_launch_files_take_the_lifecycle_diagnostics_and_robot_parameters():
     learner = declared_arguments(SHARE / "launch" / "learner.launch.py")
     assert {"autostart", "diagnostics_period", "params_file", "namespace"} <= learner
     demo = declared_arguments(SHARE / "launch" / "demo.launch.py")
-    assert {"autostart", "seed", "truth_seed", "wait_for", "count", "rate", "sigma"} <= demo
+    assert {"autostart", "seed", "truth_seed", "design", "wait_for", "count", "rate", "sigma"} <= demo
 
 
 # --- running the launch files' own code, with launch and launch_ros stood in for ----------------------

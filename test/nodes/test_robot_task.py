@@ -15,7 +15,9 @@ WANTED = {"ObjVel": "fast"}
 
 
 def run_task(ros, learner, n, **params):
-    robot = ros.robot(count=n, seed=4, truth_seed=0, exploration="task", wanted_effect="ObjVel=fast", **params)
+    # (objects as the stored trials' world brings them: sampled_records draws them from the ground truth itself)
+    robot = ros.robot(count=n, seed=4, truth_seed=0, design="truth", exploration="task", wanted_effect="ObjVel=fast",
+                      **params)
     ros.wait_for_robot(robot, timeout=300.0)
     wait_for(lambda: learner.counts["stored"] >= n, what=f"{n} stored cases")
     task = robot.explorer

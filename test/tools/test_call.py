@@ -100,7 +100,8 @@ def test_call_learn_predict_and_select_action(ros, tmp_path):
     for label, (low, high) in sure["intervals"]["Action"].items():
         assert 0 <= low <= high <= 1 and sure["stddevs"]["Action"][label] > 0
     assert sure["support"]["Action"] > 0
-    optimistic = json.loads(call("select-action", "--effect", "ObjVel=fast", "--sensor", "size=9.7", "--strategy",
+    # (by the service's name, select_action: an alias of select-action)
+    optimistic = json.loads(call("select_action", "--effect", "ObjVel=fast", "--sensor", "size=9.7", "--strategy",
                                  "optimistic").stdout)
     assert optimistic["strategy"] == "optimistic"
     scores = [r["score"] for r in optimistic["ranking"]]

@@ -71,6 +71,9 @@ def test_learn_then_predict(files):
      "unknown sensor 'Obj_Vel' (did you mean 'obj_vel'? names are case-sensitive)"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape=Box"],
      "unknown label 'Box' for variable 'Shape' (did you mean 'box'? names are case-sensitive)"),
+    # a name wrong by a letter, substituted too (was: "unknown sensor 'sise'; the network has [...]")
+    (["predict", "--model", "{tmp}/model.json", "--query", "action", "--sensor", "sise=0.1"],
+     "unknown sensor 'sise' (did you mean 'size'?)"),
     (["predict", "--model", "{tmp}/corrupt.json", "--query", "action"], "not valid JSON"),
     (["predict", "--model", "{tmp}/config.json", "--query", "action"],
      "has no learned CPTs (a configuration?): learn a model with it first"),
@@ -155,6 +158,28 @@ def test_every_command_says_what_it_does_above_its_options():
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     undescribed = [name for name, parser in commands.items() if not (parser.description or "").strip()]
     assert len(commands) >= 13 and not undescribed
+
+
+def test_the_list_of_commands_says_which_need_ros_2():
+    # (it said every command worked "without ROS running", and listed replay, record and call)
+    listed = run()
+    said = " ".join(listed.stdout.split())
+    assert "without ROS running" not in said and "every command works without ROS but replay, record and call, " \
+        "which need ROS 2" in said, listed.stdout
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines() if line.startswith("  ")}
+    assert {name for name, line in rows.items() if "(needs ROS 2)" in line} == {"replay", "record", "call"}, rows
+
+
+def test_call_takes_the_services_names_as_well():
+    # select-action and suggest are select_action and suggest_trial in the services and AffordanceClient
+    from affordance_ros.tools.commands import build_parser
+    parser = build_parser()
+    for typed, service in (("select_action", "select-action"), ("select-action", "select-action")):
+        assert parser.parse_args(["call", typed, "--effect", "ObjVel=fast"]).service == service
+    for typed in ("suggest_trial", "suggest"):
+        assert parser.parse_args(["call", typed, "--candidate", "size=0.1"]).service == "suggest"
+    listed = " ".join(run("call", "--help").stdout.split())
+    assert "select-action (select_action)" in listed and "suggest (suggest_trial)" in listed, listed
 
 
 def test_import_refuses_a_foreign_database_without_touching_it(files, tmp_path):

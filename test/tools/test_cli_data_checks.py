@@ -7,7 +7,7 @@ import json
 import pytest
 from test_cli import montesano_csv, run  # noqa: F401  (the fixture)
 
-FIFTH_TRIAL = "montesano-seed4-n3000-000004"  # (montesano_csv's trial ids: scenario, seed, size, number)
+FIFTH_TRIAL = "montesano-seed4-n3000-balanced-000004"  # (montesano_csv's trial ids: scenario, seed, size, number)
 
 
 def rewritten(source, target, change):
@@ -156,14 +156,21 @@ def test_simulated_data_sets_have_trial_ids_of_their_own(tmp_path):
     out = run("import", tmp_path / "seed1.csv", tmp_path / "seed2.csv", "--db", tmp_path / "two.db")
     assert out.returncode == 0, out.stderr
     assert "in all: added 60 cases to" in out.stdout and "(0 were there already)" in out.stdout
-    assert next(csv.DictReader((tmp_path / "seed2.csv").open()))["trial_id"] == "montesano-seed2-n30-000000"
+    assert next(csv.DictReader((tmp_path / "seed2.csv").open()))["trial_id"] == "montesano-seed2-n30-balanced-000000"
     # the same data set again: the same trials, the same ids
     assert (tmp_path / "seed1_again.csv").read_text() == (tmp_path / "seed1.csv").read_text()
+    # the ground truth's own draws: another data set (the trials and ids simulate made before the balanced design)
+    out = run("simulate", "--scenario", "montesano", "--trials", "30", "--seed", 1, "--design", "truth",
+              "--out", tmp_path / "drawn.csv")
+    assert out.returncode == 0, out.stderr
+    assert next(csv.DictReader((tmp_path / "drawn.csv").open()))["trial_id"] == "montesano-seed1-n30-000000"
+    out = run("simulate", "--scenario", "hands", "--design", "truth", "--out", tmp_path / "hands.csv")
+    assert out.returncode == 2 and "--design is for the 'montesano' scenario" in out.stderr, out.stderr
 
 
 def test_import_warns_of_stored_trials_whose_data_differ(tmp_path):
     def moved(header, row):
-        if row is None or row[0] not in ("montesano-seed0-n30-000004", "montesano-seed0-n30-000007"):
+        if row is None or row[0] not in ("montesano-seed0-n30-balanced-000004", "montesano-seed0-n30-balanced-000007"):
             return row or header
         return [repr(float(x) + 1.0) if h == "size" else x for h, x in zip(header, row)]
     simulated, db = tmp_path / "cases.csv", tmp_path / "cases.db"

@@ -76,6 +76,37 @@ def test_a_replayed_bag_gives_the_node_the_cases_of_offline_import(ros, tmp_path
     assert learner.counts["rejected_parts"] == 1
 
 
+class NodeMade(Exception):
+    """Raised in place of making the command's node, once what DDS would read then is noted."""
+
+
+@pytest.mark.parametrize("argv, heartbeat", [(["replay", "BAG"], True), (["record", "BAG", "--trials", "1"], False),
+                                             (["call", "predict", "--query", "action"], False)])
+def test_the_ros_commands_make_their_node_under_the_packages_dds_profiles(argv, heartbeat, tmp_path, monkeypatch):
+    """Fast DDS reads its profiles when a process makes its first node (its participant), not at rclpy.init.
+    replay made its node after leaving ``dds_profiles``, so its writers kept Fast DDS's 3 s heartbeat: what a
+    learner's full queue refused waited 3 s for its re-send, and ``--rate 10`` of a 3 s bag took 3 s, not 0.3."""
+    import rclpy
+
+    from affordance_ros.nodes.qos import MAX_MESSAGE_SIZE, PROFILES_VARIABLES
+    from affordance_ros.tools import commands
+    for variable in PROFILES_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    seen = []
+
+    def note_profiles(*args, **kwargs):
+        path = os.environ.get(PROFILES_VARIABLES[0])
+        seen.append(Path(path).read_text() if path else "")
+        raise NodeMade
+
+    monkeypatch.setattr(rclpy, "create_node", note_profiles)
+    bag, _ = robot_bag(tmp_path / "bag")
+    with pytest.raises(NodeMade):
+        commands.run([str(bag) if word == "BAG" else word for word in argv])
+    assert len(seen) == 1 and f"<value>{MAX_MESSAGE_SIZE}</value>" in seen[0], seen
+    assert ("<heartbeat_period>" in seen[0]) == heartbeat, seen[0]
+
+
 def late_trial_bag(path):
     """'late' gets its effect 8 s after its other parts (stamped as they are): past the 5 s
     trial_timeout, as trials t0..t9 one second apart show meanwhile."""

@@ -67,8 +67,8 @@ def test_suggest_mistakes_give_one_line_and_exit_2(model_file, args, message):
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
-def call_suggest(*args):
-    return subprocess.run([CLI, "call", "suggest", *args], capture_output=True, text=True, timeout=120)
+def call_suggest(*args, name="suggest"):
+    return subprocess.run([CLI, "call", name, *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("criterion, carried", [("information_gain", ()), ("predictive_information",
@@ -92,8 +92,8 @@ def test_call_suggest_asks_the_node_and_prints_what_suggest_prints(ros, tmp_path
         assert {k: v for k, v in got.items() if k not in not_carried} == {
             k: v for k, v in want.items() if k not in not_carried}
         assert all(got[k] is None for k in not_carried)
-    wrong = call_suggest("--candidate", "Shape=cube")
-    assert wrong.returncode == 2 and "unknown label 'cube'" in wrong.stderr
+    wrong = call_suggest("--candidate", "Shape=cube", name="suggest_trial")  # (the service's name: an alias)
+    assert wrong.returncode == 2 and "call suggest: error: unknown label 'cube'" in wrong.stderr, wrong.stderr
     assert learner.counts["suggest_ok"] == 1 and learner.counts["suggest_failed"] == 1
 
 

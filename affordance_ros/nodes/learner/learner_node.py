@@ -188,8 +188,8 @@ def parts_received(node: LearnerNode) -> int:
 
 def main(args=None) -> int:
     # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts; answers wait for a new
-    # caller (qos.py). Entered first: Fast DDS reads its profiles once, at the process's first context (the
-    # command line check's too).
+    # caller (qos.py). Entered first: Fast DDS reads its profiles once, at the process's first node (the
+    # command line check's).
     with dds_profiles(LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD, SERVICE_ANSWER_WAIT) as readers:
         check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
         # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes

@@ -104,10 +104,10 @@ class AffordanceClient:
     def learn(self, structure: str = "", progress: Callable | None = None, timeout: float | None = None,
               learn_timeout: float = math.inf):
         """Learn a new model from the stored cases (``structure`` "k2", "mcmc", "fixed"; '': the node's
-        parameter), with the Learn action: a ``LearnReport`` once the new model is in use. ``progress(feedback)``
-        gets the action's feedback (Learn.Feedback: phase, iteration, log_likelihood, cases, elapsed); after
-        ``learn_timeout`` seconds the learn is cancelled (``LearningCancelled``), as it is on Ctrl-C (then
-        KeyboardInterrupt, once the node has stopped it: it keeps its current model)."""
+        parameter), with the Learn action: a ``LearnReport`` once the new model is in use. ``progress(step)``
+        gets the action's feedback as a core ``LearnProgress`` (phase, iteration, log_likelihood, cases,
+        elapsed); after ``learn_timeout`` seconds the learn is cancelled (``LearningCancelled``), as it is on
+        Ctrl-C (then KeyboardInterrupt, once the node has stopped it: it keeps its current model)."""
         call = self._learn_call(structure, progress, timeout, learn_timeout)
         try:
             return self._wait(call, cancel_on_interrupt=False)

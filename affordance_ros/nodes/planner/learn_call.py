@@ -29,6 +29,7 @@ from ...action import Learn
 from ...core import LearningCancelled
 from ..contract import REFUSED_QOS, REFUSED_TOPIC
 from .calls import FIRST_RESEND, GONE_AFTER, Caller, LearnerRefused, LearnerUnavailable, Ticking
+from .replies import learn_progress_of
 
 REASON_WAIT = 5.0  # seconds to wait for the node to say why it refused a goal
 CANCEL_WAIT = 40.0  # seconds to wait for the node to stop a cancelled learn
@@ -87,7 +88,7 @@ class LearnServer:
 class LearnCall(Ticking):
     """A learn by ``server`` (a LearnServer) of ``structure`` ('' : the node's parameter): ``timeout`` seconds for
     the server to appear and take the goal, ``learn_timeout`` for the result once it runs (then the learn is
-    cancelled); ``progress(feedback)`` gets each Learn.Feedback."""
+    cancelled); ``progress(step)`` gets each feedback as a core ``LearnProgress``."""
 
     def __init__(self, caller: Caller, server: LearnServer, structure: str, timeout: float, learn_timeout: float,
                  progress: Callable | None = None):
@@ -172,7 +173,7 @@ class LearnCall(Ticking):
 
     def _send_goal(self, now: float) -> None:
         self.sent_at = now
-        feedback = (lambda msg: self.progress(msg.feedback)) if self.progress is not None else None
+        feedback = None if self.progress is None else lambda msg: self.progress(learn_progress_of(msg.feedback))
         future = self.client.send_goal_async(self.goal, feedback_callback=feedback, goal_uuid=self.goal_id)
         self.goal_sends.append(future)
         future.add_done_callback(self._on_goal_response)

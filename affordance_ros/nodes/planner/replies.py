@@ -1,9 +1,9 @@
 """What a planner sends the learner and what it gets back: the requests of ``~/predict``, ``~/select_action`` and
 ``~/suggest_trial`` built from Python values, and their responses read back into the core's own result types
-(``Prediction``, ``ActionRanking``, ``TrialSuggestions``), so that a planner handles the node's answers as it
-would a model's in its own process. What the wire does not carry is left empty: a Prediction's ``mixtures``
-(only the predicted readings' means and spreads travel), and of a suggestion's ``effects`` only each effect's
-most probable label (SuggestTrial carries no whole distributions).
+(``Prediction``, ``ActionRanking``, ``TrialSuggestions``; a learn's feedback as ``LearnProgress``), so that a
+planner handles the node's answers as it would a model's in its own process. What the wire does not carry is
+left empty: a Prediction's ``mixtures`` (only the predicted readings' means and spreads travel), and of a
+suggestion's ``effects`` only each effect's most probable label (SuggestTrial carries no whole distributions).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ...core import ActionRanking, EvidenceError, Prediction
+from ...core.errors import did_you_mean
 from ...core.predict import STRATEGIES
+from ...core.progress import LearnProgress
 from ...core.suggest import Candidate, Suggestion, TrialSuggestions
 from ...srv import Predict, SelectAction, SuggestTrial
 from ..contract import ranked_by
@@ -71,6 +73,9 @@ def select_action_request(effects: Mapping[str, str], values=None, sensors=None,
         raise EvidenceError("name at least one desired effect ({effect variable: label})")
     if not isinstance(strategy, str):
         raise EvidenceError(f"strategy must be a string (one of {list(STRATEGIES)}), got {strategy!r}")
+    if strategy not in STRATEGIES:  # (the learner would refuse it: said here, before anything is sent)
+        raise EvidenceError(f"unknown strategy {strategy!r}{did_you_mean(strategy, STRATEGIES)}; expected one of "
+                            f"{list(STRATEGIES)}")
     return SelectAction.Request(effect_names=list(effects), effect_values=list(effects.values()),
                                 strategy=strategy, **evidence_fields(values, sensors))
 
@@ -167,5 +172,11 @@ def _suggestion(response: SuggestTrial.Response, s: int) -> Suggestion:
          for name, j in zip(names, readings)})
 
 
-__all__ = ["LearnerRanking", "candidate_of", "predict_request", "prediction_of", "ranking_of",
+def learn_progress_of(feedback) -> LearnProgress:
+    """A Learn action's feedback as the core's LearnProgress (what the node's own learn reports)."""
+    return LearnProgress(feedback.phase, int(feedback.iteration), float(feedback.log_likelihood), int(feedback.cases),
+                         float(feedback.elapsed))
+
+
+__all__ = ["LearnerRanking", "candidate_of", "learn_progress_of", "predict_request", "prediction_of", "ranking_of",
            "select_action_request", "suggest_request", "suggestions_of"]

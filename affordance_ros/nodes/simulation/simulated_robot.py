@@ -2,8 +2,11 @@
 
 Each trial is an Action (the label), the object features and the effects (noisy sensor
 readings ~ Normal(5 * value index, sigma)), the three stamped with the time the trial
-starts. With ``scenario`` tools or hands the trials come from the realistic scenarios of
-``core.scenarios`` instead (tool and shape descriptors, 2-D displacements; config/tools.json,
+starts. ``design`` says how the robot picks its objects and actions in a ground truth: ``balanced`` (the
+default) as an experimenter does, every action on every kind of object equally often (in rounds of each pair
+once, shuffled), or ``truth``, as the ground truth's own CPTs draw them (Dirichlet(1) rows: some kinds and
+actions almost never; the paper's procedure). With ``scenario`` tools or hands the trials come from the
+realistic scenarios of ``core.scenarios`` instead (tool and shape descriptors, 2-D displacements; config/tools.json,
 config/hands.json). It waits until the nodes named in ``wait_for`` (by default the learner) subscribe to
 every topic and every topic has ``min_subscribers`` subscribers, so that no trial is lost (a
 recorder that is up first is not enough), and exits after ``count`` trials once the learner has
@@ -41,10 +44,10 @@ from rclpy.node import Node
 from rclpy.task import Future
 
 from ...core import SENSOR_GROUPS, AffordanceNetwork
-from ...core.ground_truth import NETWORKS, benchmark_network, sample_values
+from ...core.ground_truth import NETWORKS, benchmark_network
 from ...core.predict import STRATEGIES
 from ...core.scenarios import FEATURES, SCENARIOS, simulate
-from ...core.worlds import NetworkWorld, Objects, ScenarioWorld
+from ...core.worlds import DESIGNS, NetworkWorld, Objects, ScenarioWorld, designed
 from ...data.spool import SpoolError
 from ...data.trial import trial_topics
 from ...msg import Action, Features
@@ -79,16 +82,16 @@ def trial_networks() -> list[str]:
 
 class TrialSampler:
     """The robot's trials, without ROS: sampled from the ground truth ``truth`` (readings ~ Normal(sensor
-    mean of the value, its stddev)), or from a ``scenario`` of ``core.scenarios``; ``seed`` picks them.
-    ``next_trial`` draws a whole trial; ``candidates`` and ``act`` let the robot choose the object and the
-    action (``actions``) itself, drawn from ``rng``."""
+    mean of the value, its stddev)), its objects and actions by ``design`` (``core.worlds.DESIGNS``), or from a
+    ``scenario`` of ``core.scenarios``; ``seed`` picks them. ``next_trial`` draws a whole trial; ``candidates``
+    and ``act`` let the robot choose the object and the action (``actions``) itself, drawn from ``rng``."""
 
-    def __init__(self, truth: AffordanceNetwork, scenario: str, seed: int):
+    def __init__(self, truth: AffordanceNetwork, scenario: str, seed: int, design: str = "balanced"):
         self.truth = truth
         self.scenario = scenario
         # The trials come from another random stream than the ground truth's CPTs.
         self.rng = np.random.default_rng([seed, 1])
-        self.world = NetworkWorld(truth) if scenario == "network" else ScenarioWorld(scenario)
+        self.world = NetworkWorld(truth, design) if scenario == "network" else ScenarioWorld(scenario)
         self.actions = self.world.actions
         self._action = truth.index(truth.group("action")[0])
         self._sensors = {kind: [truth.index(name) for name in truth.group(kind)] for kind in SENSOR_GROUPS}
@@ -106,7 +109,7 @@ class TrialSampler:
                     for k in range(len(columns["trial_id"]))]
             return self._scenario_trials.pop(0)
         if not len(self._batch):
-            self._batch = sample_values(self.truth, _BATCH, self.rng)
+            self._batch = self.world.trials(_BATCH, self.rng)
         codes, self._batch = self._batch[0], self._batch[1:]
         readings = {}
         for kind in SENSOR_GROUPS:
@@ -144,9 +147,11 @@ class TrialRate:
 
 
 class SimulatedRobot(Node):
-    """The simulated robot: see the module's docstring. ``truth`` is its world, ``published`` the trials sent,
-    ``trials`` the ``TrialPublisher`` keeping them until confirmed (None without confirmations), ``done`` a
-    future completed with the number published once the last is confirmed or acknowledged."""
+    """The simulated robot: see the module's docstring. ``truth`` is its world, the ground truth as its trials
+    follow it (``core.worlds.designed``: design 'balanced' makes its action and object CPTs uniform),
+    ``published`` the trials sent, ``trials`` the ``TrialPublisher`` keeping them until confirmed (None without
+    confirmations), ``done`` a future completed with the number published once the last is confirmed or
+    acknowledged."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
@@ -159,7 +164,8 @@ class SimulatedRobot(Node):
                 raise ValueError(f"scenario '{param['scenario']}' is not one of {['network', *SCENARIOS]}")
             check_exploration(param)
             truth_seed = param["truth_seed"] if param["truth_seed"] >= 0 else max(param["seed"], 0)
-            self.truth: AffordanceNetwork = benchmark_network(network, param["sigma"], truth_seed)
+            self.truth: AffordanceNetwork = designed(benchmark_network(network, param["sigma"], truth_seed),
+                                                     param["design"])
             if param["exploration"] == "task":
                 wanted_effect(param["wanted_effect"], self.truth)
         except ValueError:
@@ -172,7 +178,7 @@ class SimulatedRobot(Node):
         self.use_trial_ids = param["use_trial_ids"]
         self.trial_id_prefix = param["trial_id_prefix"] or f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
         self.scenario = param["scenario"]
-        self.sampler = TrialSampler(self.truth, self.scenario, self.seed)
+        self.sampler = TrialSampler(self.truth, self.scenario, self.seed, param["design"])
         # what chooses the trials: an ActiveExplorer (exploration 'active'), a TaskRunner ('task'); None: random
         self.explorer = trial_chooser(self, param, self.sampler, ChoosersOutlet(self))
         self.published = 0
@@ -203,7 +209,9 @@ class SimulatedRobot(Node):
         self.gate = StartGate(self, self.missing_subscribers, self._start, f"{', '.join(self.wait_for)} subscribed "
                               "to every topic" if self.wait_for else "subscribers are there")
         self.get_logger().info(
-            (f"ground truth '{network}' (sigma {param['sigma']:g}, truth_seed {truth_seed}); "
+            (f"ground truth '{network}' (sigma {param['sigma']:g}, truth_seed {truth_seed}), "
+             + ("every action on every kind of object equally often (design balanced); " if param["design"] ==
+                "balanced" else "actions and objects as its CPTs draw them (design truth); ")
              if self.scenario == "network" else f"scenario '{self.scenario}'; ")
             + f"trials seeded with {self.seed}"
             + (" (random; seed:=%d repeats them)" % self.seed if param["seed"] < 0 else "")
@@ -365,6 +373,11 @@ def declare_robot_parameters(node: Node) -> dict:
         f"Where trials come from: 'network' (the ground-truth 'network') or a realistic scenario, one of "
         f"{list(SCENARIOS)} (learn it with config/<scenario>.json).",
         additional_constraints=f"one of {['network', *SCENARIOS]}"))
+    node.declare_parameter("design", "balanced", describe(
+        "How the robot picks its objects and actions in the ground truth (scenario 'network'; with exploration "
+        "'active' or 'task', the objects in view): 'balanced', every action on every kind of object equally often "
+        "(in rounds of each pair once, shuffled), or 'truth', as the ground truth's CPTs draw them (some kinds and "
+        "actions almost never).", additional_constraints=f"one of {list(DESIGNS)}"))
     node.declare_parameter("sigma", 1.0, number_descriptor(
         "Standard deviation of the sensor noise; readings ~ Normal(5 * value index, sigma).", *_NUMBERS["sigma"]))
     node.declare_parameter("seed", -1, describe(
@@ -451,12 +464,14 @@ def declare_robot_parameters(node: Node) -> dict:
     problem = values["robot_name"] and robot_name_problem(values["robot_name"], node.get_name(), node.get_namespace())
     if problem:
         raise ValueError(problem)
+    if values["design"] not in DESIGNS:
+        raise ValueError(f"design '{values['design']}' is not one of {list(DESIGNS)}")
     return values
 
 
 def main(args=None) -> int:
     # a part refused by the learner's full queue (a flood) is sent again within a heartbeat (qos.py); entered
-    # first: Fast DDS reads its profiles once, at the process's first context (the command line check's too)
+    # first: Fast DDS reads its profiles once, at the process's first node (the command line check's)
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
         check_command_line("simulated_robot", NODE_NAME, declare_robot_parameters, __doc__, args)
         return shutdown.run(SimulatedRobot, (ValueError, SpoolError), NODE_NAME, args,
