@@ -21,11 +21,11 @@ from .errors import DataError, ModelFormatError
 from .network import AffordanceNetwork, SensorModel, WeightedNetwork
 from .options import STRUCTURES, LearningOptions
 from .parameters import family_priors, fit_discrete, fit_em, log_likelihood
-from .posterior import EXACT_CASES, PosteriorSample, dirichlet_prior, draw_posterior, scaled_to, with_draws
+from .posterior_sampling import EXACT_CASES, PosteriorSample, dirichlet_prior, draw_posterior, scaled_to, with_draws
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
-from .structure_posterior import StructureSample, dense_structure, sample_structures
+from .structure_sampling import StructureSample, dense_structure, sample_structures
 
 # Trials' worth of prior a condition variable's CPT row gives its own condition
 # (``own_condition_prior``): enough that a parent configuration no case has predicts its condition's
@@ -56,8 +56,8 @@ class AffordanceLearner:
 
     1. fit the sensor models that the configuration leaves open (Gaussian mixtures, BIC);
     2. with structure 'average' (the default), draw a weighted sample of structures with their CPTs' posterior
-       (``core.structure_posterior``: the hidden values integrated over by a Gibbs sampler, never MAP-assigned);
-       every answer then averages over it (``core.averaged``). Otherwise one structure:
+       (``core.structure_sampling``: the hidden values integrated over by a Gibbs sampler, never MAP-assigned);
+       every answer then averages over it (``core.posterior_answers``). Otherwise one structure:
     3. learn the structure on MAP-assigned values (K2 or MCMC), or keep the configured arcs;
     4. learn the CPTs by EM with the readings as soft evidence (or the Discrete baseline);
     5. with ``structural_em`` > 0, up to that many rounds of structural EM: search the structure
@@ -191,7 +191,7 @@ class AffordanceLearner:
                      opts: LearningOptions, prior_model: AffordanceNetwork | None, fixed: dict, warnings: list,
                      start: float, progress: Progress) -> "AffordanceLearner":
         """``fit`` with structure 'average': the sample of structures and their CPTs' posterior (``core.
-        structure_posterior``) on every case, or on a random subset of ``EXACT_CASES`` of them whose draws are then
+        structure_sampling``) on every case, or on a random subset of ``EXACT_CASES`` of them whose draws are then
         scaled to all (``scaled_to``).
         """
         n_cases = observed.n_cases
@@ -308,7 +308,7 @@ def _scaled_member(member: AffordanceNetwork, observed: CaseEvidence, subset: in
 def posterior_prior(model: AffordanceNetwork, opts: LearningOptions, prior_model: AffordanceNetwork | None) -> list:
     """The pseudo-counts of every CPT of ``model`` that learning adds (``prior``; ``prior_strength`` times a prior
     model's family probabilities; a condition variable's own-condition counts, and its structural zeros): the
-    prior of the posterior ``core.posterior`` draws, the one EM's M-step uses.
+    prior of the posterior ``core.posterior_sampling`` draws, the one EM's M-step uses.
     """
     extra = [np.zeros(())] * len(model)
     if prior_model is not None and opts.prior_strength > 0 and opts.method == "em":
@@ -320,8 +320,8 @@ def posterior_prior(model: AffordanceNetwork, opts: LearningOptions, prior_model
 
 def _posterior(model: AffordanceNetwork, observed: CaseEvidence, prior: list, opts: LearningOptions,
                progress: Progress):
-    """The posterior draws of ``model``'s CPTs given the cases of ``observed`` (``core.posterior``): the chain on
-    every case, or on a random subset of ``EXACT_CASES`` of them scaled to all (``scaled_to``).
+    """The posterior draws of ``model``'s CPTs given the cases of ``observed`` (``core.posterior_sampling``): the chain
+    on every case, or on a random subset of ``EXACT_CASES`` of them scaled to all (``scaled_to``).
     """
     n = observed.n_cases
     if n <= EXACT_CASES:

@@ -9,7 +9,7 @@ The Dirichlet posterior counts of a model that has them (``Variable.counts``: wh
 are kept up to date as well: each case adds its expected family counts, unweighted (the Bayesian
 update; the step sizes above only make the CPTs forget their start faster). So are the posterior draws of a
 model that has them (``Variable.draws``): each case is imputed under every draw and added to its counts
-(``core.posterior.update_draws``; the model's metadata "posterior" counts these ``online_updates``).
+(``core.posterior_sampling.update_draws``; the model's metadata "posterior" counts these ``online_updates``).
 
 A model that averages over a sample of structures (``AffordanceNetwork.structures``) updates every structure so,
 and reweighs them by how well each predicted the new cases (its weight times the cases' likelihood under its CPTs
@@ -26,7 +26,8 @@ from .errors import DataError, ModelFormatError
 from .inference import JunctionTree
 from .network import AffordanceNetwork, WeightedNetwork
 from .parameters import family_priors
-from .posterior import has_draws, update_draws
+from .posterior_answers import has_draws
+from .posterior_sampling import update_draws
 
 
 class OnlineEM:

@@ -58,7 +58,7 @@ class LearningOptions:
     score: str = _option("k2", "structure score: k2, bdeu (with ess), bic, or cv (the family's cross-validated "
                                "log-likelihood)")
     max_parents: int = _option(4, "at most this many parents per variable")
-    arc_prior: float = _option(0.5, "structure 'average': the prior probability of each arc the groups allow (0.5: "
+    arc_prior: float = _option(0.95, "structure 'average': the prior probability of each arc the groups allow (0.5: "
                                     "every structure as likely; higher favours arcs, lower favours sparse networks)")
     prior: float = _option(1.0, "Dirichlet pseudo-count per CPT entry (0: maximum likelihood)")
     tol: float = _option(1e-3, "EM stops when the RMS parameter change is below this")

@@ -5,8 +5,9 @@ model) and nothing (marginalised).
 
 Beside each probability, an answer says how sure the model is of it: its standard deviation and 90 % credible
 interval under the posterior of the CPTs given the cases the model learned from, and the trials behind it
-(``support``). They come from the posterior draws a learn keeps with the model (``core.posterior``): the query is
-answered under each draw's CPTs at once, never sampled per query. A model without draws answers NaN for them.
+(``support``). They come from the posterior draws a learn keeps with the model (``core.posterior_sampling``), the
+query answered under each draw's CPTs at once (``core.posterior_answers``), never sampled per query; a model averaged
+over a sample of structures answers with every structure's draws pooled. A model without draws answers NaN for them.
 """
 
 from __future__ import annotations
@@ -19,13 +20,22 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .averaged import averaged, averaged_draws, averaged_posterior, draw_imputations
 from .cases import CaseSet
 from .errors import EvidenceError, did_you_mean
 from .gaussian import log_density, log_sum_exp_rows
 from .network import AffordanceNetwork, SensorModel, out_of_range, unknown_sensor
 from .number_checks import is_finite_number
-from .posterior import ENSEMBLE, has_draws, missing_posterior, spread, support
+from .posterior_answers import (
+    ENSEMBLE,
+    averaged,
+    averaged_draws,
+    averaged_posterior,
+    draw_imputations,
+    has_draws,
+    missing_posterior,
+    spread,
+    support,
+)
 from .query import posterior_in_chunks
 
 # actions whose scores differ by at most this fraction of the largest are tied (rounding, not the model)
@@ -154,7 +164,7 @@ class Prediction:
     the sensor should read) and ``mixtures`` {var: {"names", "weights", "means", "covariances"}}.
 
     How sure the model is, under the posterior of its CPTs given the cases it learned from (NaN throughout when
-    the model has no posterior draws: ``core.posterior``): ``stddevs`` {var: {label: the standard deviation of
+    the model has no posterior draws: ``core.posterior_sampling``): ``stddevs`` {var: {label: the standard deviation of
     p}}, ``intervals`` {var: {label: (low, high)}}, the equal-tailed 90 % credible interval of p, and ``support``
     {var: n}, the trials behind the variable's answer: the n for which a Dirichlet of precision n with the
     answer's posterior means (what n trials seen outright give) has the same total variance,
@@ -205,7 +215,7 @@ def predict_batch(model: AffordanceNetwork, query: Sequence[str],
 
     A reading or label that is None is not observed in that case: each case has its own evidence pattern.
     ``uncertainty`` False leaves the standard deviations, intervals and support NaN (the answers under every
-    posterior draw cost a few times the answer itself; ``core.posterior``).
+    posterior draw cost a few times the answer itself; ``core.posterior_sampling``).
     """
     check_model(model)
     names = model.resolve_query(query)
@@ -532,7 +542,7 @@ def gittins_index(mean, stddev, horizon: float = OPTIMISTIC_HORIZON) -> np.ndarr
     """The Gittins index of a success probability whose posterior has this ``mean`` and ``stddev`` (arrays alike), for
     trials discounted over ``horizon`` (discount factor 1 - 1/horizon), in Brezzi & Lai's closed form (2002):
     mean + stddev psi(s), s = horizon stddev^2 / (mean (1 - mean)) = horizon / (n + 1), n the trials behind the
-    probability (``core.posterior.support``). ``rank_actions``' optimistic strategy ranks by it.
+    probability (``core.posterior_answers.support``). ``rank_actions``' optimistic strategy ranks by it.
 
     The index is what the action is worth now, counting what trying it teaches for the trials to come (how near the
     closed form is to the exact index: test/core/test_gittins.py). Where few trials are behind the

@@ -1,7 +1,7 @@
 """Progress of a learning run, and how to stop one: a callback the learner calls between steps.
 
 ``progress(phase, iteration, log_likelihood)`` is called by ``AffordanceLearner.fit``,
-``learn_structure``, ``fit_em`` and ``core.posterior.draw_posterior``: ``phase`` is "sensors",
+``learn_structure``, ``fit_em`` and ``core.posterior_sampling.draw_posterior``: ``phase`` is "sensors",
 "structure", "parameters" or "posterior", ``iteration`` counts the steps of that phase (K2: variables
 placed, MCMC: samples drawn, EM: iterations done, the posterior's sampler: sweeps done) and
 ``log_likelihood`` is the structure score or the EM log-likelihood so far (NaN when there is none yet).

@@ -24,7 +24,7 @@ A trial is an action done on a candidate object (an object the robot could act o
 
 For a planner each suggestion also carries the effects the model expects (their marginals and
 predicted readings) and how sure it is of them: the standard deviation of each predicted probability
-under the model's posterior draws (``core.posterior``: what ``predict`` says), or, for a model without
+under the model's posterior draws (``core.posterior_answers``: what ``predict`` says), or, for a model without
 them, under the Dirichlet of the effect's CPT counts with the parents' distribution held fixed (too
 narrow where an effect's parent is an effect: the parent's uncertainty is left out).
 """
@@ -38,13 +38,12 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy.special import digamma, entr, xlogy
 
-from .averaged import averaged_posterior
 from .errors import EvidenceError
 from .evidence import evidence_from_log_likelihoods
 from .network import AffordanceNetwork, Variable
 from .number_checks import is_finite_number
 from .options import SUGGEST_CRITERIA
-from .posterior import has_draws
+from .posterior_answers import averaged_posterior, has_draws
 from .predict import check_model, posterior_spreads, predict_readings
 from .query import posterior
 

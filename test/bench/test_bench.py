@@ -416,8 +416,9 @@ def test_exploration_scores_are_the_predictive_density_of_the_effects():
 
 
 def test_posterior_quick(tmp_path):
-    """Coverage of the truth by the 90 % intervals per cell, beside EM's counts', and the cost with the posterior
-    and without it: every cell and call there, the numbers sane."""
+    """Coverage of the truth by the 90 % intervals per cell, beside EM's counts', with the structure learned beside K2's
+    and the given arcs', and the cost with the posterior and without it, on a model of one structure and on one
+    averaged over structures: every cell and call there, the numbers sane."""
     printed = bench("posterior", out=tmp_path)
     table = (tmp_path / "posterior_table.md").read_text()
     assert table.strip() in printed
@@ -427,7 +428,14 @@ def test_posterior_quick(tmp_path):
         assert all(0.0 <= c[0] <= 1.0 for c in coverage.values() if isinstance(c, list)), cell
     for call in ("predict", "rank_actions", "predict_batch, 1000 cases", "learn_300_cases"):
         assert results["costs"][call]["with"] > 0 and results["costs"][call]["without"] > 0, call
-    assert len(table_rows(table)) == 6
+    learned = results["learned"]["sigma3 100"]
+    assert all(0.0 <= learned[key][0] <= 1.0 for key in ("averaged", "k2", "given", "disagreement"))
+    assert 0.0 <= learned["averaged_missed"][0] <= 10.0 and learned["averaged_width"][0] > 0
+    averaged = results["averaged_costs"]
+    assert averaged["learn_300_cases"] > 0 and averaged["structures"] >= 1
+    for call in ("predict", "rank_actions", "rank_actions, optimistic", "predict_batch, 1000 cases"):
+        assert averaged[call]["with"] > 0 and averaged[call]["without"] > 0, call
+    assert len(table_rows(table)) == 6 + 1 + 5 + 5
 
 
 def test_decisions_quick(tmp_path):

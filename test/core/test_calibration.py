@@ -16,6 +16,11 @@ so each mode is also checked pooled over its four cells (64 truths, about +-0.03
 [0.85, 0.95] and its interval reaching into it. The same rule applied to EM's expected counts (the prototype's
 intervals, on the same learned models and queries) rejects them at sigma 3 (pooled over 100 and 300 trials): the test
 can tell a posterior that is too sure.
+
+With the structure learned, not given (the default learner, structure 'average', from a configuration without arcs;
+the object asked about given by label), at sigma 1 and 3 and 100, 300 and 1000 trials: no cell's coverage below 0.80
+(its interval reaching above it), each sigma's mean within [0.85, 0.95], and the intervals on average at most 1.75
+times as wide as the ones the truth's own arcs give on the same cases.
 """
 
 import numpy as np
@@ -110,3 +115,66 @@ def test_the_test_rejects_em_counts_at_sigma_3(cells):
     assert not consistent_with_target(em), (em.mean(), confidence_interval(em))
     labels = np.concatenate([cells["labels", trials][:, 1] for trials in TRIALS])
     assert consistent_with_target(labels), (labels.mean(), confidence_interval(labels))
+
+
+# ------------------------------------------------------------------ the structure learned, not given
+LEARNED_TRIALS = (100, 300, 1000)
+LEARNED_MODES = ("sigma1", "sigma3")
+LEARNED_TRUTHS = 12
+CELL_FLOOR = 0.80          # no cell's coverage below this
+WIDTH_LIMIT = 1.75         # the intervals at most this much wider than those of the truth's own arcs
+
+
+def learned_coverage(mode: str, trials: int, seed: int) -> tuple[float, float, float]:
+    """(coverage, mean width, the truth's arcs' mean width) of one truth learned by the default learner from a
+    configuration without arcs: the action given by label, every other variable through its sensor; asked
+    p(effect = label | action, object) with the object given by label, every effect."""
+    sigma = 3.0 if mode == "sigma3" else 1.0
+    truth = benchmark_network("montesano", sigma, 7300 + seed).replace_variables({"Action": {"sensor": None}})
+    config = truth.replace_variables({v.name: {"cpt": None, "parents": None} for v in truth.variables})
+    given = truth.replace_variables({v.name: {"cpt": None} for v in truth.variables})
+    rng = np.random.default_rng([seed, trials, LEARNED_MODES.index(mode), 38])
+    cases, _ = sample_cases(truth, trials, rng, labelled=("Action",))
+    learned = AffordanceLearner(seed=seed).fit(config, cases).model_
+    arcs_given = AffordanceLearner(structure="fixed", seed=seed).fit(given, cases).model_
+    objects = sample_values(truth, OBJECTS, rng)
+    values = {"Action": list(rng.choice(truth["Action"].values, OBJECTS))}
+    for name in truth.group("object"):
+        values[name] = [truth[name].values[c] for c in objects[:, truth.index(name)]]
+    rows = np.arange(OBJECTS)
+    hits, widths, widths_given = [], [], []
+    for name in truth.group("effect"):
+        label = rng.integers(truth[name].card, size=OBJECTS)
+        p = predict_batch(truth, [name], values=values, uncertainty=False).marginals[name][rows, label]
+        interval = predict_batch(learned, [name], values=values).intervals[name][rows, label]
+        hits.append((interval[:, 0] <= p) & (p <= interval[:, 1]))
+        widths.append(interval[:, 1] - interval[:, 0])
+        interval = predict_batch(arcs_given, [name], values=values).intervals[name][rows, label]
+        widths_given.append(interval[:, 1] - interval[:, 0])
+    return float(np.mean(hits)), float(np.mean(widths)), float(np.mean(widths_given))
+
+
+@pytest.fixture(scope="module")
+def learned_cells():
+    return {(mode, n): np.array([learned_coverage(mode, n, seed) for seed in range(LEARNED_TRUTHS)])
+            for mode in LEARNED_MODES for n in LEARNED_TRIALS}
+
+
+@pytest.mark.parametrize("mode", LEARNED_MODES)
+@pytest.mark.parametrize("trials", LEARNED_TRIALS)
+def test_with_the_structure_learned_no_cell_covers_less_than_80_percent(learned_cells, mode, trials):
+    per_truth = learned_cells[mode, trials][:, 0]
+    low, high = confidence_interval(per_truth)
+    assert high >= CELL_FLOOR and low <= TARGET[1], (
+        f"{mode}, {trials} trials: coverage {per_truth.mean():.3f} ({CONFIDENCE:.1%} interval {low:.3f}-{high:.3f})")
+
+
+@pytest.mark.parametrize("mode", LEARNED_MODES)
+def test_with_the_structure_learned_each_sigma_covers_85_to_95_percent_no_wider_than_175x_the_truths_arcs(
+        learned_cells, mode):
+    cells = np.concatenate([learned_cells[mode, trials] for trials in LEARNED_TRIALS])
+    pooled = cells[:, 0]
+    assert TARGET[0] <= pooled.mean() <= TARGET[1] and consistent_with_target(pooled), (
+        pooled.mean(), confidence_interval(pooled))
+    ratio = cells[:, 1].mean() / cells[:, 2].mean()
+    assert ratio <= WIDTH_LIMIT, ratio

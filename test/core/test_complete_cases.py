@@ -14,7 +14,7 @@ from affordance_ros.core.estep import CountedEStep, choose_estep
 from affordance_ros.core.evidence import CompleteCases, most_probable_values
 from affordance_ros.core.ground_truth import sample_values
 from affordance_ros.core.inference import JunctionTree
-from affordance_ros.core.posterior import dirichlet_prior, draw_posterior, impute
+from affordance_ros.core.posterior_sampling import dirichlet_prior, draw_posterior, impute
 
 
 def mixed_cases(network, n_cases, rng, missing=0.02, read=0.3):

@@ -225,7 +225,7 @@ def test_export_never_replaces_a_file_made_while_it_wrote_its_own(tmp_path, monk
     """docs/bags.md: existing files are never overwritten. Another program makes the file between export's check
     and its rename (a large export takes seconds to write): export fails, the file stays, not replaced by
     os.replace."""
-    import affordance_ros.core.network as network
+    import affordance_ros.core.model_file as network
     from affordance_ros.core import DataError
     from affordance_ros.data.offline import write_csv
 

@@ -12,8 +12,9 @@ the cases, the hidden values integrated over (never MAP-assigned). Each chain is
 3. draws the CPTs from their Dirichlet given the structure and the imputed values.
 
 A kept sweep is one draw of (structure, CPTs): its structure and the counts of its imputed values (the CPTs given
-them are Dirichlet(counts + pseudo-counts), as in ``core.posterior``). The draws of one structure make one member of
-the sample, weighted by its share of the draws; answers average over the members (``core.averaged``).
+them are Dirichlet(counts + pseudo-counts), as in ``core.posterior_sampling``). The draws of one structure make one
+member of the sample, weighted by its share of the draws; answers average over the members
+(``core.posterior_answers``).
 
 The chains start from different structures: K2's on the MAP values (the single-structure learner's answer), no arcs,
 and every variable with as many parents as ``max_parents`` allows (greedy on the MAP values). Where the sensors blur
@@ -39,7 +40,7 @@ from .errors import ModelFormatError
 from .inference import JunctionTree
 from .network import AffordanceNetwork
 from .options import LearningOptions
-from .posterior import dirichlet_rows, impute
+from .posterior_sampling import dirichlet_rows, impute
 from .progress import Progress, report
 from .structure import ArcMoves, CaseCounts, allowed_arcs, default_order
 

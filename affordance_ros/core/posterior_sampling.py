@@ -1,4 +1,5 @@
-"""The exact posterior of the CPTs given the cases, drawn once per learned model, and the spread of answers under it.
+"""The posterior of the CPTs given the cases, drawn at learn time by a Gibbs sampler: exact (as any MCMC, in the
+limit of its sweeps) on up to ``EXACT_CASES`` cases, a large-sample approximation beyond.
 
 EM's expected counts (``Variable.counts``) treat every hidden value as if it had been seen, with the weight of its
 posterior: a Dirichlet of them is right when the sensors tell the values apart, and too sure when they do not (at
@@ -16,22 +17,17 @@ A case whose every value is seen (labels) has nothing to impute: its counts are 
 and only the other cases are imputed. When every value of every case is seen, the posterior is the Dirichlet of the
 counts, and one sweep makes it. Otherwise the chain starts at EM's CPTs, near the posterior's mode, runs ``BURN_IN``
 sweeps, then keeps one sweep in ``THIN``: for each kept sweep, the counts of the imputed values (``Variable.draws``;
-the pseudo-counts are ``Variable.prior``). A CPT drawn from Dirichlet(draw + prior) is a draw of the exact posterior
+the pseudo-counts are ``Variable.prior``). A CPT drawn from Dirichlet(draw + prior) is a draw of the posterior
 (the imputed values and CPTs of a sweep are a draw of their joint posterior, and the CPTs given the values are that
 Dirichlet): the imputations carry what the readings leave unknown about the values, each Dirichlet what a finite
 number of cases leaves unknown about the CPTs, so ``DRAWS`` imputations, each drawn from ``ENSEMBLE / DRAWS`` times,
-give the answers' ``ENSEMBLE`` CPT sets. This runs once per learn; a query never samples.
+give the answers' CPT sets (``core.posterior_answers``). This runs once per learn; a query never samples.
 
 A sweep costs about what an E-step of EM does, for every case. Beyond ``EXACT_CASES`` cases the chain runs on a
 random subset of that many (``scaled_to``): the posterior is then centred on all the cases' expected counts (EM's),
 with each imputation's deviation from the subset's mean imputation grown by sqrt(cases / subset) (the spread that
 the unknown values add grows as the number of cases, its share of the counts' spread stays), a large-sample
 approximation where the exact posterior is nearly Gaussian; the model's metadata says so.
-
-Answers (``DrawEnsemble``): the S posterior CPTs (drawn from the kept Dirichlets with a fixed seed, once per model)
-form one network with a hidden variable ``DRAW`` (S values, uniform) that is a parent of every variable; one exact
-query of (query, DRAW) gives p(query | evidence, CPTs of draw s) for every s at once, through the same query engine
-as ``predict``. Standard deviations and 90 % credible intervals are those of these S answers.
 
 Online learning between learns (``update_draws``): each new case's values are imputed under CPTs drawn from every
 draw's Dirichlet and added to that draw's counts (steps 1 and 2 once more per draw, the earlier cases' imputations
@@ -46,8 +42,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import warnings
-import weakref
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -56,36 +50,16 @@ import numpy as np
 from .errors import ModelFormatError
 from .evidence import CompleteCases, Evidence
 from .inference import JunctionTree, collected
-from .network import AffordanceNetwork, Variable
+from .network import AffordanceNetwork
 from .progress import Progress, report
 
 DRAWS = 50           # imputations a learn keeps (the learning option posterior_draws)
 BURN_IN = 20         # sweeps from EM's CPTs before the first imputation kept
 THIN = 2             # sweeps per imputation kept
-ENSEMBLE = 200       # CPT sets drawn from the imputations' Dirichlets to answer under (at least one per imputation)
 EXACT_CASES = 1000   # cases the chain runs on: a random subset of this many when there are more (scaled_to)
-LEVEL = 0.90         # the credible intervals' probability
-DRAW = "~draw"       # the ensemble's variable whose value says which draw's CPTs hold
-ENSEMBLE_SEED = 20   # the CPTs drawn from a model's Dirichlets: the same answers every time the model is loaded
 _IMPUTE_CASES = 4096   # cases calibrated at once (memory: their clique beliefs)
-_MISSING_POSTERIOR = ("the model has no posterior draws (learned by a version before them, imported, or learned with "
-                      "posterior_draws 0): learn it again to get them")
-
-_ENSEMBLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def has_draws(model: AffordanceNetwork) -> bool:
-    """Whether every CPT of ``model`` carries posterior draws (``Variable.draws``)."""
-    return model.parameterised and all(v.draws is not None for v in model.variables)
-
-
-def missing_posterior(what: str) -> ModelFormatError:
-    """The error for ``what`` (e.g. "strategy 'thompson'") asked of a model without posterior draws."""
-    return ModelFormatError(f"{what} needs the posterior of the CPTs, and {_MISSING_POSTERIOR} "
-                            "(affordance-ros learn, or the node's ~/learn)")
-
-
-# ------------------------------------------------------------------ sampling
 def dirichlet_rows(alpha: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Every row (last axis) of ``alpha`` drawn from its Dirichlet; an entry of 0 stays 0 (a structural zero), a row
     of zeros (no data, no prior) is drawn from a flat Dirichlet(1). Leading axes are any (draws, parents).
@@ -281,82 +255,5 @@ def update_draws(network: AffordanceNetwork, draws: Sequence[np.ndarray], prior:
     return draws
 
 
-# ------------------------------------------------------------------ answers
-class DrawEnsemble:
-    """A model's posterior as ``n_draws`` CPT sets in one network (the module docstring), built once per model: set j
-    drawn from Dirichlet(draw j mod S + prior), with a fixed seed (the same answers whenever the model is loaded).
-    """
-
-    def __init__(self, model: AffordanceNetwork):
-        if not has_draws(model):
-            raise ModelFormatError(_MISSING_POSTERIOR)
-        rng = np.random.default_rng(ENSEMBLE_SEED)
-        self.n_draws = max(ENSEMBLE, model.variables[0].draws.shape[0])
-        which = np.arange(self.n_draws) % model.variables[0].draws.shape[0]
-        self.cpts = [dirichlet_rows(v.draws[which] + v.prior, rng) for v in model.variables]
-        variables = [dataclasses.replace(v, parents=(DRAW, *v.parents), cpt=cpt, counts=None, draws=None, prior=None,
-                                         sensor=None)
-                     for v, cpt in zip(model.variables, self.cpts)]
-        variables.append(Variable(DRAW, "object", tuple(str(s) for s in range(self.n_draws)), (), None,
-                                  np.full(self.n_draws, 1.0 / self.n_draws)))
-        self.network = AffordanceNetwork(variables)
-        self.draw = len(model)     # DRAW's index: the model's variables keep theirs
-
-    @classmethod
-    def of(cls, model: AffordanceNetwork) -> "DrawEnsemble":
-        """The ensemble of ``model``'s draws (built on first use, then kept as long as the model)."""
-        found = _ENSEMBLES.get(model)
-        if found is None:
-            found = _ENSEMBLES[model] = cls(model)
-        return found
-
-    def answers(self, joint: np.ndarray) -> np.ndarray:
-        """p(query | evidence, draw s) (K, *query cards, S) from the ensemble's p(query, DRAW | evidence); a draw
-        under which the evidence is impossible is NaN throughout.
-        """
-        total = joint.sum(axis=tuple(range(1, joint.ndim - 1)), keepdims=True)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(total > 0, joint / total, np.nan)
-
-
-def spread(draws: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, standard deviation, equal-tailed ``level`` credible interval (..., 2)) of probabilities given as S
-    posterior draws on the last axis of ``draws``; draws that are NaN are left out.
-    """
-    tail = (1.0 - level) / 2.0
-    if np.isnan(np.add.reduce(draws, axis=None)):
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)   # an all-NaN slice: its NaN answer says it already
-            bounds = np.nanquantile(draws, [tail, 1.0 - tail], axis=-1, method="weibull")
-            return np.nanmean(draws, axis=-1), np.nanstd(draws, axis=-1, ddof=1), np.moveaxis(bounds, 0, -1)
-    n = draws.shape[-1]
-    mean = np.add.reduce(draws, axis=-1) / n
-    stddev = np.sqrt(np.add.reduce((draws - mean[..., None]) ** 2, axis=-1) / max(n - 1, 1))
-    ordered = np.sort(draws, axis=-1)
-    bounds = []
-    # the order statistic at q (S + 1) (numpy's "weibull" quantile): an interval between those at tail (S + 1) and
-    # (1 - tail)(S + 1) holds the next draw with probability level (numpy's default quantile covers less)
-    for q in (tail, 1.0 - tail):
-        at = min(max(q * (n + 1) - 1.0, 0.0), n - 1.0)
-        below = int(at)
-        above = min(below + 1, n - 1)
-        bounds.append(ordered[..., below] + (at - below) * (ordered[..., above] - ordered[..., below]))
-    return mean, stddev, np.stack(bounds, axis=-1)
-
-
-def support(mean: np.ndarray, stddev: np.ndarray) -> np.ndarray:
-    """The trials behind a distribution's probabilities (..., card) with these posterior means and standard
-    deviations: the n for which a Dirichlet of precision n with these means, what n trials seen outright (beyond a
-    prior worth nothing) give, has the same total variance, n = sum_k m_k (1 - m_k) / sum_k sd_k^2 - 1 (clipped at
-    0; infinite when every sd is 0: the answer is certain, e.g. the variable was given by label).
-    """
-    spread_total = np.sum(stddev ** 2, axis=-1)
-    binomial = np.sum(mean * (1.0 - mean), axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        n = np.where(spread_total > 0, binomial / spread_total - 1.0, np.inf)
-    return np.where(np.isnan(spread_total), np.nan, np.maximum(n, 0.0))
-
-
-__all__ = ["DRAW", "DRAWS", "ENSEMBLE", "EXACT_CASES", "LEVEL", "DrawEnsemble", "PosteriorSample",
-           "dirichlet_prior", "dirichlet_rows", "draw_posterior", "has_draws", "impute", "missing_posterior",
-           "scaled_to", "spread", "support", "update_draws", "with_draws"]
+__all__ = ["BURN_IN", "DRAWS", "EXACT_CASES", "THIN", "PosteriorSample", "dirichlet_prior", "dirichlet_rows",
+           "draw_posterior", "family_counts_of", "impute", "scaled_to", "update_draws", "with_draws"]

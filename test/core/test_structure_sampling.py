@@ -1,5 +1,5 @@
-"""The posterior over structures (core.structure_posterior) and the answers averaged over it (core.averaged): the
-sampler against the exact posterior of a network small enough to enumerate its structures, the averaged answers
+"""The posterior over structures (core.structure_sampling) and the answers averaged over it (core.posterior_answers):
+the sampler against the exact posterior of a network small enough to enumerate its structures, the averaged answers
 against brute-force enumeration under every structure, learning against a known truth, the model file, online
 updates, predict_batch against predict on random structures, and ties within the draws' noise."""
 
@@ -25,12 +25,12 @@ from affordance_ros.core import (
     rank_actions,
     sample_cases,
 )
-from affordance_ros.core.averaged import StructureAverage, _draw_sets, averaged_draws
 from affordance_ros.core.cases import CaseEvidence
 from affordance_ros.core.ground_truth import random_cpts, sample_values
 from affordance_ros.core.network import WeightedNetwork
 from affordance_ros.core.online import OnlineEM
-from affordance_ros.core.structure_posterior import log_marginal, sample_structures
+from affordance_ros.core.posterior_answers import StructureAverage, averaged_draws, draw_sets
+from affordance_ros.core.structure_sampling import log_marginal, sample_structures
 
 pytestmark = pytest.mark.posterior
 
@@ -146,7 +146,7 @@ def test_every_pooled_draw_is_one_structures_answer_under_one_of_its_cpt_sets_by
     _, model = averaged_model
     rows = evidence_rows(model, values, sensors)
     expected = []
-    for member, sets in zip(model.members, _draw_sets(model.members)[0]):
+    for member, sets in zip(model.members, draw_sets(model.members)[0]):
         for s in range(len(sets[0])):
             network = member.network.with_cpts({v.name: sets[i][s] for i, v in enumerate(member.network.variables)})
             expected.append(brute_marginal(network, rows, query))
@@ -359,8 +359,8 @@ def test_a_clearly_better_action_is_not_tied_by_the_noise_rule():
         assert ranking.actions[0] == "a" and not ranking.tied
 
 
-def test_draw_sets_pool_every_imputation_in_proportion_to_its_structures_weight(averaged_model):
+def testdraw_sets_pool_every_imputation_in_proportion_to_its_structures_weight(averaged_model):
     _, model = averaged_model
-    sets = _draw_sets(model.members)[0]
+    sets = draw_sets(model.members)[0]
     sizes = np.array([len(s[0]) for s in sets], dtype=float)
     np.testing.assert_allclose(sizes / sizes.sum(), [m.weight for m in model.members], atol=0.02)

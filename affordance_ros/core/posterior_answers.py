@@ -1,11 +1,18 @@
-"""Answers averaged over a model's sample of structures (Bayesian model averaging), and the draws behind how sure.
+"""Answers under a model's posterior: every draw of its CPTs and every structure of its sample, and how sure they are.
+
+The posterior draws a learn keeps (``core.posterior_sampling``: per structure, imputed counts whose Dirichlets are
+draws of the CPTs) answer a query at once: the CPT sets drawn from them with a fixed seed, once per model, are
+stacked along a hidden index variable ``DRAW`` (uniform) that is a parent of every variable the query needs; one exact
+query of (query, DRAW) gives p(query | evidence, CPTs of draw s) for every s, through the same query engine as
+``predict``. Standard deviations and 90 % credible intervals are those of these answers (``spread``), ``support`` the
+trials behind them.
 
 A model learned with structure 'average' holds a weighted sample of structures (``AffordanceNetwork.members``, drawn
-by ``core.structure_posterior``), each with its CPTs' posterior draws. An answer averages the members':
+by ``core.structure_sampling``), each with its CPTs' posterior draws. An answer averages the members':
 
 - the probability: sum_m w_m p(query | evidence, structure m, its posterior-mean CPTs);
 - the draws behind its standard deviation and interval: every imputation of every member, each drawn from
-  ``ENSEMBLE / imputations`` times as in ``core.posterior.DrawEnsemble``, pooled: each pooled draw is a joint draw of
+  ``ENSEMBLE / imputations`` times, pooled: each pooled draw is a joint draw of
   a structure and its CPTs, so a member holds its weight's share of them. ``thompson`` takes one of them.
 
 Each draw's (and each member's) answer is normalised on its own: what is reported is the posterior of the probability
@@ -20,16 +27,23 @@ costs one pass per group of members, not per member. A model with one structure 
 from __future__ import annotations
 
 import dataclasses
-import weakref
+import warnings
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from .errors import ModelFormatError
 from .network import AffordanceNetwork, Variable
-from .posterior import DRAW, ENSEMBLE, ENSEMBLE_SEED, DrawEnsemble, dirichlet_rows, has_draws
+from .posterior_sampling import dirichlet_rows
 from .query import posterior, requisite
 
-_AVERAGES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+ENSEMBLE = 200       # CPT sets drawn from the imputations' Dirichlets to answer under (at least one per imputation)
+LEVEL = 0.90         # the credible intervals' probability
+DRAW = "~draw"       # the ensemble's variable whose value says which draw's CPTs hold
+ENSEMBLE_SEED = 20   # the CPTs drawn from a model's Dirichlets: the same answers every time the model is loaded
+_MISSING_POSTERIOR = ("the model has no posterior draws (learned by a version before them, imported, or learned with "
+                      "posterior_draws 0): learn it again to get them")
+
 _MAX_PATTERNS = 256   # evidence patterns whose groups a model keeps (then forgotten, all at once)
 
 
@@ -41,13 +55,12 @@ def averaged(model: AffordanceNetwork) -> bool:
 def averaged_posterior(model: AffordanceNetwork, query: Sequence[int], likelihoods: Mapping[int, np.ndarray],
                        hard: Sequence[int] = ()) -> np.ndarray:
     """p(query jointly | evidence) (K, *query cards), averaged over ``model``'s structures (``query.posterior``'s
-    arguments).
+    arguments; a model with one structure answers as ``query.posterior`` does).
     """
     if not averaged(model):
         return posterior(model, query, likelihoods, hard)
-    average = StructureAverage.of(model)
     out = None
-    for group in average.groups(query, hard, likelihoods):
+    for group in StructureAverage.of(model).groups(query, hard, likelihoods):
         joint = group.point_answers(query, likelihoods, hard)
         out = joint if out is None else out + joint
     return out
@@ -58,12 +71,10 @@ def averaged_draws(model: AffordanceNetwork, query: Sequence[int], likelihoods: 
     """p(query | evidence) under every pooled posterior draw, (K, *query cards, S): NaN for a draw under which the
     evidence is impossible. ``model`` must have draws (``has_draws``).
     """
-    if not averaged(model):
-        ensemble = DrawEnsemble.of(model)
-        return ensemble.answers(posterior(ensemble.network, [*query, ensemble.draw], likelihoods, hard))
-    average = StructureAverage.of(model)
+    if not has_draws(model):
+        raise ModelFormatError(_MISSING_POSTERIOR)
     return np.concatenate([group.draw_answers(query, likelihoods, hard)
-                           for group in average.groups(query, hard, likelihoods)], axis=-1)
+                           for group in StructureAverage.of(model).groups(query, hard, likelihoods)], axis=-1)
 
 
 def draw_imputations(model: AffordanceNetwork, query: Sequence[int], likelihoods: Mapping[int, np.ndarray],
@@ -71,9 +82,6 @@ def draw_imputations(model: AffordanceNetwork, query: Sequence[int], likelihoods
     """Which imputation of the learn (over all structures) each of ``averaged_draws``' draws comes from, (S,): the
     draws of one imputation share its counts, so their Monte Carlo noise is that of the imputations.
     """
-    if not averaged(model):
-        n_draws = DrawEnsemble.of(model).n_draws
-        return np.arange(n_draws) % model.variables[0].draws.shape[0]
     average = StructureAverage.of(model)
     return np.concatenate([average.imputations[k] for group in average.groups(query, hard, likelihoods)
                            for k in group.members])
@@ -88,16 +96,13 @@ class StructureAverage:
         self.model = model
         self.members = model.members
         self.weights = np.array([m.weight for m in self.members])
-        self.draw_sets, self.imputations = _draw_sets(self.members) if has_draws(model) else (None, None)
+        self.draw_sets, self.imputations = draw_sets(self.members) if has_draws(model) else (None, None)
         self._groups: dict = {}
 
     @classmethod
     def of(cls, model: AffordanceNetwork) -> "StructureAverage":
-        """The average of ``model``'s members (built on first use, then kept as long as the model)."""
-        found = _AVERAGES.get(model)
-        if found is None:
-            found = _AVERAGES[model] = cls(model)
-        return found
+        """The average of ``model``'s members (built on first use, then kept with the model)."""
+        return model.derived("structure average", lambda: cls(model))
 
     def groups(self, query: Sequence[int], hard: Sequence[int], likelihoods: Mapping) -> list:
         """The members grouped by the families the query needs, for this evidence pattern (cached)."""
@@ -154,7 +159,7 @@ class _Group:
         return _per_draw(posterior(network, [*query, len(network) - 1], likelihoods, hard))
 
 
-def _draw_sets(members) -> tuple[list, list]:
+def draw_sets(members) -> tuple[list, list]:
     """Per member, per variable, its CPT sets for answers (n_m, *CPT shape): the pooled imputations (every member's
     draws in turn) each drawn from ``ENSEMBLE / imputations`` times (at least once), with ``ENSEMBLE_SEED``; and per
     member the imputation (numbered over all members) each of its sets comes from.
@@ -198,4 +203,54 @@ def _per_draw(joint: np.ndarray) -> np.ndarray:
         return np.where(total > 0, joint / total, np.nan)
 
 
-__all__ = ["StructureAverage", "averaged", "averaged_draws", "averaged_posterior", "draw_imputations"]
+def has_draws(model: AffordanceNetwork) -> bool:
+    """Whether every CPT of ``model`` carries posterior draws (``Variable.draws``)."""
+    return model.parameterised and all(v.draws is not None for v in model.variables)
+
+
+def missing_posterior(what: str) -> ModelFormatError:
+    """The error for ``what`` (e.g. "strategy 'thompson'") asked of a model without posterior draws."""
+    return ModelFormatError(f"{what} needs the posterior of the CPTs, and {_MISSING_POSTERIOR} "
+                            "(affordance-ros learn, or the node's ~/learn)")
+
+
+def spread(draws: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, standard deviation, equal-tailed ``level`` credible interval (..., 2)) of probabilities given as S
+    posterior draws on the last axis of ``draws``; draws that are NaN are left out.
+    """
+    tail = (1.0 - level) / 2.0
+    if np.isnan(np.add.reduce(draws, axis=None)):
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # an all-NaN slice: its NaN answer says it already
+            bounds = np.nanquantile(draws, [tail, 1.0 - tail], axis=-1, method="weibull")
+            return np.nanmean(draws, axis=-1), np.nanstd(draws, axis=-1, ddof=1), np.moveaxis(bounds, 0, -1)
+    n = draws.shape[-1]
+    mean = np.add.reduce(draws, axis=-1) / n
+    stddev = np.sqrt(np.add.reduce((draws - mean[..., None]) ** 2, axis=-1) / max(n - 1, 1))
+    ordered = np.sort(draws, axis=-1)
+    bounds = []
+    # the order statistic at q (S + 1) (numpy's "weibull" quantile): an interval between those at tail (S + 1) and
+    # (1 - tail)(S + 1) holds the next draw with probability level (numpy's default quantile covers less)
+    for q in (tail, 1.0 - tail):
+        at = min(max(q * (n + 1) - 1.0, 0.0), n - 1.0)
+        below = int(at)
+        above = min(below + 1, n - 1)
+        bounds.append(ordered[..., below] + (at - below) * (ordered[..., above] - ordered[..., below]))
+    return mean, stddev, np.stack(bounds, axis=-1)
+
+
+def support(mean: np.ndarray, stddev: np.ndarray) -> np.ndarray:
+    """The trials behind a distribution's probabilities (..., card) with these posterior means and standard
+    deviations: the n for which a Dirichlet of precision n with these means, what n trials seen outright (beyond a
+    prior worth nothing) give, has the same total variance, n = sum_k m_k (1 - m_k) / sum_k sd_k^2 - 1 (clipped at
+    0; infinite when every sd is 0: the answer is certain, e.g. the variable was given by label).
+    """
+    spread_total = np.sum(stddev ** 2, axis=-1)
+    binomial = np.sum(mean * (1.0 - mean), axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(spread_total > 0, binomial / spread_total - 1.0, np.inf)
+    return np.where(np.isnan(spread_total), np.nan, np.maximum(n, 0.0))
+
+
+__all__ = ["DRAW", "ENSEMBLE", "LEVEL", "StructureAverage", "averaged", "averaged_draws", "averaged_posterior",
+           "draw_imputations", "draw_sets", "has_draws", "missing_posterior", "spread", "support"]
