@@ -22,7 +22,7 @@ the values, a chain holds on to the arcs it imputes under: values imputed withou
 weakened, so the next structure step does not add it back, and values imputed with it keep it. Such a chain stays
 in one mode of the posterior; the chains' draws are pooled, so the sample spans the modes they found instead of
 answering from one. ``StructureSample.disagreement`` (the largest difference between two chains' probability of
-one arc) says how far the chains are from having mixed (0: they agree).
+one edge, an arc either way) says how far the chains are from having mixed (0: they agree).
 """
 
 from __future__ import annotations
@@ -107,14 +107,15 @@ class StructureSample:
 
     @property
     def disagreement(self) -> float:
-        """The largest difference between two chains' probability of one arc: 0 when they agree on every arc, 1 when
-        one chain always holds an arc another never does.
+        """The largest difference between two chains' probability of one edge (an arc either way: the same
+        dependence, which the cases often cannot orient): 0 when they agree on every edge, 1 when one chain always
+        holds an edge another never does.
         """
-        arcs = {a for chain in self.chain_arcs for a in chain}
-        if len(self.chain_arcs) < 2 or not arcs:
+        chains = [_edges(arcs) for arcs in self.chain_arcs]
+        edges = {e for chain in chains for e in chain}
+        if len(chains) < 2 or not edges:
             return 0.0
-        return max(max(c.get(a, 0.0) for c in self.chain_arcs) - min(c.get(a, 0.0) for c in self.chain_arcs)
-                   for a in arcs)
+        return max(max(c.get(e, 0.0) for c in chains) - min(c.get(e, 0.0) for c in chains) for e in edges)
 
     def metadata(self, n_cases: int) -> dict:
         """The model's metadata entry "structures": how the sample was drawn."""
@@ -123,6 +124,15 @@ class StructureSample:
                 "structures": len(self.members), "disagreement": round(self.disagreement, 4),
                 "arc_prior": self.arc_prior, "seed": self.seed, "num_cases": int(n_cases),
                 **({"sampled_cases": self.subset} if self.subset else {}), "seconds": round(self.seconds, 4)}
+
+
+def _edges(arcs: Mapping) -> dict:
+    """{(u, v) with u < v: the probability of an arc between them either way} of {(parent, child): probability}."""
+    out: dict = {}
+    for (u, v), p in arcs.items():
+        key = (min(u, v), max(u, v))
+        out[key] = out.get(key, 0.0) + p
+    return out
 
 
 class FamilyMarginal:

@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -44,7 +45,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROG, description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--trials", type=int, default=300, help="trials the robot does (default 300)")
     parser.add_argument("--rate", type=float, default=100.0, help="trials per second (default 100)")
-    parser.add_argument("--structure", choices=STRUCTURES, default="k2", help="structure learning (default k2)")
+    parser.add_argument("--structure", choices=STRUCTURES, default="average",
+                        help="structure learning (default average: a sample of structures, answers averaged over it)")
     parser.add_argument("--sigma", type=float, default=1.0, help="sensor noise of the simulated robot (default 1.0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the ground truth and the trials (default 0)")
     parser.add_argument("--pair-by-stamp", action="store_true", help="send trials without ids (paired by stamp)")
@@ -275,13 +277,14 @@ def run(args, workdir: Path, held: int) -> int:
 
         print(f"\nLearning ({args.structure}) ...")
         learned = demo.learn()
-        true_arcs = set(format_arcs(truth.arcs))
-        found = set(learned.arcs)
-        print(f"  {learned.num_cases} cases, {learned.iterations} EM iterations, {learned.duration:.2f} s, "
-              f"log-likelihood {learned.log_likelihood:.1f}")
-        print(f"  arcs found: {len(found)}; of the ground truth's {len(true_arcs)}: {len(found & true_arcs)} "
-              f"found{', missed ' + ', '.join(sorted(true_arcs - found)) if true_arcs - found else ''}"
-              f"{'; extra ' + ', '.join(sorted(found - true_arcs)) if found - true_arcs else ''}")
+        true_arcs = format_arcs(truth.arcs)
+        probability = learned.arc_probabilities or dict.fromkeys(learned.arcs, 1.0)
+        print(f"  {learned.num_cases} cases, {learned.duration:.2f} s, log-likelihood {learned.log_likelihood:.1f}")
+        print(f"  the ground truth's {len(true_arcs)} arcs, each with its probability under the learned structures:")
+        print(textwrap.fill(", ".join(f"{arc} {probability.get(arc, 0.0):.2f}" for arc in true_arcs), width=100,
+                            initial_indent="    ", subsequent_indent="    "))
+        extra = [f"{arc} {p:.2f}" for arc, p in probability.items() if arc not in true_arcs and p >= 0.5]
+        print(f"  arcs the truth lacks, at least as probable as not: {', '.join(extra) or 'none'}")
         print(f"  model written to {workdir / 'model.json'}")
         picture = draw_model(AffordanceNetwork.load(workdir / "model.json"),
                              args.picture or (workdir / "model.png" if args.workdir else default_picture()))

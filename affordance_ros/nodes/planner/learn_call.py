@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from action_msgs.msg import GoalStatus
@@ -39,7 +39,9 @@ KEPT_REASONS = 20  # refusal reasons a RefusalListener keeps
 @dataclass(frozen=True)
 class LearnReport:
     """What a learn on the learner node did: the node's ``message``, the cases learned from, the ``arcs``
-    ("Parent->Child") of the new model, its log-likelihood, the EM iterations and the learn's duration (s)."""
+    ("Parent->Child") of the new model (its most probable structure), its log-likelihood, the EM iterations (or the
+    sampler's sweeps) and the learn's duration (s); ``arc_probabilities`` {"Parent->Child": the posterior probability
+    of that arc} for every arc of the learned structures (1.0 each with one structure)."""
 
     message: str
     num_cases: int
@@ -47,11 +49,13 @@ class LearnReport:
     log_likelihood: float
     iterations: int
     duration: float
+    arc_probabilities: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready, as `affordance-ros call learn` prints it."""
         return {"success": True, "message": self.message, "num_cases": self.num_cases, "arcs": list(self.arcs),
-                "log_likelihood": self.log_likelihood, "iterations": self.iterations, "duration": self.duration}
+                "arc_probabilities": dict(self.arc_probabilities), "log_likelihood": self.log_likelihood,
+                "iterations": self.iterations, "duration": self.duration}
 
 
 class RefusalListener:
@@ -211,7 +215,8 @@ class LearnCall(Ticking):
         result = answer.result
         if result.success:
             self.succeed(LearnReport(result.message, int(result.num_cases), list(result.arcs),
-                                     float(result.log_likelihood), int(result.iterations), float(result.duration)))
+                                     float(result.log_likelihood), int(result.iterations), float(result.duration),
+                                     dict(zip(result.sampled_arcs, map(float, result.arc_probabilities)))))
         elif self.cancel_reason:
             self.fail(LearningCancelled(self.cancel_reason))
         else:
