@@ -54,6 +54,8 @@ EXPECTED_FIELDS = {
         ('log_likelihood', 'double'),
         ('iterations', 'uint32'),
         ('duration', 'double'),
+        ('sampled_arcs', 'sequence<string>'),
+        ('arc_probabilities', 'sequence<double>'),
     ],
     LearnAction.Goal: [
         ('structure', 'string'),
@@ -66,6 +68,8 @@ EXPECTED_FIELDS = {
         ('log_likelihood', 'double'),
         ('iterations', 'uint32'),
         ('duration', 'double'),
+        ('sampled_arcs', 'sequence<string>'),
+        ('arc_probabilities', 'sequence<double>'),
     ],
     LearnAction.Feedback: [
         ('phase', 'string'),

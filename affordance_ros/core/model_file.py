@@ -171,9 +171,11 @@ def _members_from_document(network, raw) -> list:
                                        f"{['name', *MEMBER_KEYS]}, got {d.get('name')!r} with {sorted(d)}")
             if not isinstance(d.get("parents"), list) or not all(isinstance(p, str) for p in d["parents"]):
                 raise ModelFormatError(f"{where}: variable '{v.name}': 'parents' must be a list of variable names")
-            changes[v.name] = {"parents": tuple(d["parents"]),
-                               **{key: _number_array(d.get(key), f"{where}: variable '{v.name}'", key)
-                                  for key in MEMBER_KEYS[1:]}}
+            change = {"parents": tuple(d["parents"]), **{key: _number_array(d.get(key), f"{where}: variable '{v.name}'",
+                                                                            key) for key in MEMBER_KEYS[1:]}}
+            if change["cpt"] is None and change["draws"] is not None and change["prior"] is not None:
+                change.update(_posterior_mean(change["draws"], change["prior"], f"{where}: variable '{v.name}'"))
+            changes[v.name] = change
         members.append(WeightedNetwork(float(m["weight"]),
                                        type(network)([dataclasses.replace(v, **changes[v.name])
                                                       for v in network.variables])))
@@ -181,9 +183,25 @@ def _members_from_document(network, raw) -> list:
 
 
 def _member_variable_dict(v: Variable) -> dict:
-    """A variable's entry in a structure of the sample: what differs between structures (``MEMBER_KEYS``)."""
+    """A variable's entry in a structure of the sample: what differs between structures (``MEMBER_KEYS``), without
+    the CPT and its counts where the draws give them (``_posterior_mean``: most of the file would be those floats).
+    """
     whole = _variable_dict(v)
-    return {"name": v.name, **{key: whole[key] for key in MEMBER_KEYS if key in whole}}
+    derived = ("cpt", "counts") if v.draws is not None and v.prior is not None else ()
+    return {"name": v.name, **{key: whole[key] for key in MEMBER_KEYS if key in whole and key not in derived}}
+
+
+def _posterior_mean(draws: np.ndarray, prior: np.ndarray, where: str) -> dict:
+    """The CPT and counts of a structure of the sample that its file entry leaves out: the counts the mean of the
+    draws plus the prior, the CPT those counts normalised (a row without any: flat), as the learner makes them.
+    """
+    if draws.ndim < 2 or draws.shape[1:] != prior.shape:
+        raise ModelFormatError(f"{where}: 'draws' have shape {list(draws.shape)}, expected [S, "
+                               f"{', '.join(str(k) for k in prior.shape)}] (the 'prior''s shape)")
+    counts = draws.mean(axis=0) + prior
+    total = counts.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"counts": counts, "cpt": np.where(total > 0, counts / total, 1.0 / counts.shape[-1])}
 
 
 # ------------------------------------------------------------- (de)serial.

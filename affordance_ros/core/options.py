@@ -94,6 +94,8 @@ class LearningOptions:
                                               "cross-validation inside learning holds out whole entities")
 
     def __post_init__(self):
+        # (not a field: whether the structure was chosen from the other options, so that ``replace`` chooses again)
+        object.__setattr__(self, "_structure_chosen", self.structure is None)
         if self.structure is None:
             single = (self.method == "discrete" or self.structural_em or not self.prior > 0
                       or self.posterior_draws == 0)
@@ -184,9 +186,14 @@ class LearningOptions:
         return OptionHelp(name, type(default), default, CHOICES.get(name), option.metadata["help"])
 
     def replace(self, **changes) -> "LearningOptions":
-        """A copy with the ``changes`` that are not None (an unknown name is an error)."""
+        """A copy with the ``changes`` that are not None (an unknown name is an error); a structure that was chosen
+        from the other options is chosen again from the new ones.
+        """
         self.check_names(changes)
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if "structure" not in changes and self._structure_chosen:
+            changes["structure"] = None
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         """JSON-ready: tuples as lists."""

@@ -128,7 +128,8 @@ def _how(result: LearnResult) -> str:
     if result.structures is not None:
         sample = result.structures
         return (f"average over {len(sample.members)} structures, {len(result.arcs)} arcs in the most probable, "
-                f"{sample.sweeps} sweeps of {len(sample.chain_arcs)} chains")
+                f"{sample.sweeps} sweeps of {len(sample.chain_arcs)} chains, which differ by up to "
+                f"{sample.disagreement:.2f} on an edge")
     return (f"{result.structure}, {len(result.arcs)} arcs, {result.iterations} EM iterations"
             f"{'' if result.converged else ', NOT converged'}")
 

@@ -184,7 +184,7 @@ def cmd_learn(args) -> int:
         sample = result.structures
         print(f"learned from {result.num_cases} cases in {result.duration:.2f} s (average over "
               f"{len(sample.members)} structures: {len(sample.chain_arcs)} chains, {sample.sweeps} sweeps, "
-              f"{sample.n_draws} draws)")
+              f"{sample.n_draws} draws; the chains differ by up to {sample.disagreement:.2f} on an edge)")
     else:
         print(f"learned from {result.num_cases} cases in {result.duration:.2f} s "
               f"({result.structure} structure, {result.iterations} EM iterations, "

@@ -485,8 +485,10 @@ def draw_model(model: AffordanceNetwork, out: str | Path, cpts: bool = False, ti
     if cpts:
         draw_cpts(fig, maps, below)
     learned = model.metadata.get("learned") or {}
-    fig.suptitle(title or (f"learned from {learned['num_cases']} cases ({learned.get('structure', '?')} structure)"
-                           if "num_cases" in learned else "affordance network"),
+    how = (f"the most probable of {len(model.members)} structures, each arc with its probability" if model.structures
+           else f"{learned.get('structure', '?')} structure")
+    fig.suptitle(title or (f"learned from {learned['num_cases']} cases ({how})" if "num_cases" in learned
+                           else "affordance network"),
                  fontsize=11, y=1 - 0.12 / height, va="top")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=DPI)

@@ -435,7 +435,7 @@ def test_posterior_quick(tmp_path):
     assert averaged["learn_300_cases"] > 0 and averaged["structures"] >= 1
     for call in ("predict", "rank_actions", "rank_actions, optimistic", "predict_batch, 1000 cases"):
         assert averaged[call]["with"] > 0 and averaged[call]["without"] > 0, call
-    assert len(table_rows(table)) == 6 + 1 + 5 + 5
+    assert len(table_rows(table)) == 6
 
 
 def test_decisions_quick(tmp_path):
