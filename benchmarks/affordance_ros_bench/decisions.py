@@ -37,8 +37,9 @@ Reported over ``reps`` seeds (mean and standard error): the cumulative regret af
 over trials 201-300, and the final policy's regret (the expected strategy on the model after 300 and after 1000
 trials, over fresh objects and wanted effects, learning nothing); in the lockin, rare and size worlds how many truths
 are locked out: on a watched kind (lockin's and rare's special kind; in size, every kind) the strategy never chose the
-best action in trials 201-300 (for 1000: 901-1000) though objects of it came. Beside each strategy's cumulative regret,
-its difference from expected's, paired by seed (the same truth).
+best action in trials 201-300 (for 1000: 901-1000) though objects of it came; and on what share of the watched kinds'
+objects in those trials it chose the best. Beside each strategy's cumulative regret, its difference from expected's,
+paired by seed (the same truth).
 """
 
 from __future__ import annotations
@@ -258,6 +259,13 @@ def locked_out(run: dict, window: tuple) -> bool:
     return not all(seen.values())
 
 
+def best_share(run: dict, window: tuple) -> float:
+    """The share of the objects of watched kinds in the trials of ``window`` (first, last] on which the run chose the
+    kind's best action; NaN if none came."""
+    chosen = [entry[-1] for entry in run["special"] if window[0] < entry[0] <= window[1]]
+    return float(np.mean(chosen)) if chosen else float("nan")
+
+
 def run_one(world_name: str, policy: str, seed: int, horizon: int, checkpoints) -> dict:
     """One run: the regret of every trial, and the final policy at each checkpoint."""
     world = World(world_name, seed)
@@ -309,6 +317,9 @@ def summarise(runs: list, checkpoints) -> dict:
             window = (n - LEARN_EVERY, n) if n != LATE[1] else LATE
             out[f"locked_out_{n}"] = int(sum(locked_out(run, window) for run in runs))
             out[f"final_finds_best_{n}"] = int(sum(run["final"][str(n)]["finds_best"] for run in runs))
+            share = np.array([best_share(run, window) for run in runs])
+            share = share[~np.isnan(share)]
+            out[f"best_share_{n}"] = [float(share.mean()) if len(share) else float("nan"), sem(share)]
     late = LATE if LATE[1] <= regret.shape[1] else (checkpoints[0] // 2, checkpoints[0])
     out["late"] = [float(regret[:, late[0]:late[1]].sum(axis=1).mean()), sem(regret[:, late[0]:late[1]].sum(axis=1))]
     out["late_trials"] = list(late)
@@ -430,6 +441,8 @@ def results_table(results: dict, checkpoints) -> str:
                   f"regret, trials {late[0] + 1}-{late[1]}", f"final policy's regret, {first}", f"{last}"]
         if f"against_expected_{first}" in next(iter(summary.values())):
             header.append(f"minus expected's, {first} / {last} (paired)")
+        if f"best_share_{first}" in next(iter(summary.values())):
+            header.append(f"best action chosen on watched kinds ({first} / {last})")
         if f"locked_out_{first}" in next(iter(summary.values())):
             header.append(f"truths locked out ({first} / {last})")
         rows = []
@@ -441,6 +454,9 @@ def results_table(results: dict, checkpoints) -> str:
                 row.append("—" if policy == "expected" else " / ".join(
                     f"{s[key][0]:+.2f} ± {s[key][1]:.2f}" for key in (f"against_expected_{first}",
                                                                       f"against_expected_{last}")))
+            if f"best_share_{first}" in s:
+                row.append(" / ".join(f"{s[key][0]:.2f} ± {s[key][1]:.2f}" for key in (f"best_share_{first}",
+                                                                                   f"best_share_{last}")))
             if f"locked_out_{first}" in s:
                 row.append(f"{s[f'locked_out_{first}']} / {s[f'locked_out_{last}']} of {s['seeds']}")
             rows.append(row)

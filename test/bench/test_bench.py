@@ -451,7 +451,9 @@ def test_decisions_runs_only_the_worlds_and_strategies_asked_for(tmp_path):
 
 def test_the_regret_of_the_decision_worlds_is_against_the_truth():
     """p_truth(goal | action, kind) of the decision worlds is the truth's CPT (lockin, tools) or its marginal
-    (montesano); the lockin world's special kind has its best action best by far there, and bad elsewhere."""
+    (montesano); the lockin world's special kind has its best action best by far there, and bad elsewhere; the rare
+    world's rare kind (1 in 12) has its best 0.55 against 0.45; in the size world each size has its own best action
+    whatever the shape, 0.08-0.20 better than the others, and every kind is watched."""
     import numpy as np
 
     from affordance_ros_bench.decisions import World
@@ -476,27 +478,29 @@ def test_the_regret_of_the_decision_worlds_is_against_the_truth():
         assert rare.success.shape == (4, 5, 1) and rare.success[rare.special, rare.best_special, 0] == on_rare[-1]
         np.testing.assert_allclose(on_rare[-2:], [0.45, 0.55])
         assert on_rare[-3] <= 0.35
-        assert rare.watched[0][1] == rare.best_special and list(rare.watched[0][0]) == [rare.special]
+        assert rare.watched == [(rare.special, rare.best_special)]
         size = World("size", seed)
         success = size.success[:, :, 0].reshape(3, 3, 3)                 # (shape, size, action)
-        best = [a for _, a in size.watched]
-        assert sorted(best) == [0, 1, 2], "each size its own best action"
-        for s, (kinds, a) in enumerate(size.watched):
-            assert list(kinds) == [s, 3 + s, 6 + s]                       # the kinds of that size, whatever the shape
-            assert np.all(success[:, s].argmax(axis=1) == a)
+        best = success.argmax(axis=2)                                     # (shape, size)
+        assert np.all(best == best[0]) and sorted(best[0]) == [0, 1, 2], "each size its own best, whatever the shape"
+        assert size.watched == [(kind, best[0][kind % 3]) for kind in range(9)]
+        for s, a in enumerate(best[0]):
             gaps = success[:, s, a][:, None] - np.delete(success[:, s], a, axis=1)
             assert np.all((gaps >= 0.08 - 1e-12) & (gaps <= 0.20 + 1e-12))
 
 
-def test_a_truth_is_locked_out_when_a_watched_group_came_and_its_best_was_never_chosen():
-    from affordance_ros_bench.decisions import locked_out
+def test_a_truth_is_locked_out_when_a_watched_kind_came_and_its_best_was_never_chosen():
+    """locked_out and best_share over the (trial, watched kind, best chosen) entries of a run, in a window."""
+    from affordance_ros_bench.decisions import best_share, locked_out
 
     run = {"special": [(5, 0, False), (150, 0, True), (210, 0, False), (220, 1, True), (250, 1, False)]}
-    assert locked_out(run, (200, 300))                          # group 0 came in 201-300, its best never chosen
-    assert not locked_out(run, (100, 200))                      # group 0's best chosen at 150; group 1 did not come
+    assert locked_out(run, (200, 300))                          # kind 0 came in 201-300, its best never chosen
+    assert not locked_out(run, (100, 200))                      # kind 0's best chosen at 150; kind 1 did not come
     assert not locked_out({"special": [(210, 1, True)]}, (200, 300))
     assert not locked_out({"special": [(10, 0, False)]}, (200, 300))   # nothing in the window: nothing to lock out
     assert locked_out({"special": [[210, False]]}, (200, 300))          # a run logged as (trial, best) pairs
+    assert best_share(run, (200, 300)) == pytest.approx(1 / 3) and best_share(run, (0, 200)) == 0.5
+    assert math.isnan(best_share(run, (300, 400)))
 
 
 def test_benchmarks_sections_13_and_14_give_the_figures_of_their_results_files():
