@@ -28,7 +28,7 @@ BENCHMARKS = {
     "exploration": ("exploration", "trials chosen by information gain vs random and round robin: learning curves"),
     "startup": ("startup", "the installed command's start-up: --help and predict, wall and import time, modules"),
     "posterior": ("posterior", "answers' 90 % intervals: coverage of the truth by trials and sensor noise; query cost"),
-    "decisions": ("decisions", "choosing actions while learning: regret of rank_actions' strategies, three worlds"),
+    "decisions": ("decisions", "choosing actions while learning: regret of rank_actions' strategies, five worlds"),
 }
 NEEDS_ROS = ("dds", "faults", "link", "scale")
 NEEDS_PGMPY = ("pgmpy",)

@@ -24,13 +24,22 @@ Worlds (ground-truth networks; a new one per seed where it is drawn):
   CPT is the frequency of each class over 4000 simulated displacements per (action, tool, object): which action
   moves an object far depends on the tool and the object;
 - lockin: 6 kinds of object (seen through a sensor), 3 actions, a binary outcome (wanted: success). One action is
-  good on every kind (p 0.60-0.75), one middling (0.35-0.50), one bad (0.05-0.20) but on one kind in six best by
-  far (0.90-0.97): a greedy robot that found the good action there has no reason to try the bad one.
+  good on every kind (p 0.70-0.85), one middling (0.10-0.30), one bad (0.05-0.20) but on one kind in six best by
+  far (0.95-0.99): a greedy robot that found the good action there has no reason to try the bad one;
+- rare: 4 kinds of object, one rare (1 in 12), 5 actions, a binary outcome. On the common kinds the actions'
+  success is drawn from 0.1-0.8; on the rare kind the best action succeeds with 0.55, the second with 0.45, the others
+  0.10-0.35: the best is only slightly better, on an object seldom seen;
+- size: Shape (3) and Size (3), 3 actions, a binary outcome of all three. The best action depends on Size (each
+  size its own, succeeding with 0.55-0.70, the others 0.08-0.20 less); Shape moves every action's success alike
+  (by -0.15 to 0.15), so it never changes which is best.
 
 Reported over ``reps`` seeds (mean and standard error): the cumulative regret after 300 and 1000 trials, the regret
 over trials 201-300, and the final policy's regret (the expected strategy on the model after 300 and after 1000
-trials, over fresh objects and wanted effects, learning nothing); in the lockin world how many truths are locked
-out (the final policy does not choose the best action on the special kind).
+trials, over fresh objects and wanted effects, learning nothing); in the lockin, rare and size worlds how many truths
+are locked out: on a watched kind (lockin's and rare's special kind; in size, every kind) the strategy never chose the
+best action in trials 201-300 (for 1000: 901-1000) though objects of it came; and on what share of the watched kinds'
+objects in those trials it chose the best. Beside each strategy's cumulative regret, its difference from expected's,
+paired by seed (the same truth).
 """
 
 from __future__ import annotations
@@ -59,7 +68,7 @@ from affordance_ros.core.worlds import NetworkWorld
 
 from .report import machine_line, markdown_table, output_dir, pyplot, write_results
 
-WORLDS = ("montesano", "tools", "lockin")
+WORLDS = ("montesano", "tools", "lockin", "rare", "size")
 POLICIES = (*STRATEGIES, "random")
 HORIZON = 1000
 CHECKPOINTS = (300, 1000)
@@ -120,8 +129,47 @@ def lockin_truth(seed: int) -> tuple[AffordanceNetwork, int, int]:
     return truth, special, int(bad)
 
 
+def rare_truth(seed: int) -> tuple[AffordanceNetwork, int, int]:
+    """The rare world of ``seed``: (truth, the rare kind, its best action)."""
+    rng = np.random.default_rng([seed, 67])
+    rare, (best, second) = int(rng.integers(4)), rng.permutation(5)[:2]
+    success = rng.uniform(0.10, 0.80, (5, 4))
+    success[:, rare] = rng.uniform(0.10, 0.35, 5)
+    success[best, rare], success[second, rare] = 0.55, 0.45
+    kinds = np.full(4, 11.0 / 36.0)
+    kinds[rare] = 1.0 / 12.0
+    actions = ("push", "pull", "lift", "tilt", "poke")
+    truth = AffordanceNetwork([
+        Variable("Action", "action", actions, (), None, np.full(5, 1.0 / 5)),
+        Variable("Kind", "object", tuple(f"k{j}" for j in range(4)), (), sensor("kind", 4), kinds),
+        Variable("Outcome", "effect", ("fail", "success"), ("Action", "Kind"), sensor("outcome", 2),
+                 np.stack([1.0 - success, success], axis=-1))], metadata={"world": "rare"})
+    return truth, rare, int(best)
+
+
+def size_truth(seed: int) -> tuple[AffordanceNetwork, np.ndarray]:
+    """The size world of ``seed``: (truth, the best action of each size)."""
+    rng = np.random.default_rng([seed, 71])
+    best = rng.permutation(3)
+    success = np.zeros((3, 3, 3))                  # (action, shape, size)
+    for size, a in enumerate(best):
+        top = rng.uniform(0.55, 0.70)
+        success[:, :, size] = top - rng.uniform(0.08, 0.20, 3)[:, None]
+        success[a, :, size] = top
+    success = np.clip(success + rng.uniform(-0.15, 0.15, 3)[None, :, None], 0.02, 0.98)
+    labels = ("small", "medium", "big")
+    truth = AffordanceNetwork([
+        Variable("Action", "action", ("grasp", "tap", "push"), (), None, np.full(3, 1.0 / 3)),
+        Variable("Shape", "object", ("box", "ball", "cylinder"), (), sensor("shape", 3), np.full(3, 1.0 / 3)),
+        Variable("Size", "object", labels, (), sensor("size", 3), np.full(3, 1.0 / 3)),
+        Variable("Outcome", "effect", ("fail", "success"), ("Action", "Shape", "Size"), sensor("outcome", 2),
+                 np.stack([1.0 - success, success], axis=-1))], metadata={"world": "size"})
+    return truth, best
+
+
 class World:
-    """A ground truth, what the robot is asked (``goals``: (effect, label) pairs), and p_truth per kind of object."""
+    """A ground truth, what the robot is asked (``goals``: (effect, label) pairs), and p_truth per kind of object;
+    ``watched``: the (kind, its best action) pairs whose lock-out is counted (lockin, rare, size)."""
 
     def __init__(self, name: str, seed: int):
         self.name = name
@@ -130,15 +178,22 @@ class World:
             self.truth = benchmark_network("montesano", 1.0, seed).replace_variables({"Action": {"sensor": None}})
         elif name == "tools":
             self.truth = tools_truth()
-        else:
+        elif name == "lockin":
             self.truth, self.special, self.best_special = lockin_truth(seed)
+        elif name == "rare":
+            self.truth, self.special, self.best_special = rare_truth(seed)
+        else:
+            self.truth, best = size_truth(seed)
         self.world = NetworkWorld(self.truth, design="truth")  # objects as the truth draws them: rare kinds too
+        self.watched = [] if self.special is None else [(self.special, self.best_special)]
+        if name == "size":   # each kind (shape * 3 + size) with the best action of its size
+            self.watched = [(kind, int(best[kind % 3])) for kind in range(self.world.n_kinds)]
         self.config = self.truth.replace_variables({v.name: {"cpt": None} for v in self.truth.variables})
         effects = [self.truth[n] for n in self.truth.group("effect")]
         self.goals = [(v.name, label) for v in effects for label in v.values]
         if name == "tools":
             self.goals = [("Distance", label) for label in ("short", "far", "still")]
-        if name == "lockin":
+        if name in ("lockin", "rare", "size"):
             self.goals = [("Outcome", "success")]
         self.success = self._success()     # (kinds, actions, goals)
 
@@ -173,8 +228,8 @@ def choose(policy: str, model, world: World, sensors: dict, goal: tuple, rng) ->
 
 
 def final_policy(model, world: World, rng) -> dict:
-    """The expected strategy of ``model`` on FINAL_QUERIES fresh (object, goal) pairs: its mean regret; in the lockin
-    world also whether it chooses the best action on the special kind (on 50 objects of it, most of the time)."""
+    """The expected strategy of ``model`` on FINAL_QUERIES fresh (object, goal) pairs: its mean regret; in a world with
+    watched kinds also whether it chooses the best action on each (on 50 objects of it, most of the time)."""
     objects = world.world.objects(FINAL_QUERIES, rng)
     goals = rng.integers(len(world.goals), size=FINAL_QUERIES)
     regret = []
@@ -183,17 +238,32 @@ def final_policy(model, world: World, rng) -> dict:
         regret.append(best.max() - best[choose("expected", model, world, objects.sensors(j), world.goals[goals[j]],
                                                rng)])
     out = {"regret": float(np.mean(regret))}
-    if world.special is not None:
-        special = world.world.of_kind([world.special] * 50, rng)
-        chosen = [choose("expected", model, world, special.sensors(j), world.goals[0], rng) for j in range(50)]
-        out["finds_best"] = bool(np.mean(np.array(chosen) == world.best_special) >= 0.5)
+    finds = []
+    for kind, best in world.watched:
+        objects = world.world.of_kind([kind] * 50, rng)
+        chosen = [choose("expected", model, world, objects.sensors(j), world.goals[0], rng) for j in range(50)]
+        finds.append(bool(np.mean(np.array(chosen) == best) >= 0.5))
+    if finds:
+        out["finds_best"] = all(finds)
     return out
 
 
 def locked_out(run: dict, window: tuple) -> bool:
-    """Whether the run never chose the best action on an object of the lockin world's special kind in the trials of
-    ``window`` (first, last]."""
-    return not any(best for t, best in run["special"] if window[0] < t <= window[1])
+    """Whether, in the trials of ``window`` (first, last], objects of a watched kind came and the run chose the kind's
+    best action on none of them (a run logged as (trial, best) pairs: one watched kind)."""
+    seen: dict = {}
+    for entry in run["special"]:
+        t, kind, best = entry if len(entry) == 3 else (entry[0], 0, entry[1])
+        if window[0] < t <= window[1]:
+            seen[kind] = seen.get(kind, False) or bool(best)
+    return not all(seen.values())
+
+
+def best_share(run: dict, window: tuple) -> float:
+    """The share of the objects of watched kinds in the trials of ``window`` (first, last] on which the run chose the
+    kind's best action; NaN if none came."""
+    chosen = [entry[-1] for entry in run["special"] if window[0] < entry[0] <= window[1]]
+    return float(np.mean(chosen)) if chosen else float("nan")
 
 
 def run_one(world_name: str, policy: str, seed: int, horizon: int, checkpoints) -> dict:
@@ -204,7 +274,7 @@ def run_one(world_name: str, policy: str, seed: int, horizon: int, checkpoints) 
     columns: dict = {}
     model = online = None
     regret, finals, seconds = [], {}, {"learn": 0.0, "choose": 0.0, "online": 0.0}
-    special = []   # lockin: (trial, whether the best action was chosen) on every object of the special kind
+    special = []   # (trial, watched kind, whether its best action was chosen) on every object of a watched kind
     for t in range(1, horizon + 1):
         objects = world.world.objects(1, rng)
         g = int(rng.integers(len(world.goals)))
@@ -213,8 +283,9 @@ def run_one(world_name: str, policy: str, seed: int, horizon: int, checkpoints) 
         seconds["choose"] += time.process_time() - start
         p = world.success[objects.kinds[0], :, g]
         regret.append(float(p.max() - p[a]))
-        if world.special is not None and objects.kinds[0] == world.special:
-            special.append((t, a == world.best_special))
+        for kind, best in world.watched:
+            if objects.kinds[0] == kind:
+                special.append((t, kind, a == best))
         action = world.world.actions[a]
         trial = {"Action": [action], **objects.readings, **world.world.act(objects, [action], rng)}
         for name, x in trial.items():
@@ -246,12 +317,26 @@ def summarise(runs: list, checkpoints) -> dict:
             window = (n - LEARN_EVERY, n) if n != LATE[1] else LATE
             out[f"locked_out_{n}"] = int(sum(locked_out(run, window) for run in runs))
             out[f"final_finds_best_{n}"] = int(sum(run["final"][str(n)]["finds_best"] for run in runs))
+            share = np.array([best_share(run, window) for run in runs])
+            share = share[~np.isnan(share)]
+            out[f"best_share_{n}"] = [float(share.mean()) if len(share) else float("nan"), sem(share)]
     late = LATE if LATE[1] <= regret.shape[1] else (checkpoints[0] // 2, checkpoints[0])
     out["late"] = [float(regret[:, late[0]:late[1]].sum(axis=1).mean()), sem(regret[:, late[0]:late[1]].sum(axis=1))]
     out["late_trials"] = list(late)
     out["curve"] = cumulative.mean(axis=0)[9::10].tolist()
     out["curve_sem"] = (cumulative.std(axis=0, ddof=1) / np.sqrt(len(runs)))[9::10].tolist() if len(runs) > 1 else []
     out["seconds_per_trial"] = float(np.mean([sum(r["seconds"].values()) for r in runs]) / regret.shape[1])
+    return out
+
+
+def against(runs: list, peers: list, checkpoints) -> dict:
+    """The cumulative regret of ``runs`` minus that of ``peers`` (the same seeds, so the same truths) at each
+    checkpoint: mean and standard error of the differences, seed by seed."""
+    out = {}
+    for n in checkpoints:
+        diff = np.array([sum(run["regret"][:n]) - sum(peer["regret"][:n]) for run, peer in zip(runs, peers)])
+        out[f"against_expected_{n}"] = [float(diff.mean()), float(np.std(diff, ddof=1) / np.sqrt(len(diff)))
+                                        if len(diff) > 1 else float("nan")]
     return out
 
 
@@ -312,6 +397,10 @@ def run(args) -> int:
         learn_points(horizon)), "final_queries": FINAL_QUERIES, "worlds": {}}
     for w in worlds:
         results["worlds"][w] = {p: summarise([done[w, p, s] for s in range(reps)], checkpoints) for p in policies}
+        if "expected" in policies:
+            for p in policies:
+                results["worlds"][w][p].update(against([done[w, p, s] for s in range(reps)],
+                                                       [done[w, "expected", s] for s in range(reps)], checkpoints))
     if "lockin" in worlds and "expected" in policies and {"optimistic", "thompson"} & set(policies):
         results["targets"] = targets(results["worlds"]["lockin"], checkpoints)
     table = results_table(results, checkpoints)
@@ -347,20 +436,31 @@ def results_table(results: dict, checkpoints) -> str:
     text = ""
     first, last = checkpoints[0], checkpoints[-1]
     for world, summary in results["worlds"].items():
-        late = next(iter(summary.values()))["late_trials"]
+        late, seeds = next(iter(summary.values()))["late_trials"], next(iter(summary.values()))["seeds"]
         header = ["strategy", f"cumulative regret, {first} trials", f"{last} trials",
                   f"regret, trials {late[0] + 1}-{late[1]}", f"final policy's regret, {first}", f"{last}"]
-        if world == "lockin":
+        if f"against_expected_{first}" in next(iter(summary.values())):
+            header.append(f"minus expected's, {first} / {last} (paired)")
+        if f"best_share_{first}" in next(iter(summary.values())):
+            header.append(f"best action chosen on watched kinds ({first} / {last})")
+        if f"locked_out_{first}" in next(iter(summary.values())):
             header.append(f"truths locked out ({first} / {last})")
         rows = []
         for policy, s in summary.items():
             row = [policy, *[f"{s[key][0]:.2f} ± {s[key][1]:.2f}" for key in (f"cumulative_{first}",
                                                                               f"cumulative_{last}", "late")],
                    *[f"{s[key][0]:.3f} ± {s[key][1]:.3f}" for key in (f"final_{first}", f"final_{last}")]]
-            if world == "lockin":
+            if f"against_expected_{first}" in s:
+                row.append("—" if policy == "expected" else " / ".join(
+                    f"{s[key][0]:+.2f} ± {s[key][1]:.2f}" for key in (f"against_expected_{first}",
+                                                                      f"against_expected_{last}")))
+            if f"best_share_{first}" in s:
+                row.append(" / ".join(f"{s[key][0]:.2f} ± {s[key][1]:.2f}" for key in (f"best_share_{first}",
+                                                                                   f"best_share_{last}")))
+            if f"locked_out_{first}" in s:
                 row.append(f"{s[f'locked_out_{first}']} / {s[f'locked_out_{last}']} of {s['seeds']}")
             rows.append(row)
-        text += (f"\n{world}: regret against the truth's best action (mean ± s.e.m. over {results['reps']} seeds; the "
+        text += (f"\n{world}: regret against the truth's best action (mean ± s.e.m. over {seeds} seeds; the "
                  f"final policy: expected on the model learned, per trial)\n\n" + markdown_table(header, rows))
     if "targets" not in results:
         return text
@@ -382,10 +482,14 @@ def results_table(results: dict, checkpoints) -> str:
 def _plot(results: dict, checkpoints, path) -> None:
     plt = pyplot()
     worlds = list(results["worlds"])
-    fig, axes = plt.subplots(1, len(worlds), figsize=(5 * len(worlds), 4.5), squeeze=False)
+    cols = min(3, len(worlds))
+    rows = -(-len(worlds) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4.5 * rows), squeeze=False)
+    for ax in axes.flat[len(worlds):]:
+        ax.set_visible(False)
     colours = {"expected": "tab:blue", "optimistic": "tab:red", "thompson": "tab:green", "cautious": "tab:purple",
                "random": "tab:grey"}
-    for ax, world in zip(axes[0], worlds):
+    for ax, world in zip(axes.flat, worlds):
         for policy, s in results["worlds"][world].items():
             x = np.arange(10, 10 * len(s["curve"]) + 1, 10)
             mean = np.array(s["curve"])
@@ -396,11 +500,12 @@ def _plot(results: dict, checkpoints, path) -> None:
         learning = [max(s["curve"]) for policy, s in results["worlds"][world].items() if policy != "random"]
         if learning:
             ax.set_ylim(0, 1.6 * max(learning))   # (random's straight line leaves the plot: its slope is in the table)
-        ax.set_title(f"{world}: cumulative regret", fontsize=10)
+        ax.set_title(f"{world}: cumulative regret ({next(iter(results['worlds'][world].values()))['seeds']} seeds)",
+                     fontsize=10)
         ax.set_xlabel("trials")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"Choosing the action by each strategy while learning (mean ± s.e.m. over {results['reps']} seeds)")
+    fig.suptitle("Choosing the action by each strategy while learning (mean ± s.e.m. over the seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

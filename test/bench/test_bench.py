@@ -439,19 +439,21 @@ def test_posterior_quick(tmp_path):
 
 
 def test_decisions_quick(tmp_path):
-    """Every strategy and random in the three worlds: regrets, the final policy, truths locked out in the lockin
-    world, the targets said, the plot drawn."""
+    """Every strategy and random in the five worlds: regrets, the final policy, truths locked out in the worlds with
+    watched kinds (lockin, rare, size), the targets said, the plot drawn."""
     printed = bench("decisions", out=tmp_path)
     table = (tmp_path / "decisions_table.md").read_text()
     assert table.strip() in printed
     results = json.loads((tmp_path / "decisions_results.json").read_text())
     assert results["horizon"] == 40 and results["checkpoints"] == [20, 40]
+    assert list(results["worlds"]) == ["montesano", "tools", "lockin", "rare", "size"]
     for world, summary in results["worlds"].items():
         assert set(summary) == {"expected", "optimistic", "thompson", "cautious", "random"}, world
         for policy, s in summary.items():
             assert 0 <= s["cumulative_20"][0] <= s["cumulative_40"][0] <= 40, (world, policy)
             assert 0 <= s["final_40"][0] <= 1 and len(s["curve"]) == 4, (world, policy)
-            assert ("locked_out_40" in s) == (world == "lockin")
+            assert ("locked_out_40" in s) == (world in ("lockin", "rare", "size")), (world, policy)
+        assert ("truths locked out" in table.split(f"\n{world}: ")[1].split("\n\n")[1]) == ("locked_out_40" in s)
     assert "lockin targets: optimistic's regret over trials" in table
     assert_png(tmp_path / "decisions_regret.png")
 
@@ -467,12 +469,15 @@ def test_decisions_runs_only_the_worlds_and_strategies_asked_for(tmp_path):
     assert_png(tmp_path / "decisions_regret.png")
     refused = subprocess.run([BENCH, "decisions", "--worlds", "lockin,kitchen", "--quick", "--out", str(tmp_path)],
                              capture_output=True, text=True)
-    assert refused.returncode == 2 and "unknown kitchen: choose from montesano, tools, lockin" in refused.stderr
+    assert refused.returncode == 2
+    assert "unknown kitchen: choose from montesano, tools, lockin, rare, size" in refused.stderr
 
 
 def test_the_regret_of_the_decision_worlds_is_against_the_truth():
     """p_truth(goal | action, kind) of the decision worlds is the truth's CPT (lockin, tools) or its marginal
-    (montesano); the lockin world's special kind has its best action best by far there, and bad elsewhere."""
+    (montesano); the lockin world's special kind has its best action best by far there, and bad elsewhere; the rare
+    world's rare kind (1 in 12) has its best 0.55 against 0.45; in the size world each size has its own best action
+    whatever the shape, 0.08-0.20 better than the others, and every kind is watched."""
     import numpy as np
 
     from affordance_ros_bench.decisions import World
@@ -490,6 +495,36 @@ def test_the_regret_of_the_decision_worlds_is_against_the_truth():
                                atol=1e-12)
     montesano = World("montesano", 0)
     assert montesano.success.shape == (24, 3, 12) and np.all((0 <= montesano.success) & (montesano.success <= 1))
+    for seed in range(5):
+        rare = World("rare", seed)
+        assert rare.truth["Kind"].cpt[rare.special] == pytest.approx(1 / 12)
+        on_rare = np.sort(rare.success[rare.special, :, 0])
+        assert rare.success.shape == (4, 5, 1) and rare.success[rare.special, rare.best_special, 0] == on_rare[-1]
+        np.testing.assert_allclose(on_rare[-2:], [0.45, 0.55])
+        assert on_rare[-3] <= 0.35
+        assert rare.watched == [(rare.special, rare.best_special)]
+        size = World("size", seed)
+        success = size.success[:, :, 0].reshape(3, 3, 3)                 # (shape, size, action)
+        best = success.argmax(axis=2)                                     # (shape, size)
+        assert np.all(best == best[0]) and sorted(best[0]) == [0, 1, 2], "each size its own best, whatever the shape"
+        assert size.watched == [(kind, best[0][kind % 3]) for kind in range(9)]
+        for s, a in enumerate(best[0]):
+            gaps = success[:, s, a][:, None] - np.delete(success[:, s], a, axis=1)
+            assert np.all((gaps >= 0.08 - 1e-12) & (gaps <= 0.20 + 1e-12))
+
+
+def test_a_truth_is_locked_out_when_a_watched_kind_came_and_its_best_was_never_chosen():
+    """locked_out and best_share over the (trial, watched kind, best chosen) entries of a run, in a window."""
+    from affordance_ros_bench.decisions import best_share, locked_out
+
+    run = {"special": [(5, 0, False), (150, 0, True), (210, 0, False), (220, 1, True), (250, 1, False)]}
+    assert locked_out(run, (200, 300))                          # kind 0 came in 201-300, its best never chosen
+    assert not locked_out(run, (100, 200))                      # kind 0's best chosen at 150; kind 1 did not come
+    assert not locked_out({"special": [(210, 1, True)]}, (200, 300))
+    assert not locked_out({"special": [(10, 0, False)]}, (200, 300))   # nothing in the window: nothing to lock out
+    assert locked_out({"special": [[210, False]]}, (200, 300))          # a run logged as (trial, best) pairs
+    assert best_share(run, (200, 300)) == pytest.approx(1 / 3) and best_share(run, (0, 200)) == 0.5
+    assert math.isnan(best_share(run, (300, 400)))
 
 
 def test_benchmarks_sections_13_and_14_give_the_figures_of_their_results_files():
