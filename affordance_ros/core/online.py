@@ -11,9 +11,9 @@ update; the step sizes above only make the CPTs forget their start faster). So a
 model that has them (``Variable.draws``): each case is imputed under every draw and added to its counts
 (``core.posterior_sampling.update_draws``; the model's metadata "posterior" counts these ``online_updates``).
 
-A model that averages over a sample of structures (``AffordanceNetwork.structures``) updates every structure so,
-and reweighs them by how well each predicted the new cases (its weight times the cases' likelihood under its CPTs
-before the update: Bayes' rule over the sample, the data seen one batch at a time).
+A model that averages over a sample of structures (``AffordanceNetwork.structures``) updates every structure so;
+the structures and their weights stay as the learn drew them (reweighing them by the new cases alone would weigh
+the earlier cases' evidence as the learn's weights hold it, not as the new CPTs would), until the next learn.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class OnlineEM:
             raise ModelFormatError("step_offset must be >= 1, batch_size >= 1, prior and start_weight >= 0")
         self.structures = [OnlineEM(AffordanceNetwork(m.network.variables, network.metadata), prior, step_exponent,
                                     step_offset, batch_size, start_weight) for m in network.structures]
-        self.log_weights = np.log([m.weight for m in network.structures])
+        self.weights = [m.weight for m in network.structures]
         self.network = network
         self.prior = prior
         self.step_exponent = step_exponent
@@ -102,24 +102,16 @@ class OnlineEM:
         return self
 
     def _partial_fit_structures(self, cases: CaseSet) -> "OnlineEM":
-        """``partial_fit`` of every structure of the sample, each reweighed by the cases' likelihood under it first."""
-        for k, structure in enumerate(self.structures):
-            evidence = cases.evidence(structure.network)
-            self.log_weights[k] += float(structure.tree.log_likelihood(structure.cpts, evidence).sum())
+        """``partial_fit`` of every structure of the sample."""
+        for structure in self.structures:
             structure.partial_fit(cases)
-        self.log_weights -= np.logaddexp.reduce(self.log_weights)
         return self
 
     @property
     def model_(self) -> AffordanceNetwork:
-        """The network with the current CPTs (and counts, and posterior draws): of every structure of a sample, the
-        most probable first.
-        """
+        """The network with the current CPTs (and counts, and posterior draws): of every structure of a sample."""
         if self.structures:
-            order = np.argsort(-self.log_weights, kind="stable")
-            members = [WeightedNetwork(float(np.exp(self.log_weights[k])), self.structures[k].model_) for k in order]
-            total = sum(m.weight for m in members)
-            members = [WeightedNetwork(m.weight / total, m.network) for m in members]
+            members = [WeightedNetwork(w, structure.model_) for w, structure in zip(self.weights, self.structures)]
             first = members[0].network
             model = AffordanceNetwork(first.variables, self.network.metadata, self.network.learning, members)
             updates = self.structures[0].draw_updates

@@ -138,7 +138,7 @@ class _Group:
     def point_answers(self, query: Sequence[int], likelihoods: Mapping, hard: Sequence[int]) -> np.ndarray:
         """Sum over the group's members of w_m p(query | evidence, member m), (K, *query cards)."""
         first = self.average.members[self.members[0]].network
-        if len(self.members) == 1:
+        if len(self.members) == 1 or not self.needed:
             return self.weight * posterior(first, query, likelihoods, hard)
         if self._point is None:
             cpts = [np.stack([self.average.members[k].network.variables[i].cpt for k in self.members])
@@ -150,6 +150,11 @@ class _Group:
 
     def draw_answers(self, query: Sequence[int], likelihoods: Mapping, hard: Sequence[int]) -> np.ndarray:
         """p(query | evidence) under each of the group's pooled draws, (K, *query cards, draws)."""
+        n_draws = sum(len(self.average.draw_sets[k][0]) for k in self.members)
+        if not self.needed:   # the evidence alone answers (a query given by label): every draw alike
+            first = self.average.members[self.members[0]].network
+            answer = posterior(first, query, likelihoods, hard)
+            return np.repeat(answer[..., None], n_draws, axis=-1)
         if self._draws is None:
             first = self.average.members[self.members[0]].network
             sets = self.average.draw_sets

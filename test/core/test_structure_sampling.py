@@ -228,25 +228,26 @@ def test_a_damaged_sample_of_structures_is_a_model_format_error_naming_it(averag
         AffordanceNetwork.from_dict(doc)
 
 
-def test_online_updates_reweigh_the_structures_by_how_well_each_predicted_the_new_cases():
-    """Two structures, equally weighted, one with the arc the new cases need: after them it holds nearly all the
-    weight, and every structure's draws counted each case."""
+def test_online_updates_count_every_case_in_every_structures_draws_and_keep_the_structures_and_weights():
+    """Two structures: after 200 cases each one's draws counted every case, and the structures and weights are those
+    the learn drew."""
     truth = three_labels()
     wrong = truth.with_structure({"E1": (), "E2": ()}).with_cpts(
         {"A": np.array([0.5, 0.5]), "E1": np.array([0.55, 0.45]), "E2": np.array([0.55, 0.45])})
     members = []
-    for network in (wrong, truth):
+    for network, weight in ((wrong, 0.7), (truth, 0.3)):
         draws = {v.name: (np.repeat((v.cpt * 20)[None], 4, axis=0), np.ones(v.cpt.shape)) for v in network.variables}
-        members.append(WeightedNetwork(0.5, network.with_cpts(network.cpts(), None, draws)))
+        members.append(WeightedNetwork(weight, network.with_cpts(network.cpts(), None, draws)))
     model = members[0].network.with_structures(members)
-    before = {tuple(m.network.arcs): m.network.variables[1].draws[0].sum() for m in model.members}
+    before = [m.network.variables[1].draws[0].sum() for m in model.members]
     cases, _ = sample_cases(truth, 200, np.random.default_rng(1), labelled=truth.names)
     online = OnlineEM(model)
     online.partial_fit(cases)
     updated = online.model_
-    assert updated.members[0].network.arcs == truth.arcs and updated.members[0].weight > 0.99
-    for m in updated.members:
-        assert m.network.variables[1].draws[0].sum() == pytest.approx(before[tuple(m.network.arcs)] + 200)
+    assert [m.network.arcs for m in updated.members] == [m.network.arcs for m in model.members]
+    assert [m.weight for m in updated.members] == [0.7, 0.3]
+    for m, total in zip(updated.members, before):
+        assert m.network.variables[1].draws[0].sum() == pytest.approx(total + 200)
 
 
 # ------------------------------------------------------------------ predict_batch equals predict
@@ -364,3 +365,11 @@ def testdraw_sets_pool_every_imputation_in_proportion_to_its_structures_weight(a
     sets = draw_sets(model.members)[0]
     sizes = np.array([len(s[0]) for s in sets], dtype=float)
     np.testing.assert_allclose(sizes / sizes.sum(), [m.weight for m in model.members], atol=0.02)
+
+
+def test_a_query_the_evidence_alone_answers_has_every_draw_alike(averaged_model):
+    """Shape asked with Shape given: no family is needed, every structure and draw answers 1 for the label."""
+    _, model = averaged_model
+    answer = predict(model, ["Shape"], values={"Shape": "box"})
+    assert answer.marginals["Shape"] == {"circle": 0.0, "box": 1.0}
+    assert answer.intervals["Shape"]["box"] == (1.0, 1.0) and answer.stddevs["Shape"]["box"] == 0.0

@@ -116,7 +116,7 @@ def test_service_requests_that_cannot_be_answered(ros, tmp_path):
     assert not no_cases.success and "no cases" in no_cases.message
     assert not (tmp_path / "model.json").exists()
     unknown = ros.learn(structure="greedy")
-    assert not unknown.success and "'greedy' is not one of ['k2', 'mcmc', 'fixed']" in unknown.message
+    assert not unknown.success and "'greedy' is not one of ['average', 'k2', 'mcmc', 'fixed']" in unknown.message
 
     with CaseStore(tmp_path / "empty.db") as store:
         for record in sampled_records(40):
