@@ -76,7 +76,7 @@ _ENSEMBLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def has_draws(model: AffordanceNetwork) -> bool:
     """Whether every CPT of ``model`` carries posterior draws (``Variable.draws``)."""
-    return model.parameterised and all(v.draws is not None for v in model.variables)
+    return all(v.draws is not None for v in model.variables) and model.parameterised
 
 
 def missing_posterior(what: str) -> ModelFormatError:
