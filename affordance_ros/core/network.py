@@ -393,8 +393,8 @@ class AffordanceNetwork(NetworkFile):
     # -------------------------------------------------------------- derivation
     def replace_variables(self, changes: Mapping[str, Mapping]) -> "AffordanceNetwork":
         """A new network with fields of some variables replaced, e.g. {"Size": {"cpt": ...}}."""
-        variables = [dataclasses.replace(v, **changes[v.name]) if v.name in changes else v
-                     for v in self.variables]
+        # (a variable's fields and the changes as keywords: dataclasses.replace's result, at half its cost)
+        variables = [Variable(**{**vars(v), **changes[v.name]}) if v.name in changes else v for v in self.variables]
         return AffordanceNetwork(variables, self.metadata, self.learning)
 
     def with_structure(self, parents: Mapping[str, Sequence[str]]) -> "AffordanceNetwork":

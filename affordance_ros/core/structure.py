@@ -50,6 +50,7 @@ class StructureResult:
 
 _MAX_JOINT_COUNTS = 1 << 22
 _DISTINCT_AT_LEAST = 64     # cases below which they are counted as they are, not as distinct cases
+_SMALL_COUNTING = 4096      # (distinct cases x candidates) up to which a round's counting is ``_small_tables``'
 _PADDED_UP_TO = 8           # children with at most this many values share one table, their rows padded with zeros
 CV_FOLDS = 5
 
@@ -84,29 +85,34 @@ class CaseCounts(FamilyCounts):
         super().__init__(cards, len(codes))
         n = len(self.cards)
         codes = np.asarray(codes, dtype=np.int32).reshape(len(codes), n)
-        # (variables + 1, cases): the last row all zeros, the digit of a parent with one value (``candidate_tables``)
-        self._columns = np.zeros((n + 1, len(codes)), dtype=np.int32)
-        self._columns[:-1] = codes.T
+        # (variables + 2, cases): then a row of zeros, the digit of a parent with one value (``candidate_tables``),
+        # and a row of ones, the digit of where a family begins (``_small_tables``)
+        self._columns = _with_zeros_and_ones(codes.T)
         self._rows, self._weights = self._columns, None
         states = math.prod(self.cards)
         if len(codes) >= 2 * _DISTINCT_AT_LEAST and states < 1 << 62:
-            strides = np.cumprod([1, *self.cards[:0:-1]])[::-1]            # the first variable most significant
+            strides = [1]
+            for card in self.cards[:0:-1]:
+                strides.append(strides[-1] * card)
+            strides = np.array(strides[::-1])                                # the first variable most significant
             keys = codes.astype(np.int64) @ strides
+            times = None
             if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
                 times = np.bincount(keys, minlength=states)
                 distinct = np.flatnonzero(times)
                 times, first = times[distinct], None
                 rows = (distinct[None, :] // strides[:, None]) % np.array(self.cards)[:, None]
-            else:
+            elif 2 * (1 + np.count_nonzero(np.diff(np.sort(keys)))) <= len(codes):   # (a sort: cheaper than unique's)
                 _, first, times = np.unique(keys, return_index=True, return_counts=True)
                 rows = None
-            if 2 * len(times) <= len(codes):
-                self._rows = np.zeros((n + 1, len(times)), dtype=np.int32)
-                self._rows[:-1] = self._columns[:-1, first] if rows is None else rows
+            if times is not None and 2 * len(times) <= len(codes):
+                self._rows = _with_zeros_and_ones(self._columns[:n, first] if rows is None else rows)
                 self._weights = times.astype(float)
         self._values = np.array([*self.cards, 1])   # per variable, and 1 for the row of zeros
         self._log_gammas = {}
+        self._log_gamma_rows = None
         self._pairs = None
+        self._tiled = None
 
     def _configurations(self, child: int, parents: tuple, columns: np.ndarray) -> np.ndarray:
         """The flat index of each case's (parents..., child) configuration, from contiguous code ``columns``."""
@@ -137,12 +143,21 @@ class CaseCounts(FamilyCounts):
         return np.bincount(index, minlength=CV_FOLDS * size).reshape((CV_FOLDS, *shape)).astype(float)
 
     def log_gamma(self, counts: np.ndarray, offset) -> np.ndarray:
-        """gammaln(counts + offset) of integer counts: for one offset, by lookup in a table of m = 0..n_cases."""
-        if isinstance(offset, np.ndarray):
+        """gammaln(counts + offset) of integer counts, by lookup in tables of m = 0..n_cases: one per offset, or
+        for integer offsets per count (K2's children of different numbers of values) one row per offset.
+        """
+        if not isinstance(offset, np.ndarray):
+            table = self._log_gammas.get(offset)
+            if table is None:
+                table = self._log_gammas[offset] = _log_gamma_table(float(offset), self.n_cases)
+            return table[counts]
+        if offset.dtype.kind not in "iu" or (int(offset.max()) + 1) * (self.n_cases + 1) > _LOG_GAMMA_ROWS:
             return gammaln(counts + offset)
-        if offset not in self._log_gammas:
-            self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
-        return self._log_gammas[offset][counts]
+        rows = int(offset.max()) + 1
+        if self._log_gamma_rows is None or len(self._log_gamma_rows) < rows:
+            self._log_gamma_rows = np.stack([_log_gamma_table(float(k), self.n_cases)[:self.n_cases + 1]
+                                             for k in range(rows)])
+        return self._log_gamma_rows[offset, counts]
 
     def candidate_table(self, child: int, parents: tuple, candidates: Sequence[int]):
         """``candidate_tables`` of one request."""
@@ -157,30 +172,91 @@ class CaseCounts(FamilyCounts):
         the table's width padded with zero counts; a candidate None stands for the family ``parents`` itself.
         None when the tables together would be too large.
         """
-        cards, n_rows = self.cards, self._rows.shape[1]
-        r_of = [cards[child] for child, _, _ in requests]
-        width = max(r_of)
-        sizes = [len(candidates) for _, _, candidates in requests]
-        request_of = np.repeat(np.arange(len(requests)), sizes)
-        variable = np.array([len(cards) if u is None else u for _, _, candidates in requests for u in candidates])
-        # the (parents..., child) configurations of a request per candidate value: its rows, times ``width``
-        stride = np.array([math.prod(cards[p] for p in parents) * width for _, parents, _ in requests])[request_of]
+        cards, n_rows, zero = self.cards, self._rows.shape[1], len(self.cards)
+        width = max(cards[child] for child, _, _ in requests)
+        if n_rows * sum(len(candidates) for _, _, candidates in requests) <= _SMALL_COUNTING:
+            return self._small_tables(requests, width)
+        # per candidate (in Python: a round has a few hundred at most): its variable (None: the row of zeros), the
+        # stride of its digit (its request's parent configurations times ``width``), its request; per request the
+        # digits of its (parents..., child) configuration, the last parent's just above the child's, and their strides
+        variable, strides, request_of, sizes, digits, weights = [], [], [], [], [], []
+        for j, (child, parents, candidates) in enumerate(requests):
+            digit, weight, stride = [child], [1], width
+            for p in reversed(parents):
+                digit.append(p)
+                weight.append(stride)
+                stride *= cards[p]
+            digits.append(digit)
+            weights.append(weight)
+            variable += [zero if u is None else u for u in candidates]
+            strides += [stride] * len(candidates)
+            request_of += [j] * len(candidates)
+            sizes.append(len(candidates))
+        stride = np.array(strides)
         cells = stride * self._values[variable]
         if int(cells.sum()) > _MAX_JOINT_COUNTS or len(variable) * n_rows > _MAX_JOINT_COUNTS:
             return None
         ends = np.cumsum(cells)
         q, starts = cells // width, (ends - cells) // width
-        r = width if len(set(r_of)) == 1 else np.repeat(r_of, sizes)   # one number when every child has as many
+        r_of = [cards[child] for child, _, _ in requests]
+        r = width if r_of.count(width) == len(r_of) else np.repeat(r_of, sizes)   # one number when all have as many
         if self._pairs_pay(requests, len(variable)):
-            return self._pair_tables(requests, variable, q, width), q, starts, r
+            return self._pair_tables(requests, np.array(variable), q, width), q, starts, r
         # the candidate is the most significant digit of its family's configuration: the rows (parent
         # configurations) come in another order than in ``counts``, which no score depends on
         index = self._rows[variable]                                # int32: half the memory traffic
-        index *= stride[:, None]
-        index += self._bases(requests, width)[request_of]
-        index += (ends - cells)[:, None]
-        weights = None if self._weights is None else np.tile(self._weights, len(variable))
-        return self._count(index.ravel(), int(ends[-1]), weights).reshape(-1, width), q, starts, r
+        index *= stride.astype(np.int32)[:, None]
+        index += self._bases(digits, weights)[request_of]
+        index += (ends - cells).astype(np.int32)[:, None]
+        return self._count(index.ravel(), int(ends[-1]), self._tiled_weights(len(variable))).reshape(-1, width), \
+            q, starts, r
+
+    def _small_tables(self, requests: Sequence[tuple], width: int) -> tuple:
+        """``candidate_tables`` of few (distinct cases x candidates): each family's cell of a case as one sum of
+        its digits' values (the candidate's, the child's, the parents', and a one for where the family begins)
+        times their strides, and what is per candidate in Python (numpy's cost per call is most of such a round).
+        """
+        cards, zero, one = self.cards, len(self.cards), len(self.cards) + 1
+        depth = max(len(parents) for _, parents, _ in requests)
+        digits, strides, q, starts, r = [], [], [], [], []      # digits and strides: per family, flat
+        at = 0        # where the next family begins (cells)
+        for child, parents, candidates in requests:
+            digit, weight, stride = [child], [1], width
+            for p in reversed(parents):
+                digit.append(p)
+                weight.append(stride)
+                stride *= cards[p]
+            digit += [zero] * (depth - len(parents))     # (the row of zeros, stride 0)
+            weight += [0] * (depth - len(parents))
+            for u in candidates:
+                cells = stride if u is None else stride * cards[u]
+                digits.append(zero if u is None else u)
+                digits.append(one)
+                digits += digit
+                strides.append(stride)
+                strides.append(at)
+                strides += weight
+                q.append(cells // width)
+                starts.append(at // width)
+                at += cells
+            r += [cards[child]] * len(candidates)
+        if at > _MAX_JOINT_COUNTS:
+            return None
+        shape = (len(q), depth + 3)
+        index = np.einsum("fkc,fk->fc", self._rows[np.array(digits).reshape(shape)],
+                          np.array(strides, dtype=np.int32).reshape(shape))
+        counts = self._count(index.ravel(), at, self._tiled_weights(len(q)))
+        return counts.reshape(-1, width), np.array(q), np.array(starts), width if r.count(width) == len(r) else \
+            np.array(r)
+
+    def _tiled_weights(self, times: int) -> np.ndarray | None:
+        """The distinct cases' weights repeated ``times`` over (one per candidate), None without weights."""
+        if self._weights is None:
+            return None
+        size = times * len(self._weights)
+        if self._tiled is None or len(self._tiled) < size:    # (K2's first round asks for the most)
+            self._tiled = np.tile(self._weights, times)
+        return self._tiled[:size]
 
     def _pairs_pay(self, requests: Sequence[tuple], n_candidates: int) -> bool:
         """Whether ``requests`` (all without parents: K2's first round) are read from the counts of every pair of
@@ -212,32 +288,46 @@ class CaseCounts(FamilyCounts):
             n_rows, cards = self._rows.shape[1], self.cards
             first = np.concatenate([[0], np.cumsum(cards)])
             one_hot = np.zeros((n_rows, int(first[-1]) + 2))
-            one_hot[np.arange(n_rows)[:, None], first[:-1] + self._rows[:-1].T] = 1.0
+            one_hot[np.arange(n_rows)[:, None], first[:-1] + self._rows[:len(cards)].T] = 1.0
             one_hot[:, -2] = 1.0
             weighted = one_hot if self._weights is None else one_hot * self._weights[:, None]
             self._pairs = (np.rint(one_hot.T @ weighted).astype(np.int64), first)   # first[n]: None's, the ones
         return self._pairs
 
-    def _bases(self, requests: Sequence[tuple], width: int) -> np.ndarray:
-        """Each request's (parents..., child) configuration of every distinct case (requests, cases), the first
-        parent the most significant digit, the child's in rows of ``width``.
+    def _bases(self, digits: list, weights: list) -> np.ndarray:
+        """Each request's configuration of every distinct case (requests, cases): the sum of its ``digits``' values
+        (variables, per request) times their ``weights`` (strides).
         """
-        rows, cards = self._rows, self.cards
-        base = rows[[child for child, _, _ in requests]]
-        depth = max(len(parents) for _, parents, _ in requests)
-        if depth:
-            digits, weights = [], []
-            for _, parents, _ in requests:
-                stride, digit, weight = width, [len(cards)] * depth, [0] * depth
-                for k, p in enumerate(reversed(parents)):
-                    digit[k], weight[k] = p, stride
-                    stride *= cards[p]
-                digits.append(digit)
-                weights.append(weight)
-            digits, weights = np.array(digits).T, np.array(weights, dtype=np.int32).T
-            for k in range(depth):
-                base += rows[digits[k]] * weights[k][:, None]
-        return base
+        depth = max(map(len, digits))
+        for digit, weight in zip(digits, weights):    # (padded with the row of zeros)
+            digit += [len(self.cards)] * (depth - len(digit))
+            weight += [0] * (depth - len(weight))
+        return np.einsum("jkc,jk->jc", self._rows[digits], np.array(weights, dtype=np.int32))
+
+
+def _with_zeros_and_ones(codes: np.ndarray) -> np.ndarray:
+    """Codes (variables, cases) as int32, then a row of zeros and a row of ones."""
+    out = np.empty((len(codes) + 2, codes.shape[1]), dtype=np.int32)
+    out[:-2] = codes
+    out[-2] = 0
+    out[-1] = 1
+    return out
+
+
+_LOG_GAMMAS: dict = {}        # offset -> gammaln(m + offset), m = 0, 1, ..: the same numbers for every learn
+_SHARED_LOG_GAMMAS = 1 << 17  # counts up to which those tables are kept for the next learns
+_LOG_GAMMA_ROWS = 1 << 21     # entries of a learn's table per integer offset (``CaseCounts.log_gamma``), at most
+
+
+def _log_gamma_table(offset: float, n: int) -> np.ndarray:
+    """gammaln(m + offset) for m = 0..n at least (kept for the process up to ``_SHARED_LOG_GAMMAS``)."""
+    if n > _SHARED_LOG_GAMMAS:
+        return gammaln(np.arange(n + 1) + offset)
+    table = _LOG_GAMMAS.get(offset)
+    if table is None or len(table) <= n:
+        size = min(_SHARED_LOG_GAMMAS, max(n, 2 * (0 if table is None else len(table)))) + 1
+        table = _LOG_GAMMAS[offset] = gammaln(np.arange(size) + offset)
+    return table
 
 
 class ExpectedCounts(FamilyCounts):
@@ -384,8 +474,10 @@ class K2Score(FamilyScore):
 
     def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray, r) -> np.ndarray:
         """Sum over parent configurations j of log Gamma(r) - log Gamma(N_ij + r) + sum_k log Gamma(N_ijk + 1)."""
-        r = np.repeat(r, q) if isinstance(r, np.ndarray) else r
-        rows = gammaln(r) - self.data.log_gamma(table.sum(axis=1), r) + self.data.log_gamma(table, 1).sum(axis=1)
+        first = gammaln(r)
+        if isinstance(r, np.ndarray):     # (per family: to each of its rows)
+            r, first = np.repeat(r, q), np.repeat(first, q)
+        rows = first - self.data.log_gamma(table.sum(axis=1), r) + self.data.log_gamma(table, 1).sum(axis=1)
         return np.add.reduceat(rows, starts)
 
 
@@ -505,8 +597,15 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
     the same round (the scores of all their candidates from one counting pass: ``FamilyScore.many``);
     ``progress`` hears of every node placed, in ``order``.
     """
+    return _k2(score, order, allowed, max_parents, progress)[0]
+
+
+def _k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int,
+        progress: Progress = None) -> tuple[list, dict]:
+    """``k2``'s parents, and each node's family score with them ({node: score}, as ``score`` gives it)."""
     parents = [() for _ in order]
-    candidates = {child: [u for u in order[:pos] if allowed[u, child]] if max_parents > 0 else []
+    allowed = allowed.tolist()    # (Python lists: a numpy scalar per pair would cost more than the round)
+    candidates = {child: [u for u in order[:pos] if allowed[u][child]] if max_parents > 0 else []
                   for pos, child in enumerate(order)}
     best = {}
     # the first round also scores each node without parents (the candidate None)
@@ -536,7 +635,7 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
         while reported < len(order) and order[reported] not in busy:
             report(progress, "structure", reported + 1, best[order[reported]])
             reported += 1
-    return [tuple(sorted(p)) for p in parents]
+    return [tuple(sorted(p)) for p in parents], best
 
 
 def _bits(mask: int):
@@ -749,8 +848,8 @@ def search(scorer: FamilyScore, network: AffordanceNetwork, options: LearningOpt
     for child, parents in (fixed or {}).items():
         allowed[:, network.index(child)] = False
         allowed[network.index(child), [network.index(p) for p in parents]] = False
-    parents = k2(scorer, _order(network, options.order), allowed, options.max_parents, progress)
-    result = StructureResult("k2", scorer.name, sum(scorer(v, parents[v]) for v in range(n)), {})
+    parents, best = _k2(scorer, _order(network, options.order), allowed, options.max_parents, progress)
+    result = StructureResult("k2", scorer.name, sum(best[v] for v in range(n)), {})   # (what scorer(v, parents[v]) is)
     if options.structure == "mcmc":
         parents, best, freq, acceptance, trace = mcmc(
             scorer, n, allowed, options.max_parents, parents, options.mcmc_samples, options.mcmc_burn_in,
@@ -788,6 +887,8 @@ def structural_em(model: AffordanceNetwork, observed: CaseEvidence, fit: Callabl
 def _order(network: AffordanceNetwork, order: Sequence[str] | None) -> list[int]:
     if order is None:
         return default_order(network)
+    if len(order) == len(network) and set(order) == set(network.names):     # (every variable once)
+        return [network.index(name) for name in order]
     unknown = [name for name in order if name not in network.names]
     twice = sorted({name for name in order if order.count(name) > 1})
     left_out = [name for name in network.names if name not in order]
