@@ -255,7 +255,7 @@ class CaseCounts(FamilyCounts):
             return None
         size = times * len(self._weights)
         if self._tiled is None or len(self._tiled) < size:    # (K2's first round asks for the most)
-            self._tiled = np.tile(self._weights, times)
+            self._tiled = np.repeat(self._weights[None, :], times, axis=0).ravel()
         return self._tiled[:size]
 
     def _pairs_pay(self, requests: Sequence[tuple], n_candidates: int) -> bool:
@@ -287,11 +287,13 @@ class CaseCounts(FamilyCounts):
         if self._pairs is None:
             n_rows, cards = self._rows.shape[1], self.cards
             first = np.concatenate([[0], np.cumsum(cards)])
-            one_hot = np.zeros((n_rows, int(first[-1]) + 2))
-            one_hot[np.arange(n_rows)[:, None], first[:-1] + self._rows[:len(cards)].T] = 1.0
-            one_hot[:, -2] = 1.0
-            weighted = one_hot if self._weights is None else one_hot * self._weights[:, None]
-            self._pairs = (np.rint(one_hot.T @ weighted).astype(np.int64), first)   # first[n]: None's, the ones
+            # (values + 2, distinct cases), in single precision when every count (at most the cases) is exact in it
+            kind = np.float32 if self.n_cases < 1 << 24 else float
+            one_hot = np.zeros((int(first[-1]) + 2, n_rows), dtype=kind)
+            one_hot.ravel()[((first[:-1, None] + self._rows[:len(cards)]) * n_rows + np.arange(n_rows)).ravel()] = 1
+            one_hot[-2] = 1.0
+            weighted = one_hot if self._weights is None else one_hot * self._weights.astype(kind)
+            self._pairs = (np.rint(one_hot @ weighted.T).astype(np.int64), first)   # first[n]: None's, the ones
         return self._pairs
 
     def _bases(self, digits: list, weights: list) -> np.ndarray:
@@ -614,9 +616,8 @@ def _k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_paren
     while requests:
         growing = []
         scored = score.many(requests)
-        flat, at = np.concatenate(scored).tolist(), 0     # Python floats: a request's few values need no numpy call
         for (child, current, left), found in zip(requests, scored):
-            values, at = flat[at:at + len(found)], at + len(found)
+            values = found.tolist()     # Python floats: a request's few values need no numpy call
             if left[0] is None:
                 best[child], left, values = values[0], left[1:], values[1:]
                 if not left:
