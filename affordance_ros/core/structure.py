@@ -89,28 +89,13 @@ class CaseCounts(FamilyCounts):
         # and a row of ones, the digit of where a family begins (``_small_tables``)
         self._columns = _with_zeros_and_ones(codes.T)
         self._rows, self._weights = self._columns, None
-        states = math.prod(self.cards)
-        if len(codes) >= 2 * _DISTINCT_AT_LEAST and states < 1 << 62:
-            strides = [1]
-            for card in self.cards[:0:-1]:
-                strides.append(strides[-1] * card)
-            strides = np.array(strides[::-1])                                # the first variable most significant
-            keys = codes.astype(np.int64) @ strides
-            times = None
-            if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
-                times = np.bincount(keys, minlength=states)
-                distinct = np.flatnonzero(times)
-                times, first = times[distinct], None
-                rows = (distinct[None, :] // strides[:, None]) % np.array(self.cards)[:, None]
-            elif 2 * (1 + np.count_nonzero(np.diff(np.sort(keys)))) <= len(codes):   # (a sort: cheaper than unique's)
-                _, first, times = np.unique(keys, return_index=True, return_counts=True)
-                rows = None
-            if times is not None and 2 * len(times) <= len(codes):
-                self._rows = _with_zeros_and_ones(self._columns[:n, first] if rows is None else rows)
-                self._weights = times.astype(float)
+        distinct = _distinct_cases(codes, self.cards)
+        if distinct is not None:
+            first, rows, times = distinct
+            self._rows = _with_zeros_and_ones(self._columns[:n, first] if rows is None else rows)
+            self._weights = times.astype(float)
         self._values = np.array([*self.cards, 1])   # per variable, and 1 for the row of zeros
-        self._log_gammas = {}
-        self._log_gamma_rows = None
+        self._log_gammas = _LogGammas(self.n_cases)
         self._pairs = None
         self._tiled = None
 
@@ -143,21 +128,8 @@ class CaseCounts(FamilyCounts):
         return np.bincount(index, minlength=CV_FOLDS * size).reshape((CV_FOLDS, *shape)).astype(float)
 
     def log_gamma(self, counts: np.ndarray, offset) -> np.ndarray:
-        """gammaln(counts + offset) of integer counts, by lookup in tables of m = 0..n_cases: one per offset, or
-        for integer offsets per count (K2's children of different numbers of values) one row per offset.
-        """
-        if not isinstance(offset, np.ndarray):
-            table = self._log_gammas.get(offset)
-            if table is None:
-                table = self._log_gammas[offset] = _log_gamma_table(float(offset), self.n_cases)
-            return table[counts]
-        if offset.dtype.kind not in "iu" or (int(offset.max()) + 1) * (self.n_cases + 1) > _LOG_GAMMA_ROWS:
-            return gammaln(counts + offset)
-        rows = int(offset.max()) + 1
-        if self._log_gamma_rows is None or len(self._log_gamma_rows) < rows:
-            self._log_gamma_rows = np.stack([_log_gamma_table(float(k), self.n_cases)[:self.n_cases + 1]
-                                             for k in range(rows)])
-        return self._log_gamma_rows[offset, counts]
+        """gammaln(counts + offset) of integer counts, by lookup (``_LogGammas``)."""
+        return self._log_gammas(counts, offset)
 
     def candidate_table(self, child: int, parents: tuple, candidates: Sequence[int]):
         """``candidate_tables`` of one request."""
@@ -216,36 +188,11 @@ class CaseCounts(FamilyCounts):
         its digits' values (the candidate's, the child's, the parents', and a one for where the family begins)
         times their strides, and what is per candidate in Python (numpy's cost per call is most of such a round).
         """
-        cards, zero, one = self.cards, len(self.cards), len(self.cards) + 1
-        depth = max(len(parents) for _, parents, _ in requests)
-        digits, strides, q, starts, r = [], [], [], [], []      # digits and strides: per family, flat
-        at = 0        # where the next family begins (cells)
-        for child, parents, candidates in requests:
-            digit, weight, stride = [child], [1], width
-            for p in reversed(parents):
-                digit.append(p)
-                weight.append(stride)
-                stride *= cards[p]
-            digit += [zero] * (depth - len(parents))     # (the row of zeros, stride 0)
-            weight += [0] * (depth - len(parents))
-            for u in candidates:
-                cells = stride if u is None else stride * cards[u]
-                digits.append(zero if u is None else u)
-                digits.append(one)
-                digits += digit
-                strides.append(stride)
-                strides.append(at)
-                strides += weight
-                q.append(cells // width)
-                starts.append(at // width)
-                at += cells
-            r += [cards[child]] * len(candidates)
-        if at > _MAX_JOINT_COUNTS:
+        digits, strides, q, starts, r, size = _small_layout(self.cards, requests, width)
+        if size > _MAX_JOINT_COUNTS:
             return None
-        shape = (len(q), depth + 3)
-        index = np.einsum("fkc,fk->fc", self._rows[np.array(digits).reshape(shape)],
-                          np.array(strides, dtype=np.int32).reshape(shape))
-        counts = self._count(index.ravel(), at, self._tiled_weights(len(q)))
+        index = np.einsum("fkc,fk->fc", self._rows[digits], strides.astype(np.int32))
+        counts = self._count(index.ravel(), size, self._tiled_weights(len(q)))
         return counts.reshape(-1, width), np.array(q), np.array(starts), width if r.count(width) == len(r) else \
             np.array(r)
 
@@ -305,6 +252,90 @@ class CaseCounts(FamilyCounts):
             digit += [len(self.cards)] * (depth - len(digit))
             weight += [0] * (depth - len(weight))
         return np.einsum("jkc,jk->jc", self._rows[digits], np.array(weights, dtype=np.int32))
+
+
+def _distinct_cases(codes: np.ndarray, cards: Sequence[int]) -> tuple | None:
+    """(the first case of each distinct one (None: ``rows`` given instead), their codes (variables, distinct), how
+    often each occurs) when the distinct cases (``codes`` (K, n)) are at most half of them, else None.
+    """
+    states = math.prod(cards)
+    if len(codes) < 2 * _DISTINCT_AT_LEAST or states >= 1 << 62:
+        return None
+    strides = [1]
+    for card in cards[:0:-1]:
+        strides.append(strides[-1] * card)
+    strides = np.array(strides[::-1])                                # the first variable most significant
+    keys = codes.astype(np.int64) @ strides
+    if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
+        times = np.bincount(keys, minlength=states)
+        distinct = np.flatnonzero(times)
+        times, first = times[distinct], None
+        rows = (distinct[None, :] // strides[:, None]) % np.array(cards)[:, None]
+    elif 2 * (1 + np.count_nonzero(np.diff(np.sort(keys)))) <= len(codes):   # (a sort: cheaper than unique's)
+        _, first, times = np.unique(keys, return_index=True, return_counts=True)
+        rows = None
+    else:
+        return None
+    return (first, rows, times) if 2 * len(times) <= len(codes) else None
+
+
+def _small_layout(cards: Sequence[int], requests: Sequence[tuple], width: int) -> tuple:
+    """``CaseCounts._small_tables``' families: (per family the rows of ``_rows`` whose values make its cell of a
+    case (the candidate's, the row of ones, the child's, the parents', then the row of zeros), (families, digits);
+    their strides (the candidate's, where the family begins, the child's 1, the parents'); per family its
+    parent configurations, the row where it begins and its child's number of values; the cells of all), the
+    bookkeeping in Python (numpy's cost per call is most of such a round).
+    """
+    zero, one = len(cards), len(cards) + 1
+    depth = max(len(parents) for _, parents, _ in requests)
+    digits, strides, q, starts, r = [], [], [], [], []      # digits and strides: per family, flat
+    at = 0        # where the next family begins (cells)
+    for child, parents, candidates in requests:
+        digit, weight, stride = [child], [1], width
+        for p in reversed(parents):
+            digit.append(p)
+            weight.append(stride)
+            stride *= cards[p]
+        digit += [zero] * (depth - len(parents))     # (the row of zeros, stride 0)
+        weight += [0] * (depth - len(parents))
+        for u in candidates:
+            cells = stride if u is None else stride * cards[u]
+            digits.append(zero if u is None else u)
+            digits.append(one)
+            digits += digit
+            strides.append(stride)
+            strides.append(at)
+            strides += weight
+            q.append(cells // width)
+            starts.append(at // width)
+            at += cells
+        r += [cards[child]] * len(candidates)
+    shape = (len(q), depth + 3)
+    return np.array(digits).reshape(shape), np.array(strides).reshape(shape), q, starts, r, at
+
+
+class _LogGammas:
+    """gammaln(counts + offset) of integer counts (at most ``n_cases``), by lookup in tables of m = 0..n_cases: one
+    per offset, or for integer offsets per count (K2's children of different numbers of values) one row per offset.
+    """
+
+    def __init__(self, n_cases: int):
+        self.n_cases = n_cases
+        self._tables = {}
+        self._rows = None
+
+    def __call__(self, counts: np.ndarray, offset) -> np.ndarray:
+        if not isinstance(offset, np.ndarray):
+            table = self._tables.get(offset)
+            if table is None:
+                table = self._tables[offset] = _log_gamma_table(float(offset), self.n_cases)
+            return table[counts]
+        rows = int(offset.max()) + 1 if offset.dtype.kind in "iu" else 0
+        if not rows or rows * (self.n_cases + 1) > _LOG_GAMMA_ROWS:
+            return gammaln(counts + offset)
+        if self._rows is None or len(self._rows) < rows:
+            self._rows = np.stack([_log_gamma_table(float(k), self.n_cases)[:self.n_cases + 1] for k in range(rows)])
+        return self._rows[offset, counts]
 
 
 def _with_zeros_and_ones(codes: np.ndarray) -> np.ndarray:
