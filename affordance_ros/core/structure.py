@@ -87,17 +87,26 @@ class CaseCounts(FamilyCounts):
         codes = np.asarray(codes, dtype=np.int32).reshape(len(codes), n)
         # (variables + 2, cases): then a row of zeros, the digit of a parent with one value (``candidate_tables``),
         # and a row of ones, the digit of where a family begins (``_small_tables``)
-        self._columns = _with_zeros_and_ones(codes.T)
-        self._rows, self._weights = self._columns, None
+        self._codes = codes
+        self._columns = None          # (every case's codes as ``_rows``, for the folds: made when first needed)
+        self._rows, self._weights = None, None
         distinct = _distinct_cases(codes, self.cards)
         if distinct is not None:
             first, rows, times = distinct
-            self._rows = _with_zeros_and_ones(self._columns[:n, first] if rows is None else rows)
+            self._rows = _with_zeros_and_ones(codes[first].T if rows is None else rows)
             self._weights = times.astype(float)
+        else:
+            self._rows = self._case_columns()
         self._values = np.array([*self.cards, 1])   # per variable, and 1 for the row of zeros
         self._log_gammas = _LogGammas(self.n_cases)
         self._pairs = None
         self._tiled = None
+
+    def _case_columns(self) -> np.ndarray:
+        """Every case's codes (variables + 2, cases), then the rows of zeros and ones."""
+        if self._columns is None:
+            self._columns = _with_zeros_and_ones(self._codes.T)
+        return self._columns
 
     def _configurations(self, child: int, parents: tuple, columns: np.ndarray) -> np.ndarray:
         """The flat index of each case's (parents..., child) configuration, from contiguous code ``columns``."""
@@ -124,7 +133,7 @@ class CaseCounts(FamilyCounts):
         """Counts per fold, (CV_FOLDS, *CPT shape)."""
         shape = tuple(self.cards[a] for a in (*parents, child))
         size = math.prod(shape)
-        index = self.fold_of_case() * size + self._configurations(child, parents, self._columns)
+        index = self.fold_of_case() * size + self._configurations(child, parents, self._case_columns())
         return np.bincount(index, minlength=CV_FOLDS * size).reshape((CV_FOLDS, *shape)).astype(float)
 
     def log_gamma(self, counts: np.ndarray, offset) -> np.ndarray:
@@ -265,7 +274,8 @@ def _distinct_cases(codes: np.ndarray, cards: Sequence[int]) -> tuple | None:
     for card in cards[:0:-1]:
         strides.append(strides[-1] * card)
     strides = np.array(strides[::-1])                                # the first variable most significant
-    keys = codes.astype(np.int64) @ strides
+    # (in double precision, exact below 2**53: a product of integers in numpy costs twice as much)
+    keys = (codes @ strides.astype(float)).astype(np.int64) if states < 1 << 53 else codes.astype(np.int64) @ strides
     if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
         times = np.bincount(keys, minlength=states)
         distinct = np.flatnonzero(times)
@@ -656,7 +666,8 @@ def _k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_paren
             top = max(values)
             if top <= best[child] + SCORE_TIE * max(1.0, abs(best[child])):   # a tie (a balanced design) adds none
                 continue
-            u = max(u for u, value in zip(left, values) if value == top)   # ties: the last
+            u = left[values.index(top)] if values.count(top) == 1 else \
+                max(u for u, value in zip(left, values) if value == top)   # ties: the last
             best[child], parents[child] = top, current + (u,)
             if len(parents[child]) < max_parents:
                 growing.append(child)
