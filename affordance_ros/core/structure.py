@@ -53,6 +53,7 @@ _DISTINCT_AT_LEAST = 64     # cases below which they are counted as they are, no
 _SMALL_COUNTING = 4096      # (distinct cases x candidates) up to which a round's counting is ``_small_tables``'
 _PADDED_UP_TO = 8           # children with at most this many values share one table, their rows padded with zeros
 CV_FOLDS = 5
+_SUM = np.add.reduce    # (ndarray.sum's Python wrapper costs as much as summing a K2 round's few rows)
 
 
 class FamilyCounts:
@@ -520,7 +521,7 @@ class K2Score(FamilyScore):
         first = gammaln(r)
         if isinstance(r, np.ndarray):     # (per family: to each of its rows)
             r, first = np.repeat(r, q), np.repeat(first, q)
-        rows = first - self.data.log_gamma(table.sum(axis=1), r) + self.data.log_gamma(table, 1).sum(axis=1)
+        rows = first - self.data.log_gamma(_SUM(table, axis=1), r) + _SUM(self.data.log_gamma(table, 1), axis=1)
         return np.add.reduceat(rows, starts)
 
 
