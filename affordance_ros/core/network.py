@@ -399,9 +399,9 @@ class AffordanceNetwork(NetworkFile):
 
     def with_structure(self, parents: Mapping[str, Sequence[str]]) -> "AffordanceNetwork":
         """Set every variable's parents; CPTs and their counts are dropped (they no longer fit)."""
-        return self.replace_variables(
-            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None, "counts": None,
-                      "draws": None, "prior": None} for v in self.variables})
+        dropped = {"cpt": None, "counts": None, "draws": None, "prior": None}
+        return AffordanceNetwork([Variable(**{**vars(v), **dropped, "parents": tuple(parents.get(v.name, ()))})
+                                  for v in self.variables], self.metadata, self.learning)
 
     def with_cpts(self, cpts: Mapping[str, np.ndarray],
                   counts: Mapping[str, np.ndarray] | None = None,
