@@ -7,7 +7,6 @@ One class serves as both configuration (what to learn: CPTs, arcs or sensor para
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -169,15 +168,15 @@ class AffordanceNetwork(NetworkFile):
     # -------------------------------------------------------------- derivation
     def replace_variables(self, changes: Mapping[str, Mapping]) -> "AffordanceNetwork":
         """A new network with fields of some variables replaced, e.g. {"Size": {"cpt": ...}}."""
-        variables = [dataclasses.replace(v, **changes[v.name]) if v.name in changes else v
-                     for v in self.variables]
+        # (a variable's fields and the changes as keywords: dataclasses.replace's result, at half its cost)
+        variables = [Variable(**{**vars(v), **changes[v.name]}) if v.name in changes else v for v in self.variables]
         return AffordanceNetwork(variables, self.metadata, self.learning)
 
     def with_structure(self, parents: Mapping[str, Sequence[str]]) -> "AffordanceNetwork":
         """Set every variable's parents; CPTs and their counts are dropped (they no longer fit)."""
-        return self.replace_variables(
-            {v.name: {"parents": tuple(parents.get(v.name, ())), "cpt": None, "counts": None,
-                      "draws": None, "prior": None} for v in self.variables})
+        dropped = {"cpt": None, "counts": None, "draws": None, "prior": None}
+        return AffordanceNetwork([Variable(**{**vars(v), **dropped, "parents": tuple(parents.get(v.name, ()))})
+                                  for v in self.variables], self.metadata, self.learning)
 
     def with_cpts(self, cpts: Mapping[str, np.ndarray],
                   counts: Mapping[str, np.ndarray] | None = None,

@@ -210,7 +210,7 @@ def _per_draw(joint: np.ndarray) -> np.ndarray:
 
 def has_draws(model: AffordanceNetwork) -> bool:
     """Whether every CPT of ``model`` carries posterior draws (``Variable.draws``)."""
-    return model.parameterised and all(v.draws is not None for v in model.variables)
+    return all(v.draws is not None for v in model.variables) and model.parameterised
 
 
 def missing_posterior(what: str) -> ModelFormatError:

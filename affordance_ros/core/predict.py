@@ -22,7 +22,7 @@ import numpy as np
 
 from .cases import CaseSet
 from .errors import EvidenceError, did_you_mean
-from .gaussian import log_density, log_sum_exp_rows
+from .gaussian import LOG_2PI, log_density, log_sum_exp_rows
 from .network import AffordanceNetwork, SensorModel, out_of_range, unknown_sensor
 from .number_checks import is_finite_number
 from .posterior_answers import (
@@ -307,25 +307,41 @@ def predict(model: AffordanceNetwork, query: Sequence[str], sensors: Mapping[str
     check_model(model)
     names = model.resolve_query(query)
     likelihoods, hard = _one_case(model, sensors or {}, values or {})
-    spreads = posterior_spreads(model, names, 1, [(slice(0, 1), likelihoods, hard)], uncertainty)
-    batch = _answer(model, names, averaged_posterior(model, [model.index(n) for n in names], likelihoods, hard),
-                    spreads)
-    marginals = {name: dict(zip(model[name].values, batch.marginals[name][0].tolist())) for name in names}
-    best = {name: model[name].values[code] for name, code in zip(names, batch.most_probable[0].tolist())}
+    query_idx = [model.index(n) for n in names]
+    labels = [model.variables[i].values for i in query_idx]
+    if uncertainty and has_draws(model):
+        stddevs, intervals, supports = _one_case_spreads(model, names, labels, likelihoods, hard)
+    else:   # nothing to compute: NaN throughout
+        stddevs = {name: dict.fromkeys(values, math.nan) for name, values in zip(names, labels)}
+        intervals = {name: dict.fromkeys(values, _UNKNOWN_INTERVAL) for name, values in zip(names, labels)}
+        supports = dict.fromkeys(names, math.nan)
+    joint = averaged_posterior(model, query_idx, likelihoods, hard)                # (1, *cards)
+    flat = joint.reshape(-1)
+    code = int(flat.argmax())
+    per_name = _marginals(names, joint)
+    codes = (code,) if len(names) == 1 else np.unravel_index(code, joint.shape[1:])
+    marginals = {name: dict(zip(values, per_name[name][0].tolist())) for name, values in zip(names, labels)}
+    best = {name: values[int(c)] for name, values, c in zip(names, labels, codes)}
     readings, mixtures = {}, {}
-    for name, r in batch.readings.items():
+    for name, r in predict_readings(model, per_name).items():
         for reading, mean, stddev in zip(r.names, r.mean[0].tolist(), r.stddev[0].tolist()):
             readings[reading] = {"mean": mean, "stddev": stddev}
         mixtures[name] = {"names": list(r.names), "weights": r.weights[0].tolist(), "means": r.means.tolist(),
                           "covariances": r.covariances.tolist()}
-    labels = {name: model[name].values for name in names}
-    stddevs = {name: dict(zip(labels[name], map(_number, batch.stddevs[name][0].tolist()))) for name in names}
-    intervals = {name: {label: (_number(low), _number(high))
-                        for label, (low, high) in zip(labels[name], batch.intervals[name][0].tolist())}
-                 for name in names}
-    supports = {name: _number(float(batch.support[name][0])) for name in names}
-    return Prediction(marginals, best, float(batch.joint_probability[0]), readings, mixtures, stddevs, intervals,
-                      supports)
+    return Prediction(marginals, best, float(flat[code]), readings, mixtures, stddevs, intervals, supports)
+
+
+_UNKNOWN_INTERVAL = (math.nan, math.nan)
+
+
+def _one_case_spreads(model: AffordanceNetwork, names: list, labels: list, likelihoods: dict, hard: list) -> tuple:
+    """``Prediction``'s stddevs, intervals and support of one case, from the model's posterior draws."""
+    stddevs, intervals, supports = posterior_spreads(model, names, 1, [(slice(0, 1), likelihoods, hard)])
+    named = list(zip(names, labels))
+    return ({name: dict(zip(values, map(_number, stddevs[name][0].tolist()))) for name, values in named},
+            {name: {label: (_number(low), _number(high))
+                    for label, (low, high) in zip(values, intervals[name][0].tolist())} for name, values in named},
+            {name: _number(float(supports[name][0])) for name in names})
 
 
 def _check_names(model: AffordanceNetwork, sensors: Mapping, values: Mapping) -> None:
@@ -350,33 +366,76 @@ def _one_case(model: AffordanceNetwork, sensors: Mapping[str, float], values: Ma
     """The likelihoods {variable index: (1, card), maximum 1} of one case and the variables given by label,
     built without a CaseSet (the per-call cost of a planner).
     """
-    _check_names(model, sensors, values)
+    readers = _readers(model)
+    for sensor in sensors:
+        if sensor not in readers:
+            raise unknown_sensor(model, sensor)
+    for name in values:
+        model.index(name)
     log_lik, vectors = {}, {}
     for sensor, x in sensors.items():
-        _check_reading(model, sensor, x)
-        i = model.index(model.sensor_variable[sensor])
-        sensor_model = model.variables[i].sensor
-        if sensor_model.vector:  # the readings of one vector sensor go in together, the missing ones NaN
-            vectors.setdefault(i, np.full((1, sensor_model.dim), np.nan))[0, sensor_model.names.index(sensor)] = x
+        i, sensor_model, column, bounds, gaussian = readers[sensor]
+        if not is_finite_number(x):
+            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
+        if not bounds[0] <= x <= bounds[1]:
+            raise EvidenceError(out_of_range(sensor, x, bounds))
+        if gaussian is None:  # a vector sensor's readings go in together, the missing ones NaN (or: not fitted)
+            vectors.setdefault(i, np.full((1, sensor_model.dim), np.nan))[0, column] = x
         else:
-            log_lik[i] = sensor_model.log_likelihood(np.array([x], dtype=float))
+            log_lik[i] = _reading_log_likelihood(float(x), *gaussian)
     for i, vector in vectors.items():
-        log_lik[i] = model.variables[i].sensor.log_likelihood(vector)
+        log_lik[i] = model.variables[i].sensor.log_likelihood(vector)[0].tolist()
     likelihoods, labelled = {}, []
     for name, label in values.items():
         i = model.index(name)
         var = model.variables[i]
         code = var.code(str(label))
-        if i in log_lik and not math.isfinite(log_lik.pop(i)[0, code]):
+        if i in log_lik and not math.isfinite(log_lik.pop(i)[code]):
             raise EvidenceError(_impossible(name))
         likelihoods[i] = _identity(var.card)[code:code + 1]
         labelled.append(i)
     for i, ll in log_lik.items():
-        top = np.maximum.reduce(ll, axis=None)
+        top = max(ll)
         if not math.isfinite(top):
             raise EvidenceError(_impossible(model.names[i]))
-        likelihoods[i] = np.exp(ll - top)
+        likelihoods[i] = np.exp(np.array([[value - top for value in ll]]))
     return likelihoods, labelled
+
+
+def _reading_log_likelihood(x: float, means: list, stddevs: list, log_stddevs: list) -> list:
+    """The log p(x | value) of a 1-D sensor's reading, per value: ``log_density``'s formula, in Python floats (a
+    case's few values cost less so than as arrays; the same IEEE operations, so the same numbers).
+    """
+    return [-0.5 * (z * z) - log_sd - _HALF_LOG_2PI
+            for z, log_sd in zip([(x - m) / sd for m, sd in zip(means, stddevs)], log_stddevs)]
+
+
+_READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_HALF_LOG_2PI = 0.5 * 1 * LOG_2PI      # (``gaussian._log_normal``'s constant for one reading)
+
+
+def _readers(model: AffordanceNetwork) -> dict:
+    """{reading name: (its variable's index, its sensor model, its column in a vector sensor's readings, the bounds
+    it must lie in, and for a 1-D sensor its Gaussians as ``_reading_log_likelihood`` takes them (None for a vector
+    sensor))}, made once per model (it is immutable).
+    """
+    found = _READERS.get(model)
+    if found is None:
+        found = {}
+        for i, var in enumerate(model.variables):
+            sensor = var.sensor
+            if sensor is None:
+                continue
+            gaussian = None
+            if not sensor.vector and sensor.fitted:
+                stddevs = np.sqrt(sensor.component_covariances()[:, 0, 0])   # (as ``log_density`` finds them)
+                if np.all(stddevs > 0):   # (a variance that underflows to 0: left to log_likelihood's arrays)
+                    gaussian = (sensor.component_means()[:, 0].tolist(), stddevs.tolist(),
+                                np.log(stddevs).tolist())
+            for column, reading in enumerate(sensor.names):
+                found[reading] = (i, sensor, column, sensor.bounds, gaussian)
+        _READERS[model] = found
+    return found
 
 
 @functools.lru_cache(maxsize=None)
@@ -397,14 +456,17 @@ def _answer(model: AffordanceNetwork, names: list, joint: np.ndarray, spreads: t
     """
     flat = joint.reshape(joint.shape[0], math.prod(joint.shape[1:]))  # (no -1: a batch may have no cases)
     best = flat.argmax(axis=1)
-    if len(names) == 1:
-        most_probable, marginals = best[:, None], {names[0]: joint}
-    else:
-        most_probable = np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
-        marginals = {name: joint.sum(axis=tuple(1 + a for a in range(len(names)) if a != j))
-                     for j, name in enumerate(names)}
+    marginals = _marginals(names, joint)
+    most_probable = best[:, None] if len(names) == 1 else np.stack(np.unravel_index(best, joint.shape[1:]), axis=1)
     return BatchPrediction(names, marginals, most_probable, np.maximum.reduce(flat, axis=1), joint,
                            predict_readings(model, marginals), *spreads)
+
+
+def _marginals(names: list, joint: np.ndarray) -> dict:
+    """{name: its marginal (K, card)} of the joint posterior (K, *cards) of the variables ``names``."""
+    if len(names) == 1:
+        return {names[0]: joint}
+    return {name: joint.sum(axis=tuple(1 + a for a in range(len(names)) if a != j)) for j, name in enumerate(names)}
 
 
 @dataclass(frozen=True)

@@ -313,14 +313,16 @@ def _compiled_step(engine: QueryEngine, c: int, toward: int | None, labels: tupl
     keep = {*up, *query, *carried}
     kept = [v for v in axes if v in keep]
     order, carries = _message_order(kept, up, query, toward is None)
-    size = math.prod([engine.cards[v] for v in axes])
+    cards = engine.cards
+    size = math.prod([cards[v] for v in axes])
     contraction = None
     if size > SUM_AHEAD_ABOVE and not labels and (evidence or kids):
         target = kept if order is None else [*up, *carries]
         contraction = _contraction(table, clique, axes, target, evidence, kid_variables)
-    return _Step(c, table, _label_slots(clique, labels, table.ndim),
-                 _shapes_in(axes, engine.cards, [(e, (e,)) for e in evidence]),
-                 _shapes_in(axes, engine.cards, kid_variables),
+    position = {v: a for a, v in enumerate(axes)}
+    return _Step(c, table, _label_slots(clique, labels, table.ndim) if labels else (),
+                 tuple((e, _shape_in(position, cards, (e,))) for e in evidence),
+                 tuple((d, _shape_in(position, cards, variables)) for d, variables in kid_variables),
                  tuple(a for a, v in enumerate(axes) if v not in keep), order, carries, size,
                  contraction)
 
@@ -336,20 +338,15 @@ def _label_slots(clique: tuple, labels: tuple, ndim: int) -> tuple:
     return (slots, tuple(at), at[0] if at == list(range(at[0], at[0] + len(at))) else 0)
 
 
-def _shapes_in(axes: tuple, cards: Sequence[int], factors) -> tuple:
-    """((name, shape) ...): how each factor (name, its variables) broadcasts into a table of
-    ``axes`` and the cases; a variable that is not an axis (a label, sliced away on both sides)
-    broadcasts.
+def _shape_in(position: dict, cards: Sequence[int], variables: tuple) -> tuple:
+    """How a factor over ``variables`` broadcasts into a table whose axes are at ``position`` (then the cases'); a
+    variable that is not an axis (a label, sliced away on both sides) broadcasts.
     """
-    position = {v: a for a, v in enumerate(axes)}
-    shapes = []
-    for name, variables in factors:
-        shape = [1] * len(axes) + [-1]
-        for v in variables:
-            if v in position:
-                shape[position[v]] = cards[v]
-        shapes.append((name, tuple(shape)))
-    return tuple(shapes)
+    shape = [1] * len(position) + [-1]
+    for v in variables:
+        if v in position:
+            shape[position[v]] = cards[v]
+    return tuple(shape)
 
 
 def _message_order(kept: list, up: tuple, query, at_root: bool) -> tuple:
@@ -358,11 +355,11 @@ def _message_order(kept: list, up: tuple, query, at_root: bool) -> tuple:
     cases, then the query.
     """
     if at_root:
-        return (len(kept), *(kept.index(q) for q in query)), tuple(kept)
+        return (len(kept), *[kept.index(q) for q in query]), tuple(kept)
     if len(kept) == len(up):
         return None, ()
-    target = [*up, *(v for v in kept if v not in up)]
-    order = None if kept == target else (*(kept.index(v) for v in target), len(kept))
+    target = [*up, *[v for v in kept if v not in up]]
+    order = None if kept == target else (*[kept.index(v) for v in target], len(kept))
     return order, tuple(target[len(up):])
 
 
@@ -450,12 +447,13 @@ class TreePlan(QueryPlan):
         kept = frozenset(self.query) if len(self.query) > 1 else frozenset()   # else the root's separators keep it
         steps = {}
         for c in order:
-            steps[c] = engine.step(c, toward[c] if c != root else None, tuple(labels_at.get(c, ())),
-                                   tuple(soft_at.get(c, ())), tuple((d, steps[d].carries) for d in kids[c]),
-                                   self.query if c == root else kept)
+            steps[c] = engine.step(c, toward[c] if c != root else None,
+                                   tuple(labels_at[c]) if c in labels_at else (),
+                                   tuple(soft_at[c]) if c in soft_at else (),
+                                   tuple([(d, steps[d].carries) for d in kids[c]]), self.query if c == root else kept)
         *self._passes, self._root = steps.values()
         self.cliques = tuple(steps)        # the cliques it visits, leaves first, its root last
-        self.max_table = max(step.size for step in steps.values())
+        self.max_table = max([step.size for step in steps.values()])
 
     def evaluate(self, likelihoods: Mapping[int, np.ndarray], n_cases: int = 1) -> tuple:
         """``QueryPlan.evaluate``. Messages are left unnormalised: every factor is at most 1, so they only

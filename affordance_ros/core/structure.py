@@ -50,8 +50,10 @@ class StructureResult:
 
 _MAX_JOINT_COUNTS = 1 << 22
 _DISTINCT_AT_LEAST = 64     # cases below which they are counted as they are, not as distinct cases
+_SMALL_COUNTING = 4096      # (distinct cases x candidates) up to which a round's counting is ``_small_tables``'
 _PADDED_UP_TO = 8           # children with at most this many values share one table, their rows padded with zeros
 CV_FOLDS = 5
+_SUM = np.add.reduce    # (ndarray.sum's Python wrapper costs as much as summing a K2 round's few rows)
 
 
 class FamilyCounts:
@@ -84,29 +86,28 @@ class CaseCounts(FamilyCounts):
         super().__init__(cards, len(codes))
         n = len(self.cards)
         codes = np.asarray(codes, dtype=np.int32).reshape(len(codes), n)
-        # (variables + 1, cases): the last row all zeros, the digit of a parent with one value (``candidate_tables``)
-        self._columns = np.zeros((n + 1, len(codes)), dtype=np.int32)
-        self._columns[:-1] = codes.T
-        self._rows, self._weights = self._columns, None
-        states = math.prod(self.cards)
-        if len(codes) >= 2 * _DISTINCT_AT_LEAST and states < 1 << 62:
-            strides = np.cumprod([1, *self.cards[:0:-1]])[::-1]            # the first variable most significant
-            keys = codes.astype(np.int64) @ strides
-            if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
-                times = np.bincount(keys, minlength=states)
-                distinct = np.flatnonzero(times)
-                times, first = times[distinct], None
-                rows = (distinct[None, :] // strides[:, None]) % np.array(self.cards)[:, None]
-            else:
-                _, first, times = np.unique(keys, return_index=True, return_counts=True)
-                rows = None
-            if 2 * len(times) <= len(codes):
-                self._rows = np.zeros((n + 1, len(times)), dtype=np.int32)
-                self._rows[:-1] = self._columns[:-1, first] if rows is None else rows
-                self._weights = times.astype(float)
+        # (variables + 2, cases): then a row of zeros, the digit of a parent with one value (``candidate_tables``),
+        # and a row of ones, the digit of where a family begins (``_small_tables``)
+        self._codes = codes
+        self._columns = None          # (every case's codes as ``_rows``, for the folds: made when first needed)
+        self._rows, self._weights = None, None
+        distinct = _distinct_cases(codes, self.cards)
+        if distinct is not None:
+            first, rows, times = distinct
+            self._rows = _with_zeros_and_ones(codes[first].T if rows is None else rows)
+            self._weights = times.astype(float)
+        else:
+            self._rows = self._case_columns()
         self._values = np.array([*self.cards, 1])   # per variable, and 1 for the row of zeros
-        self._log_gammas = {}
+        self._log_gammas = _LogGammas(self.n_cases)
         self._pairs = None
+        self._tiled = None
+
+    def _case_columns(self) -> np.ndarray:
+        """Every case's codes (variables + 2, cases), then the rows of zeros and ones."""
+        if self._columns is None:
+            self._columns = _with_zeros_and_ones(self._codes.T)
+        return self._columns
 
     def _configurations(self, child: int, parents: tuple, columns: np.ndarray) -> np.ndarray:
         """The flat index of each case's (parents..., child) configuration, from contiguous code ``columns``."""
@@ -133,16 +134,12 @@ class CaseCounts(FamilyCounts):
         """Counts per fold, (CV_FOLDS, *CPT shape)."""
         shape = tuple(self.cards[a] for a in (*parents, child))
         size = math.prod(shape)
-        index = self.fold_of_case() * size + self._configurations(child, parents, self._columns)
+        index = self.fold_of_case() * size + self._configurations(child, parents, self._case_columns())
         return np.bincount(index, minlength=CV_FOLDS * size).reshape((CV_FOLDS, *shape)).astype(float)
 
     def log_gamma(self, counts: np.ndarray, offset) -> np.ndarray:
-        """gammaln(counts + offset) of integer counts: for one offset, by lookup in a table of m = 0..n_cases."""
-        if isinstance(offset, np.ndarray):
-            return gammaln(counts + offset)
-        if offset not in self._log_gammas:
-            self._log_gammas[offset] = gammaln(np.arange(self.n_cases + 1) + float(offset))
-        return self._log_gammas[offset][counts]
+        """gammaln(counts + offset) of integer counts, by lookup (``_LogGammas``)."""
+        return self._log_gammas(counts, offset)
 
     def candidate_table(self, child: int, parents: tuple, candidates: Sequence[int]):
         """``candidate_tables`` of one request."""
@@ -157,30 +154,66 @@ class CaseCounts(FamilyCounts):
         the table's width padded with zero counts; a candidate None stands for the family ``parents`` itself.
         None when the tables together would be too large.
         """
-        cards, n_rows = self.cards, self._rows.shape[1]
-        r_of = [cards[child] for child, _, _ in requests]
-        width = max(r_of)
-        sizes = [len(candidates) for _, _, candidates in requests]
-        request_of = np.repeat(np.arange(len(requests)), sizes)
-        variable = np.array([len(cards) if u is None else u for _, _, candidates in requests for u in candidates])
-        # the (parents..., child) configurations of a request per candidate value: its rows, times ``width``
-        stride = np.array([math.prod(cards[p] for p in parents) * width for _, parents, _ in requests])[request_of]
+        cards, n_rows, zero = self.cards, self._rows.shape[1], len(self.cards)
+        width = max(cards[child] for child, _, _ in requests)
+        if n_rows * sum(len(candidates) for _, _, candidates in requests) <= _SMALL_COUNTING:
+            return self._small_tables(requests, width)
+        # per candidate (in Python: a round has a few hundred at most): its variable (None: the row of zeros), the
+        # stride of its digit (its request's parent configurations times ``width``), its request; per request the
+        # digits of its (parents..., child) configuration, the last parent's just above the child's, and their strides
+        variable, strides, request_of, sizes, digits, weights = [], [], [], [], [], []
+        for j, (child, parents, candidates) in enumerate(requests):
+            digit, weight, stride = [child], [1], width
+            for p in reversed(parents):
+                digit.append(p)
+                weight.append(stride)
+                stride *= cards[p]
+            digits.append(digit)
+            weights.append(weight)
+            variable += [zero if u is None else u for u in candidates]
+            strides += [stride] * len(candidates)
+            request_of += [j] * len(candidates)
+            sizes.append(len(candidates))
+        stride = np.array(strides)
         cells = stride * self._values[variable]
         if int(cells.sum()) > _MAX_JOINT_COUNTS or len(variable) * n_rows > _MAX_JOINT_COUNTS:
             return None
         ends = np.cumsum(cells)
         q, starts = cells // width, (ends - cells) // width
-        r = width if len(set(r_of)) == 1 else np.repeat(r_of, sizes)   # one number when every child has as many
+        r_of = [cards[child] for child, _, _ in requests]
+        r = width if r_of.count(width) == len(r_of) else np.repeat(r_of, sizes)   # one number when all have as many
         if self._pairs_pay(requests, len(variable)):
-            return self._pair_tables(requests, variable, q, width), q, starts, r
+            return self._pair_tables(requests, np.array(variable), q, width), q, starts, r
         # the candidate is the most significant digit of its family's configuration: the rows (parent
         # configurations) come in another order than in ``counts``, which no score depends on
         index = self._rows[variable]                                # int32: half the memory traffic
-        index *= stride[:, None]
-        index += self._bases(requests, width)[request_of]
-        index += (ends - cells)[:, None]
-        weights = None if self._weights is None else np.tile(self._weights, len(variable))
-        return self._count(index.ravel(), int(ends[-1]), weights).reshape(-1, width), q, starts, r
+        index *= stride.astype(np.int32)[:, None]
+        index += self._bases(digits, weights)[request_of]
+        index += (ends - cells).astype(np.int32)[:, None]
+        return self._count(index.ravel(), int(ends[-1]), self._tiled_weights(len(variable))).reshape(-1, width), \
+            q, starts, r
+
+    def _small_tables(self, requests: Sequence[tuple], width: int) -> tuple:
+        """``candidate_tables`` of few (distinct cases x candidates): each family's cell of a case as one sum of
+        its digits' values (the candidate's, the child's, the parents', and a one for where the family begins)
+        times their strides, and what is per candidate in Python (numpy's cost per call is most of such a round).
+        """
+        digits, strides, q, starts, r, size = _small_layout(self.cards, requests, width)
+        if size > _MAX_JOINT_COUNTS:
+            return None
+        index = np.einsum("fkc,fk->fc", self._rows[digits], strides.astype(np.int32))
+        counts = self._count(index.ravel(), size, self._tiled_weights(len(q)))
+        return counts.reshape(-1, width), np.array(q), np.array(starts), width if r.count(width) == len(r) else \
+            np.array(r)
+
+    def _tiled_weights(self, times: int) -> np.ndarray | None:
+        """The distinct cases' weights repeated ``times`` over (one per candidate), None without weights."""
+        if self._weights is None:
+            return None
+        size = times * len(self._weights)
+        if self._tiled is None or len(self._tiled) < size:    # (K2's first round asks for the most)
+            self._tiled = np.repeat(self._weights[None, :], times, axis=0).ravel()
+        return self._tiled[:size]
 
     def _pairs_pay(self, requests: Sequence[tuple], n_candidates: int) -> bool:
         """Whether ``requests`` (all without parents: K2's first round) are read from the counts of every pair of
@@ -211,33 +244,134 @@ class CaseCounts(FamilyCounts):
         if self._pairs is None:
             n_rows, cards = self._rows.shape[1], self.cards
             first = np.concatenate([[0], np.cumsum(cards)])
-            one_hot = np.zeros((n_rows, int(first[-1]) + 2))
-            one_hot[np.arange(n_rows)[:, None], first[:-1] + self._rows[:-1].T] = 1.0
-            one_hot[:, -2] = 1.0
-            weighted = one_hot if self._weights is None else one_hot * self._weights[:, None]
-            self._pairs = (np.rint(one_hot.T @ weighted).astype(np.int64), first)   # first[n]: None's, the ones
+            # (values + 2, distinct cases), in single precision when every count (at most the cases) is exact in it
+            kind = np.float32 if self.n_cases < 1 << 24 else float
+            one_hot = np.zeros((int(first[-1]) + 2, n_rows), dtype=kind)
+            one_hot.ravel()[((first[:-1, None] + self._rows[:len(cards)]) * n_rows + np.arange(n_rows)).ravel()] = 1
+            one_hot[-2] = 1.0
+            weighted = one_hot if self._weights is None else one_hot * self._weights.astype(kind)
+            self._pairs = (np.rint(one_hot @ weighted.T).astype(np.int64), first)   # first[n]: None's, the ones
         return self._pairs
 
-    def _bases(self, requests: Sequence[tuple], width: int) -> np.ndarray:
-        """Each request's (parents..., child) configuration of every distinct case (requests, cases), the first
-        parent the most significant digit, the child's in rows of ``width``.
+    def _bases(self, digits: list, weights: list) -> np.ndarray:
+        """Each request's configuration of every distinct case (requests, cases): the sum of its ``digits``' values
+        (variables, per request) times their ``weights`` (strides).
         """
-        rows, cards = self._rows, self.cards
-        base = rows[[child for child, _, _ in requests]]
-        depth = max(len(parents) for _, parents, _ in requests)
-        if depth:
-            digits, weights = [], []
-            for _, parents, _ in requests:
-                stride, digit, weight = width, [len(cards)] * depth, [0] * depth
-                for k, p in enumerate(reversed(parents)):
-                    digit[k], weight[k] = p, stride
-                    stride *= cards[p]
-                digits.append(digit)
-                weights.append(weight)
-            digits, weights = np.array(digits).T, np.array(weights, dtype=np.int32).T
-            for k in range(depth):
-                base += rows[digits[k]] * weights[k][:, None]
-        return base
+        depth = max(map(len, digits))
+        for digit, weight in zip(digits, weights):    # (padded with the row of zeros)
+            digit += [len(self.cards)] * (depth - len(digit))
+            weight += [0] * (depth - len(weight))
+        return np.einsum("jkc,jk->jc", self._rows[digits], np.array(weights, dtype=np.int32))
+
+
+def _distinct_cases(codes: np.ndarray, cards: Sequence[int]) -> tuple | None:
+    """(the first case of each distinct one (None: ``rows`` given instead), their codes (variables, distinct), how
+    often each occurs) when the distinct cases (``codes`` (K, n)) are at most half of them, else None.
+    """
+    states = math.prod(cards)
+    if len(codes) < 2 * _DISTINCT_AT_LEAST or states >= 1 << 62:
+        return None
+    strides = [1]
+    for card in cards[:0:-1]:
+        strides.append(strides[-1] * card)
+    strides = np.array(strides[::-1])                                # the first variable most significant
+    # (in double precision, exact below 2**53: a product of integers in numpy costs twice as much)
+    keys = (codes @ strides.astype(float)).astype(np.int64) if states < 1 << 53 else codes.astype(np.int64) @ strides
+    if states <= 4 * len(codes):      # few joint states (asia: 256): counted, no sort
+        times = np.bincount(keys, minlength=states)
+        distinct = np.flatnonzero(times)
+        times, first = times[distinct], None
+        rows = (distinct[None, :] // strides[:, None]) % np.array(cards)[:, None]
+    elif 2 * (1 + np.count_nonzero(np.diff(np.sort(keys)))) <= len(codes):   # (a sort: cheaper than unique's)
+        _, first, times = np.unique(keys, return_index=True, return_counts=True)
+        rows = None
+    else:
+        return None
+    return (first, rows, times) if 2 * len(times) <= len(codes) else None
+
+
+def _small_layout(cards: Sequence[int], requests: Sequence[tuple], width: int) -> tuple:
+    """``CaseCounts._small_tables``' families: (per family the rows of ``_rows`` whose values make its cell of a
+    case (the candidate's, the row of ones, the child's, the parents', then the row of zeros), (families, digits);
+    their strides (the candidate's, where the family begins, the child's 1, the parents'); per family its
+    parent configurations, the row where it begins and its child's number of values; the cells of all), the
+    bookkeeping in Python (numpy's cost per call is most of such a round).
+    """
+    zero, one = len(cards), len(cards) + 1
+    depth = max(len(parents) for _, parents, _ in requests)
+    digits, strides, q, starts, r = [], [], [], [], []      # digits and strides: per family, flat
+    at = 0        # where the next family begins (cells)
+    for child, parents, candidates in requests:
+        digit, weight, stride = [child], [1], width
+        for p in reversed(parents):
+            digit.append(p)
+            weight.append(stride)
+            stride *= cards[p]
+        digit += [zero] * (depth - len(parents))     # (the row of zeros, stride 0)
+        weight += [0] * (depth - len(parents))
+        for u in candidates:
+            cells = stride if u is None else stride * cards[u]
+            digits.append(zero if u is None else u)
+            digits.append(one)
+            digits += digit
+            strides.append(stride)
+            strides.append(at)
+            strides += weight
+            q.append(cells // width)
+            starts.append(at // width)
+            at += cells
+        r += [cards[child]] * len(candidates)
+    shape = (len(q), depth + 3)
+    return np.array(digits).reshape(shape), np.array(strides).reshape(shape), q, starts, r, at
+
+
+class _LogGammas:
+    """gammaln(counts + offset) of integer counts (at most ``n_cases``), by lookup in tables of m = 0..n_cases: one
+    per offset, or for integer offsets per count (K2's children of different numbers of values) one row per offset.
+    """
+
+    def __init__(self, n_cases: int):
+        self.n_cases = n_cases
+        self._tables = {}
+        self._rows = None
+
+    def __call__(self, counts: np.ndarray, offset) -> np.ndarray:
+        if not isinstance(offset, np.ndarray):
+            table = self._tables.get(offset)
+            if table is None:
+                table = self._tables[offset] = _log_gamma_table(float(offset), self.n_cases)
+            return table[counts]
+        rows = int(offset.max()) + 1 if offset.dtype.kind in "iu" else 0
+        if not rows or rows * (self.n_cases + 1) > _LOG_GAMMA_ROWS:
+            return gammaln(counts + offset)
+        if self._rows is None or len(self._rows) < rows:
+            self._rows = np.stack([_log_gamma_table(float(k), self.n_cases)[:self.n_cases + 1] for k in range(rows)])
+        return self._rows[offset, counts]
+
+
+def _with_zeros_and_ones(codes: np.ndarray) -> np.ndarray:
+    """Codes (variables, cases) as int32, then a row of zeros and a row of ones."""
+    out = np.empty((len(codes) + 2, codes.shape[1]), dtype=np.int32)
+    out[:-2] = codes
+    out[-2] = 0
+    out[-1] = 1
+    return out
+
+
+_LOG_GAMMAS: dict = {}        # offset -> gammaln(m + offset), m = 0, 1, ..: the same numbers for every learn
+_SHARED_LOG_GAMMAS = 1 << 17  # counts up to which those tables are kept for the next learns
+_LOG_GAMMA_ROWS = 1 << 21     # entries of a learn's table per integer offset (``CaseCounts.log_gamma``), at most
+
+
+def _log_gamma_table(offset: float, n: int) -> np.ndarray:
+    """gammaln(m + offset) for m = 0..n at least (kept for the process up to ``_SHARED_LOG_GAMMAS``)."""
+    if n > _SHARED_LOG_GAMMAS:
+        return gammaln(np.arange(n + 1) + offset)
+    table = _LOG_GAMMAS.get(offset)
+    if table is None or len(table) <= n:
+        size = min(_SHARED_LOG_GAMMAS, max(n, 2 * (0 if table is None else len(table)))) + 1
+        table = _LOG_GAMMAS[offset] = gammaln(np.arange(size) + offset)
+    return table
 
 
 class ExpectedCounts(FamilyCounts):
@@ -384,8 +518,10 @@ class K2Score(FamilyScore):
 
     def of_candidates(self, table: np.ndarray, q: np.ndarray, starts: np.ndarray, r) -> np.ndarray:
         """Sum over parent configurations j of log Gamma(r) - log Gamma(N_ij + r) + sum_k log Gamma(N_ijk + 1)."""
-        r = np.repeat(r, q) if isinstance(r, np.ndarray) else r
-        rows = gammaln(r) - self.data.log_gamma(table.sum(axis=1), r) + self.data.log_gamma(table, 1).sum(axis=1)
+        first = gammaln(r)
+        if isinstance(r, np.ndarray):     # (per family: to each of its rows)
+            r, first = np.repeat(r, q), np.repeat(first, q)
+        rows = first - self.data.log_gamma(_SUM(table, axis=1), r) + _SUM(self.data.log_gamma(table, 1), axis=1)
         return np.add.reduceat(rows, starts)
 
 
@@ -505,8 +641,15 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
     the same round (the scores of all their candidates from one counting pass: ``FamilyScore.many``);
     ``progress`` hears of every node placed, in ``order``.
     """
+    return _k2(score, order, allowed, max_parents, progress)[0]
+
+
+def _k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parents: int,
+        progress: Progress = None) -> tuple[list, dict]:
+    """``k2``'s parents, and each node's family score with them ({node: score}, as ``score`` gives it)."""
     parents = [() for _ in order]
-    candidates = {child: [u for u in order[:pos] if allowed[u, child]] if max_parents > 0 else []
+    allowed = allowed.tolist()    # (Python lists: a numpy scalar per pair would cost more than the round)
+    candidates = {child: [u for u in order[:pos] if allowed[u][child]] if max_parents > 0 else []
                   for pos, child in enumerate(order)}
     best = {}
     # the first round also scores each node without parents (the candidate None)
@@ -515,9 +658,8 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
     while requests:
         growing = []
         scored = score.many(requests)
-        flat, at = np.concatenate(scored).tolist(), 0     # Python floats: a request's few values need no numpy call
         for (child, current, left), found in zip(requests, scored):
-            values, at = flat[at:at + len(found)], at + len(found)
+            values = found.tolist()     # Python floats: a request's few values need no numpy call
             if left[0] is None:
                 best[child], left, values = values[0], left[1:], values[1:]
                 if not left:
@@ -525,7 +667,8 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
             top = max(values)
             if top <= best[child] + SCORE_TIE * max(1.0, abs(best[child])):   # a tie (a balanced design) adds none
                 continue
-            u = max(u for u, value in zip(left, values) if value == top)   # ties: the last
+            u = left[values.index(top)] if values.count(top) == 1 else \
+                max(u for u, value in zip(left, values) if value == top)   # ties: the last
             best[child], parents[child] = top, current + (u,)
             if len(parents[child]) < max_parents:
                 growing.append(child)
@@ -536,7 +679,7 @@ def k2(score: FamilyScore, order: Sequence[int], allowed: np.ndarray, max_parent
         while reported < len(order) and order[reported] not in busy:
             report(progress, "structure", reported + 1, best[order[reported]])
             reported += 1
-    return [tuple(sorted(p)) for p in parents]
+    return [tuple(sorted(p)) for p in parents], best
 
 
 def _bits(mask: int):
@@ -749,8 +892,8 @@ def search(scorer: FamilyScore, network: AffordanceNetwork, options: LearningOpt
     for child, parents in (fixed or {}).items():
         allowed[:, network.index(child)] = False
         allowed[network.index(child), [network.index(p) for p in parents]] = False
-    parents = k2(scorer, _order(network, options.order), allowed, options.max_parents, progress)
-    result = StructureResult("k2", scorer.name, sum(scorer(v, parents[v]) for v in range(n)), {})
+    parents, best = _k2(scorer, _order(network, options.order), allowed, options.max_parents, progress)
+    result = StructureResult("k2", scorer.name, sum(best[v] for v in range(n)), {})   # (what scorer(v, parents[v]) is)
     if options.structure == "mcmc":
         parents, best, freq, acceptance, trace = mcmc(
             scorer, n, allowed, options.max_parents, parents, options.mcmc_samples, options.mcmc_burn_in,
@@ -788,6 +931,8 @@ def structural_em(model: AffordanceNetwork, observed: CaseEvidence, fit: Callabl
 def _order(network: AffordanceNetwork, order: Sequence[str] | None) -> list[int]:
     if order is None:
         return default_order(network)
+    if len(order) == len(network) and set(order) == set(network.names):     # (every variable once)
+        return [network.index(name) for name in order]
     unknown = [name for name in order if name not in network.names]
     twice = sorted({name for name in order if order.count(name) > 1})
     left_out = [name for name in network.names if name not in order]
