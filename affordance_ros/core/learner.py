@@ -26,6 +26,7 @@ from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
 from .structure_sampling import StructureSample, dense_structure, sample_structures
+from .variables import posterior_mean
 
 # Trials' worth of prior a condition variable's CPT row gives its own condition
 # (``own_condition_prior``): enough that a parent configuration no case has predicts its condition's
@@ -275,15 +276,10 @@ def _member_network(network: AffordanceNetwork, member) -> AffordanceNetwork:
     """
     names = network.names
     net = network.with_structure({names[v]: tuple(names[u] for u in ps) for v, ps in enumerate(member.parents)})
-    counts = {name: d.mean(axis=0) + a for name, d, a in zip(names, member.draws, member.prior)}
-    cpts = {name: _normalised(c) for name, c in counts.items()}
-    return net.with_cpts(cpts, counts, {name: (d, a) for name, d, a in zip(names, member.draws, member.prior)})
-
-
-def _normalised(counts: np.ndarray) -> np.ndarray:
-    total = counts.sum(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, counts / total, 1.0 / counts.shape[-1])
+    means = {name: posterior_mean(d, a) for name, d, a in zip(names, member.draws, member.prior)}
+    return net.with_cpts({name: cpt for name, (_, cpt) in means.items()},
+                         {name: counts for name, (counts, _) in means.items()},
+                         {name: (d, a) for name, d, a in zip(names, member.draws, member.prior)})
 
 
 def _scaled_member(member: AffordanceNetwork, observed: CaseEvidence, subset: int) -> AffordanceNetwork:
@@ -298,8 +294,9 @@ def _scaled_member(member: AffordanceNetwork, observed: CaseEvidence, subset: in
         expected = counts if expected is None else [a + b for a, b in zip(expected, counts)]
     sample = PosteriorSample({v.name: (v.draws, v.prior) for v in member.variables}, 0, 0, 0, 0, 0.0)
     scaled = scaled_to(sample, dict(zip(member.names, expected)), observed.n_cases, subset)
-    counts = {name: d.mean(axis=0) + a for name, (d, a) in scaled.draws.items()}
-    return member.with_cpts({name: _normalised(c) for name, c in counts.items()}, counts, scaled.draws)
+    means = {name: posterior_mean(d, a) for name, (d, a) in scaled.draws.items()}
+    return member.with_cpts({name: cpt for name, (_, cpt) in means.items()},
+                            {name: counts for name, (counts, _) in means.items()}, scaled.draws)
 
 
 def posterior_prior(model: AffordanceNetwork, opts: LearningOptions, prior_model: AffordanceNetwork | None) -> list:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import ModelFormatError
 from .number_checks import is_finite_number
-from .variables import SensorModel, Variable, WeightedNetwork
+from .variables import SensorModel, Variable, WeightedNetwork, posterior_mean
 
 FORMAT = "affordance_ros/model/1"
 # /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
@@ -173,8 +173,9 @@ def _members_from_document(network, raw) -> list:
                 raise ModelFormatError(f"{where}: variable '{v.name}': 'parents' must be a list of variable names")
             change = {"parents": tuple(d["parents"]), **{key: _number_array(d.get(key), f"{where}: variable '{v.name}'",
                                                                             key) for key in MEMBER_KEYS[1:]}}
-            if change["cpt"] is None and change["draws"] is not None and change["prior"] is not None:
-                change.update(_posterior_mean(change["draws"], change["prior"], f"{where}: variable '{v.name}'"))
+            if change["draws"] is not None and change["prior"] is not None:   # what the file left out, derived
+                mean = _posterior_mean(change["draws"], change["prior"], f"{where}: variable '{v.name}'")
+                change.update({key: mean[key] for key in ("cpt", "counts") if change[key] is None})
             changes[v.name] = change
         members.append(WeightedNetwork(float(m["weight"]),
                                        type(network)([dataclasses.replace(v, **changes[v.name])
@@ -184,24 +185,25 @@ def _members_from_document(network, raw) -> list:
 
 def _member_variable_dict(v: Variable) -> dict:
     """A variable's entry in a structure of the sample: what differs between structures (``MEMBER_KEYS``), without
-    the CPT and its counts where the draws give them (``_posterior_mean``: most of the file would be those floats).
+    the CPT or its counts where they are what the draws give (``_posterior_mean``, as a learn makes them: most of the
+    file would be those floats); online updates move them away, and they are then written.
     """
     whole = _variable_dict(v)
-    derived = ("cpt", "counts") if v.draws is not None and v.prior is not None else ()
+    derived = {}
+    if v.draws is not None and v.prior is not None:
+        mean = _posterior_mean(v.draws, v.prior, "")
+        derived = {key: mean[key] for key in ("cpt", "counts")
+                   if getattr(v, key) is not None and np.array_equal(getattr(v, key), mean[key])}
     return {"name": v.name, **{key: whole[key] for key in MEMBER_KEYS if key in whole and key not in derived}}
 
 
 def _posterior_mean(draws: np.ndarray, prior: np.ndarray, where: str) -> dict:
-    """The CPT and counts of a structure of the sample that its file entry leaves out: the counts the mean of the
-    draws plus the prior, the CPT those counts normalised (a row without any: flat), as the learner makes them.
-    """
+    """The CPT and counts of a structure of the sample that its file entry leaves out (``variables.posterior_mean``)."""
     if draws.ndim < 2 or draws.shape[1:] != prior.shape:
         raise ModelFormatError(f"{where}: 'draws' have shape {list(draws.shape)}, expected [S, "
                                f"{', '.join(str(k) for k in prior.shape)}] (the 'prior''s shape)")
-    counts = draws.mean(axis=0) + prior
-    total = counts.sum(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return {"counts": counts, "cpt": np.where(total > 0, counts / total, 1.0 / counts.shape[-1])}
+    counts, cpt = posterior_mean(draws, prior)
+    return {"counts": counts, "cpt": cpt}
 
 
 # ------------------------------------------------------------- (de)serial.

@@ -11,9 +11,10 @@ update; the step sizes above only make the CPTs forget their start faster). So a
 model that has them (``Variable.draws``): each case is imputed under every draw and added to its counts
 (``core.posterior_sampling.update_draws``; the model's metadata "posterior" counts these ``online_updates``).
 
-A model that averages over a sample of structures (``AffordanceNetwork.structures``) updates every structure so;
-the structures and their weights stay as the learn drew them (reweighing them by the new cases alone would weigh
-the earlier cases' evidence as the learn's weights hold it, not as the new CPTs would), until the next learn.
+A model that averages over a sample of structures (``AffordanceNetwork.structures``) adds every case to every
+structure's draws, and each structure's CPTs and counts stay what they are at learn time, the posterior mean of its
+draws (so a structure costs one imputation of the case per draw, and its file entry holds its draws only); the
+structures and their weights stay as the learn drew them, until the next learn.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .network import AffordanceNetwork, WeightedNetwork
 from .parameters import family_priors
 from .posterior_answers import has_draws
 from .posterior_sampling import update_draws
+from .variables import posterior_mean
 
 
 class OnlineEM:
@@ -49,9 +51,8 @@ class OnlineEM:
             raise ModelFormatError("step_exponent must be in (0.5, 1] for stepwise EM to converge")
         if step_offset < 1 or batch_size < 1 or prior < 0 or start_weight < 0:
             raise ModelFormatError("step_offset must be >= 1, batch_size >= 1, prior and start_weight >= 0")
-        self.structures = [OnlineEM(AffordanceNetwork(m.network.variables, network.metadata), prior, step_exponent,
-                                    step_offset, batch_size, start_weight) for m in network.structures]
-        self.weights = [m.weight for m in network.structures]
+        self.structures = list(network.structures)
+        self.structure_draws = [[v.draws for v in m.network.variables] for m in self.structures]
         self.network = network
         self.prior = prior
         self.step_exponent = step_exponent
@@ -78,9 +79,13 @@ class OnlineEM:
         """Update the CPTs with ``cases``, one stepwise-EM step per mini-batch."""
         if cases.n_cases == 0:
             raise DataError("no cases to update from")
-        if self.structures:
-            return self._partial_fit_structures(cases)
         evidence = cases.evidence(self.network)
+        if self.structures:   # (every structure has the same variables and sensors: the same evidence)
+            self.structure_draws = [update_draws(m.network, draws, [v.prior for v in m.network.variables], evidence,
+                                                 self._rng)
+                                    for m, draws in zip(self.structures, self.structure_draws)]
+            self.draw_updates += evidence.n_cases
+            return self
         if self.draws is not None:
             self.draws = update_draws(self.network, self.draws, [v.prior for v in self.network.variables], evidence,
                                       self._rng)
@@ -101,20 +106,15 @@ class OnlineEM:
             self.cpts = [normalise_counts(s * self.n_seen, self.prior) for s in self.stats]
         return self
 
-    def _partial_fit_structures(self, cases: CaseSet) -> "OnlineEM":
-        """``partial_fit`` of every structure of the sample."""
-        for structure in self.structures:
-            structure.partial_fit(cases)
-        return self
-
     @property
     def model_(self) -> AffordanceNetwork:
         """The network with the current CPTs (and counts, and posterior draws): of every structure of a sample."""
         if self.structures:
-            members = [WeightedNetwork(w, structure.model_) for w, structure in zip(self.weights, self.structures)]
+            members = [WeightedNetwork(m.weight, _posterior_mean(m.network, draws))
+                       for m, draws in zip(self.structures, self.structure_draws)]
             first = members[0].network
             model = AffordanceNetwork(first.variables, self.network.metadata, self.network.learning, members)
-            updates = self.structures[0].draw_updates
+            updates = self.draw_updates
             if "posterior" in model.metadata:
                 model.metadata = {**model.metadata, "posterior": {**model.metadata["posterior"],
                                                                   "online_updates": updates}}
@@ -127,3 +127,13 @@ class OnlineEM:
         if draws is not None:
             model.metadata["posterior"] = {**model.metadata.get("posterior", {}), "online_updates": self.draw_updates}
         return model
+
+
+def _posterior_mean(network: AffordanceNetwork, draws: list) -> AffordanceNetwork:
+    """``network`` with these draws and the counts and CPTs they give (``variables.posterior_mean``: a structure of a
+    sample as a learn makes it).
+    """
+    means = {v.name: posterior_mean(d, v.prior) for v, d in zip(network.variables, draws)}
+    return network.with_cpts({name: cpt for name, (_, cpt) in means.items()},
+                             {name: counts for name, (counts, _) in means.items()},
+                             {v.name: (d, v.prior) for v, d in zip(network.variables, draws)})

@@ -209,5 +209,15 @@ class WeightedNetwork:
     network: object   # an AffordanceNetwork (core.network, which imports this module)
 
 
+def posterior_mean(draws: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, CPT) a variable's posterior ``draws`` (S, *CPT shape) and ``prior`` give: the counts their mean plus
+    the prior, the CPT those counts normalised (a row without any: flat). What a structure of a sample holds.
+    """
+    counts = np.asarray(draws, dtype=float).mean(axis=0) + prior
+    total = counts.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return counts, np.where(total > 0, counts / total, 1.0 / counts.shape[-1])
+
+
 __all__ = ["COVARIANCE_TYPES", "DEFAULT_VALID_RANGE", "GROUPS", "SENSOR_GROUPS", "SensorModel", "Variable",
-           "WeightedNetwork", "out_of_range"]
+           "WeightedNetwork", "out_of_range", "posterior_mean"]
