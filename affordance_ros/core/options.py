@@ -54,7 +54,7 @@ class LearningOptions:
                                           "MAP-assigned values; its intervals assume it), or fixed (keep the "
                                           "configured parents). Default: average, or k2 where another option asks "
                                           "for one structure (method discrete, structural_em, prior 0, "
-                                          "posterior_draws 0)")
+                                          "posterior_draws 0, fit_sensors)")
     score: str = _option("k2", "structure score: k2, bdeu (with ess), bic, or cv (the family's cross-validated "
                                "log-likelihood)")
     max_parents: int = _option(4, "at most this many parents per variable")
@@ -98,7 +98,7 @@ class LearningOptions:
         object.__setattr__(self, "_structure_chosen", self.structure is None)
         if self.structure is None:
             single = (self.method == "discrete" or self.structural_em or not self.prior > 0
-                      or self.posterior_draws == 0)
+                      or self.posterior_draws == 0 or self.fit_sensors)
             object.__setattr__(self, "structure", "k2" if single else "average")
         for name, choices in CHOICES.items():
             _choice(name, getattr(self, name), choices)
@@ -148,6 +148,9 @@ class LearningOptions:
         if self.posterior_draws < 1:
             raise ModelFormatError("structure 'average' answers from posterior draws: give posterior_draws >= 1, or "
                                    "structure k2, mcmc or fixed")
+        if self.fit_sensors:
+            raise ModelFormatError("structure 'average' keeps the sensor models fitted before it samples; fit_sensors "
+                                   "(re-estimated inside EM) goes with structure k2, mcmc or fixed")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -82,9 +82,7 @@ class StructureSample:
     seed: int
     seconds: float
     arc_prior: float
-    subset: int | None = None
     starts: tuple = STARTS
-    scores: list = field(default_factory=list)
 
     @property
     def n_draws(self) -> int:
@@ -123,7 +121,7 @@ class StructureSample:
                 "burn_in": self.burn_in, "thin": self.thin, "sweeps": self.sweeps, "draws": self.n_draws,
                 "structures": len(self.members), "disagreement": round(self.disagreement, 4),
                 "arc_prior": self.arc_prior, "seed": self.seed, "num_cases": int(n_cases),
-                **({"sampled_cases": self.subset} if self.subset else {}), "seconds": round(self.seconds, 4)}
+                "seconds": round(self.seconds, 4)}
 
 
 def _edges(arcs: Mapping) -> dict:
@@ -238,7 +236,7 @@ def sample_structures(network: AffordanceNetwork, observed: CaseEvidence, option
     by_structure: dict = {}
     chain_arcs = []
     done = 0
-    for c, (name, start) in enumerate(starts.items()):
+    for c, start in enumerate(starts.values()):
         rng = np.random.default_rng([int(options.seed), 38, c])
         searched = [tuple(sorted(p)) if i not in (fixed or {}) else () for i, p in enumerate(start)]
         graph = ArcMoves(allowed, options.max_parents, searched)
