@@ -146,7 +146,10 @@ class _Group:
             self._point = _stacked(first, self.needed, cpts)
         joint = _per_draw(posterior(self._point, [*query, len(first)], likelihoods, hard))   # (K, *q, members)
         shares = self.average.weights[self.members]
-        return np.tensordot(np.nan_to_num(joint), shares, axes=([-1], [0]))
+        # (a member under which a case's evidence is impossible leaves its share to the others)
+        possible = ~np.isnan(joint.reshape(len(joint), -1, len(shares))[:, 0])               # (K, members)
+        scale = self.weight / np.maximum(possible @ shares, 1e-300)
+        return np.tensordot(np.nan_to_num(joint), shares, axes=([-1], [0])) * scale.reshape(-1, *[1] * (joint.ndim - 2))
 
     def draw_answers(self, query: Sequence[int], likelihoods: Mapping, hard: Sequence[int]) -> np.ndarray:
         """p(query | evidence) under each of the group's pooled draws, (K, *query cards, draws)."""
