@@ -80,6 +80,7 @@ class NodeMade(Exception):
     """Raised in place of making the command's node, once what DDS would read then is noted."""
 
 
+@pytest.mark.ros  # (it patches rclpy: the pip install without ROS 2 has none)
 @pytest.mark.parametrize("argv, heartbeat", [(["replay", "BAG"], True), (["record", "BAG", "--trials", "1"], False),
                                              (["call", "predict", "--query", "action"], False)])
 def test_the_ros_commands_make_their_node_under_the_packages_dds_profiles(argv, heartbeat, tmp_path, monkeypatch):
