@@ -44,7 +44,7 @@ NODES_QUICK = (5, 10, 20)
 NODE_CASES_FULL, NODE_CASES_QUICK = 3000, 500
 MEMORY_CASES_FULL, MEMORY_CASES_QUICK = 100_000, 5_000
 BATCH = 10_000
-# Issue 2's targets (printed beside the measurements, not asserted).
+# The project's targets (printed beside the measurements, not asserted).
 TARGET_EM_10K, TARGET_PREDICT, TARGET_BATCH = 0.5, 1e-3, 0.2
 
 

@@ -372,8 +372,8 @@ def with_draws(doc, n_draws=3):
 ])
 def test_draws_that_are_not_counts_or_whose_rows_cannot_sum_to_1_are_refused_at_load_naming_them(doc, tmp_path, row,
                                                                                                   message):
-    """Issue 39: a draw of [1e308, 1e308] loaded, then every predict failed ("cpt rows must sum to 1 ... sums to 0");
-    NaN, inf or -50 were refused as "'draws' must be nested lists of numbers"."""
+    """Draws are checked as draws at load: a draw of [1e308, 1e308] must not load and then fail every predict
+    ("cpt rows must sum to 1 ... sums to 0"), and NaN, inf or -50 are named as bad draws, not as bad lists."""
     changed = with_draws(doc)
     shape = next(v for v in changed["variables"] if v["name"] == "Shape")
     assert len(shape["values"]) == len(row) and shape["parents"] == []

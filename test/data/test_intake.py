@@ -217,7 +217,7 @@ def test_printable_escapes_control_characters_and_bounds_length():
 
 
 def test_a_part_that_cannot_be_read_is_answered_rejected_unless_its_trial_is_stored(store, intake_for):
-    """Issue 39: the learner answers a trial whose part it cannot read (its trial_id read from the bytes), so that the
+    """The learner answers a trial whose part it cannot read (its trial_id read from the bytes), so that the
     robot stops sending it; a damaged copy of a stored trial changes nothing, and a part without a readable id is
     only counted."""
     intake = intake_for(store)

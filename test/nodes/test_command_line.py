@@ -60,8 +60,8 @@ def test_a_mistake_on_the_command_line_is_one_line_and_exit_2(executable, args, 
      "error: parameter 'max_pending_trials' is -3; it must be from 1 to 10000000"),
 ])
 def test_a_value_of_the_wrong_type_or_out_of_range_is_one_line_and_exit_2(executable, args, message, tmp_path):
-    """rclpy raises these from the node's constructor: a traceback of 30 lines before the check (of 27 for an
-    integer out of its declared range: issue 39)."""
+    """rclpy raises these from the node's constructor, as a traceback of some 30 lines unless the node checks
+    first; an integer out of its declared range the same."""
     params = tmp_path / "params.yaml"
     params.write_text("affordance_learner:\n  ros__parameters:\n    online_learning: 1\n")
     out = run(LIB / executable, "--ros-args", *[a.format(params=params) for a in args])

@@ -1,4 +1,4 @@
-"""The robot's spool at its edges (issue 39), with the robot's executable over DDS and the faults made for real: a
+"""The robot's spool at its edges, with the robot's executable over DDS and the faults made for real: a
 spool removed while the robot runs is written again at its path, and a robot killed then loses nothing; a full disk
 (a small tmpfs) refuses new trials as a full spool does and the robot lives on; a spooled trial that cannot be sent
 is set aside in one line; a part whose bytes the learner cannot read is answered rejected."""
