@@ -169,8 +169,8 @@ def test_a_spool_whose_lock_file_another_robot_took_is_not_written_over(tmp_path
 
 
 def test_a_learners_database_is_refused_without_a_byte_of_it_or_its_lock_written(tmp_path):
-    """Was: the robot took the database's lock file and wrote its pid into it, then refused the file; the learner
-    started next named the robot's text as another learner."""
+    """A robot given a learner's database as its spool refuses it without taking the database's lock file or writing
+    its pid into it (a learner started next would name the robot's text as another learner)."""
     db = tmp_path / "cases.db"
     CaseStore(db).close()
     lock = DatabaseLock(db, "/affordance_learner")  # a learner holds it
@@ -188,7 +188,7 @@ def test_a_learners_database_is_refused_without_a_byte_of_it_or_its_lock_written
 
 @pytest.mark.parametrize("kind", ["text", "folder", "cut SQLite header"])
 def test_something_refused_as_a_spool_leaves_no_lock_file_beside_it(tmp_path, kind):
-    """Was: an arbitrary file given as the spool left a '<file>.lock' beside it."""
+    """An arbitrary file given as the spool is refused and leaves no '<file>.lock' beside it."""
     path = tmp_path / "notes"
     if kind == "folder":
         path.mkdir()

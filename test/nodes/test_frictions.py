@@ -91,7 +91,7 @@ def test_the_robot_does_every_action_on_every_kind_of_object_about_equally_often
     assert len(records) == 1000 and set(actions) == {"grasp", "tap", "touch"} and len(kinds) == 4 * 2 * 3
     for seen in (actions, kinds):
         assert max(seen.values()) <= 2 * min(seen.values()), seen
-    # the student's question, of the docs' objects: which action moves a big blue circle fast (was: support 3)
+    # the student's question, of the docs' objects: which action moves a big blue circle fast
     assert ros.learn().success
     model = AffordanceNetwork.load(ros.tmp_path / "model.json")
     ranking = rank_actions(model, {"ObjVel": "fast"}, values={"Color": "blue", "Shape": "circle", "Size": "big"})

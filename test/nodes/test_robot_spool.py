@@ -53,8 +53,8 @@ def log_lines(process, text: str) -> list[str]:
 
 
 def test_a_spool_removed_while_the_robot_runs_is_written_again_and_a_robot_killed_then_loses_nothing(tmp_path):
-    """Was: the robot wrote on into the removed file, said nothing, and once killed left nothing at the path: the
-    trials of the outage (80 at 20 Hz in 4 s) were gone."""
+    """A robot that wrote on into the removed file, said nothing, and once killed left nothing at the path would lose
+    every trial of the outage."""
     db, spool = tmp_path / "cases.db", tmp_path / "robot.spool"
     learner = learner_process(tmp_path)
     robot = start("simulated_robot", tmp_path, "robot", count=0, rate=20.0, seed=1, spool_path=spool,
@@ -108,7 +108,7 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_refuses_new_trials_as_a_full_spool_does_and_the_robot_lives_on(tmp_path, small_disk):
-    """Was: the robot died of an uncaught SpoolError ("database or disk is full") in its timer."""
+    """A full disk must not end the robot with an uncaught SpoolError ("database or disk is full") in its timer."""
     db, spool = tmp_path / "cases.db", small_disk / "robot.spool"
     learner = learner_process(tmp_path)
     robot = start("simulated_robot", tmp_path, "robot", count=400, rate=50.0, seed=2, spool_path=spool,
@@ -153,8 +153,8 @@ def spooled_trial(trial_id: str, action_topic="/action", effect_type="Features",
 
 
 def test_spooled_trials_that_cannot_be_sent_are_set_aside_in_one_line_and_the_others_delivered(ros, tmp_path):
-    """Was: a spooled trial on an invalid topic name stopped the robot at start (InvalidTopicNameException, exit 1);
-    one of an unknown type was skipped without a word and stayed in the file; damaged bytes were sent for ever."""
+    """A spooled trial on an invalid topic name must not stop the robot at start (InvalidTopicNameException), one of
+    an unknown type not be skipped without a word, and damaged bytes not be sent for ever: each is set aside, said."""
     spool = tmp_path / "robot.spool"
     kept = TrialSpool(spool)
     for trial_id, parts in [("good-0", spooled_trial("good-0")), ("bad-topic", spooled_trial("bad-topic", "/bad name")),
@@ -187,7 +187,7 @@ def test_spooled_trials_that_cannot_be_sent_are_set_aside_in_one_line_and_the_ot
 
 
 def test_a_part_the_learner_cannot_read_is_answered_rejected_and_the_robot_stops_sending_it(ros):
-    """Was: the learner logged "cannot be read" and the robot sent the trial again for ever."""
+    """A trial the learner cannot read is answered rejected: the robot must not send it again for ever."""
     learner = ros.learner()
     trials = TrialPublisher(ros.client_node, resend_timeout=0.5)
     wait_for(lambda: trials.learner_present() and all(p.get_subscription_count() for p in trials.publishers.values()),

@@ -71,7 +71,7 @@ def test_learn_then_predict(files):
      "unknown sensor 'Obj_Vel' (did you mean 'obj_vel'? names are case-sensitive)"),
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--value", "Shape=Box"],
      "unknown label 'Box' for variable 'Shape' (did you mean 'box'? names are case-sensitive)"),
-    # a name wrong by a letter, substituted too (was: "unknown sensor 'sise'; the network has [...]")
+    # a name wrong by a letter, substituted too
     (["predict", "--model", "{tmp}/model.json", "--query", "action", "--sensor", "sise=0.1"],
      "unknown sensor 'sise' (did you mean 'size'?)"),
     (["predict", "--model", "{tmp}/corrupt.json", "--query", "action"], "not valid JSON"),
