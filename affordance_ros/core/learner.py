@@ -25,8 +25,7 @@ from .posterior_sampling import EXACT_CASES, PosteriorSample, dirichlet_prior, d
 from .progress import Progress, report
 from .sensors import fit_sensors
 from .structure import StructureResult, learn_structure, structural_em
-from .structure_sampling import StructureSample, dense_structure, sample_structures
-from .variables import posterior_mean
+from .structure_sampling import StructureSample, dense_structure, network_of, sample_structures
 
 # Trials' worth of prior a condition variable's CPT row gives its own condition
 # (``own_condition_prior``): enough that a parent configuration no case has predicts its condition's
@@ -274,12 +273,8 @@ def _member_network(network: AffordanceNetwork, member) -> AffordanceNetwork:
     """The network of one member of a sample: its structure, CPTs the posterior mean given it (the mean of its draws
     plus the prior, normalised), those counts, and its draws.
     """
-    names = network.names
-    net = network.with_structure({names[v]: tuple(names[u] for u in ps) for v, ps in enumerate(member.parents)})
-    means = {name: posterior_mean(d, a) for name, d, a in zip(names, member.draws, member.prior)}
-    return net.with_cpts({name: cpt for name, (_, cpt) in means.items()},
-                         {name: counts for name, (counts, _) in means.items()},
-                         {name: (d, a) for name, d, a in zip(names, member.draws, member.prior)})
+    draws = dict(zip(network.names, zip(member.draws, member.prior)))
+    return network_of(network, member.parents).with_posterior(draws)
 
 
 def _scaled_member(member: AffordanceNetwork, observed: CaseEvidence, subset: int) -> AffordanceNetwork:
@@ -294,9 +289,7 @@ def _scaled_member(member: AffordanceNetwork, observed: CaseEvidence, subset: in
         expected = counts if expected is None else [a + b for a, b in zip(expected, counts)]
     sample = PosteriorSample({v.name: (v.draws, v.prior) for v in member.variables}, 0, 0, 0, 0, 0.0)
     scaled = scaled_to(sample, dict(zip(member.names, expected)), observed.n_cases, subset)
-    means = {name: posterior_mean(d, a) for name, (d, a) in scaled.draws.items()}
-    return member.with_cpts({name: cpt for name, (_, cpt) in means.items()},
-                            {name: counts for name, (counts, _) in means.items()}, scaled.draws)
+    return member.with_posterior(scaled.draws)
 
 
 def posterior_prior(model: AffordanceNetwork, opts: LearningOptions, prior_model: AffordanceNetwork | None) -> list:

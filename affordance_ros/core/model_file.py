@@ -25,7 +25,6 @@ from .variables import SensorModel, Variable, WeightedNetwork, posterior_mean
 
 FORMAT = "affordance_ros/model/1"
 # /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
-# /1 plus vector sensors ("names", "means" (card, d), "covariances" (card, d, d)).
 FORMAT_VECTOR = "affordance_ros/model/2"
 FORMATS = (FORMAT, FORMAT_VECTOR)
 _CASES = ": cases, to learn a model from (affordance-ros learn --cases FILE --config CONFIG --out model.json)"
@@ -186,7 +185,7 @@ def _members_from_document(network, raw) -> list:
 def _member_variable_dict(v: Variable) -> dict:
     """A variable's entry in a structure of the sample: what differs between structures (``MEMBER_KEYS``), without
     the CPT or its counts where they are what the draws give (``_posterior_mean``, as a learn makes them: most of the
-    file would be those floats); online updates move them away, and they are then written.
+    file would be those floats); a CPT set otherwise (another tool, an edit) is written.
     """
     whole = _variable_dict(v)
     derived = {}

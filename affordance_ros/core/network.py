@@ -32,6 +32,7 @@ from .variables import (
     Variable,
     WeightedNetwork,
     out_of_range,
+    posterior_mean,
 )
 
 
@@ -191,6 +192,14 @@ class AffordanceNetwork(NetworkFile):
                  "draws": _floats(draws.get(n, (None,))[0]),
                  "prior": _floats(draws.get(n, (None, None))[1])}
              for n, c in cpts.items()})
+
+    def with_posterior(self, draws: Mapping[str, tuple]) -> "AffordanceNetwork":
+        """A new network with these posterior ``draws`` {name: (draws, prior)}, each CPT and its counts the posterior
+        mean they give (``variables.posterior_mean``): a structure of a sample, as a learn or an online update makes it.
+        """
+        means = {name: posterior_mean(d, a) for name, (d, a) in draws.items()}
+        return self.with_cpts({name: cpt for name, (_, cpt) in means.items()},
+                              {name: counts for name, (counts, _) in means.items()}, draws)
 
     @property
     def has_counts(self) -> bool:

@@ -12,8 +12,8 @@ model that has them (``Variable.draws``): each case is imputed under every draw 
 (``core.posterior_sampling.update_draws``; the model's metadata "posterior" counts these ``online_updates``).
 
 A model that averages over a sample of structures (``AffordanceNetwork.structures``) adds every case to every
-structure's draws, and each structure's CPTs and counts stay what they are at learn time, the posterior mean of its
-draws (so a structure costs one imputation of the case per draw, and its file entry holds its draws only); the
+structure's draws, and each structure's CPTs and counts are, as at learn time, the posterior mean of its draws (so a
+structure costs one imputation of the case per draw, and its file entry holds its draws only); the
 structures and their weights stay as the learn drew them, until the next learn.
 """
 
@@ -29,7 +29,6 @@ from .network import AffordanceNetwork, WeightedNetwork
 from .parameters import family_priors
 from .posterior_answers import has_draws
 from .posterior_sampling import update_draws
-from .variables import posterior_mean
 
 
 class OnlineEM:
@@ -110,7 +109,8 @@ class OnlineEM:
     def model_(self) -> AffordanceNetwork:
         """The network with the current CPTs (and counts, and posterior draws): of every structure of a sample."""
         if self.structures:
-            members = [WeightedNetwork(m.weight, _posterior_mean(m.network, draws))
+            members = [WeightedNetwork(m.weight, m.network.with_posterior({v.name: (d, v.prior) for v, d in
+                                                                           zip(m.network.variables, draws)}))
                        for m, draws in zip(self.structures, self.structure_draws)]
             first = members[0].network
             model = AffordanceNetwork(first.variables, self.network.metadata, self.network.learning, members)
@@ -128,12 +128,3 @@ class OnlineEM:
             model.metadata["posterior"] = {**model.metadata.get("posterior", {}), "online_updates": self.draw_updates}
         return model
 
-
-def _posterior_mean(network: AffordanceNetwork, draws: list) -> AffordanceNetwork:
-    """``network`` with these draws and the counts and CPTs they give (``variables.posterior_mean``: a structure of a
-    sample as a learn makes it).
-    """
-    means = {v.name: posterior_mean(d, v.prior) for v, d in zip(network.variables, draws)}
-    return network.with_cpts({name: cpt for name, (_, cpt) in means.items()},
-                             {name: counts for name, (counts, _) in means.items()},
-                             {v.name: (d, v.prior) for v, d in zip(network.variables, draws)})

@@ -353,11 +353,10 @@ def _check_names(model: AffordanceNetwork, sensors: Mapping, values: Mapping) ->
         model.index(name)
 
 
-def _check_reading(model: AffordanceNetwork, sensor: str, x) -> None:
-    """EvidenceError for a reading that is not a finite number or lies outside its sensor's valid_range."""
+def _check_reading(sensor: str, x, bounds: tuple[float, float]) -> None:
+    """EvidenceError for a reading that is not a finite number or lies outside its sensor's valid_range ``bounds``."""
     if not is_finite_number(x):
         raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
-    bounds = model.sensor(sensor)[1].bounds
     if not bounds[0] <= x <= bounds[1]:
         raise EvidenceError(out_of_range(sensor, x, bounds))
 
@@ -366,19 +365,12 @@ def _one_case(model: AffordanceNetwork, sensors: Mapping[str, float], values: Ma
     """The likelihoods {variable index: (1, card), maximum 1} of one case and the variables given by label,
     built without a CaseSet (the per-call cost of a planner).
     """
+    _check_names(model, sensors, values)
     readers = _readers(model)
-    for sensor in sensors:
-        if sensor not in readers:
-            raise unknown_sensor(model, sensor)
-    for name in values:
-        model.index(name)
     log_lik, vectors = {}, {}
     for sensor, x in sensors.items():
         i, sensor_model, column, bounds, gaussian = readers[sensor]
-        if not is_finite_number(x):
-            raise EvidenceError(f"reading of sensor '{sensor}' must be a finite number, got {x!r}")
-        if not bounds[0] <= x <= bounds[1]:
-            raise EvidenceError(out_of_range(sensor, x, bounds))
+        _check_reading(sensor, x, bounds)
         if gaussian is None:  # a vector sensor's readings go in together, the missing ones NaN (or: not fitted)
             vectors.setdefault(i, np.full((1, sensor_model.dim), np.nan))[0, column] = x
         else:
@@ -531,7 +523,7 @@ def rank_actions(model: AffordanceNetwork, effects: Mapping[str, str], sensors: 
     batch_sensors = {name: [x] * k for name, x in (sensors or {}).items()}
     _check_names(model, sensors or {}, {})
     for sensor, x in (sensors or {}).items():
-        _check_reading(model, sensor, x)
+        _check_reading(sensor, x, model.sensor(sensor)[1].bounds)
     batch = predict_batch(model, list(wanted), batch_sensors, batch_values, uncertainty=False)
     at = (slice(None), *[wanted[n] for n in batch.variables])
     probability = batch.joint[at]

@@ -560,13 +560,15 @@ class BICScore(FamilyScore):
         """The maximum log-likelihood sum N_ijk log(N_ijk / N_ij), less log(cases) q (r - 1) / 2."""
         n_ijk = table.astype(float)
         penalty = 0.5 * np.log(max(self.data.n_cases, 1)) * q * (r - 1)
-        return np.add.reduceat((n_ijk * _log_ratio(n_ijk)).sum(axis=1), starts) - penalty
+        return np.add.reduceat(max_log_likelihood_rows(n_ijk), starts) - penalty
 
 
-def _log_ratio(n_ijk: np.ndarray) -> np.ndarray:
-    """log(N_ijk / N_ij), 0 where a count is 0 (its term vanishes)."""
+def max_log_likelihood_rows(n_ijk: np.ndarray) -> np.ndarray:
+    """Per row (parent configuration) of counts (rows, child values), the maximum log-likelihood
+    sum_k N_ijk log(N_ijk / N_ij) (a count of 0 adds 0).
+    """
     n_ij = n_ijk.sum(axis=1)
-    return np.log(np.where(n_ijk > 0, n_ijk, 1.0) / np.where(n_ij > 0, n_ij, 1.0)[:, None])
+    return (n_ijk * np.log(np.where(n_ijk > 0, n_ijk, 1.0) / np.where(n_ij > 0, n_ij, 1.0)[:, None])).sum(axis=1)
 
 
 class CVScore(FamilyScore):

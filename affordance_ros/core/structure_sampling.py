@@ -42,7 +42,7 @@ from .network import AffordanceNetwork
 from .options import LearningOptions
 from .posterior_sampling import dirichlet_rows, impute
 from .progress import Progress, report
-from .structure import ArcMoves, CaseCounts, allowed_arcs, default_order
+from .structure import ArcMoves, CaseCounts, allowed_arcs, default_order, max_log_likelihood_rows
 
 STARTS = ("k2", "empty", "dense")   # where the chains start (one chain each)
 BURN_IN = 40                        # sweeps of a chain before its first kept draw
@@ -138,12 +138,10 @@ class FamilyMarginal:
     odds per parent: the structure step's score (cached per family for one sweep's codes).
     """
 
-    def __init__(self, codes: np.ndarray, cards: Sequence[int], alpha_of: Callable, arc_log_odds: float,
-                 log_gammas: "LogGammas"):
+    def __init__(self, codes: np.ndarray, cards: Sequence[int], alpha_of: Callable, arc_log_odds: float):
         self.counts = CaseCounts(codes, cards)
         self.alpha_of = alpha_of
         self.arc_log_odds = arc_log_odds
-        self.log_gammas = log_gammas
         self._tables: dict = {}
         self._scores: dict = {}
 
@@ -163,36 +161,22 @@ class FamilyMarginal:
             table = self.table(child, parents)
             uniform = alpha.flat[0]
             if uniform > 0 and np.all(alpha == uniform):
-                score = self.log_gammas.marginal(table, float(uniform))
+                score = self._uniform_marginal(table, float(uniform))
             else:
                 score = log_marginal(table, alpha)
             self._scores[key] = score + self.arc_log_odds * len(parents)
         return self._scores[key]
 
-
-class LogGammas:
-    """log Gamma(m + a) for integer counts m = 0..n_cases, by lookup (a table per a): the marginal likelihood of a
-    family with the same pseudo-count a in every entry, the common case, without calling gammaln per entry.
-    """
-
-    def __init__(self, n_cases: int):
-        self.n_cases = n_cases
-        self._tables: dict = {}
-
-    def of(self, offset: float) -> np.ndarray:
-        """Log Gamma(m + offset) for m = 0..n_cases."""
-        if offset not in self._tables:
-            self._tables[offset] = gammaln(np.arange(self.n_cases + 1) + offset)
-        return self._tables[offset]
-
-    def marginal(self, table: np.ndarray, alpha: float) -> float:
-        """``log_marginal(table, alpha)`` for integer counts and one pseudo-count ``alpha`` per entry."""
+    def _uniform_marginal(self, table: np.ndarray, alpha: float) -> float:
+        """``log_marginal(table, alpha)`` of integer counts with one pseudo-count ``alpha`` per entry, the common
+        case: log Gamma by lookup (``CaseCounts.log_gamma``), not gammaln per entry.
+        """
         rows = table.reshape(-1, table.shape[-1])
         r = rows.shape[1]
-        cells = self.of(alpha)
-        totals = self.of(r * alpha)
-        return float(len(rows) * (totals[0] - r * cells[0]) - np.add.reduce(totals[np.add.reduce(rows, axis=1)])
-                     + np.add.reduce(cells[rows], axis=None))
+        log_gamma = self.counts.log_gamma
+        return float(len(rows) * (gammaln(r * alpha) - r * gammaln(alpha))
+                     - np.add.reduce(log_gamma(np.add.reduce(rows, axis=1), r * alpha))
+                     + np.add.reduce(log_gamma(rows, alpha), axis=None))
 
 
 def log_marginal(counts: np.ndarray, alpha: np.ndarray) -> float:
@@ -231,7 +215,6 @@ def sample_structures(network: AffordanceNetwork, observed: CaseEvidence, option
     sweeps = BURN_IN + per_chain * THIN
     evidence = observed.evidence()
     odds = math.log(options.arc_prior / (1.0 - options.arc_prior))
-    log_gammas = LogGammas(observed.n_cases)
     trees = _Trees(network, evidence)
     by_structure: dict = {}
     chain_arcs = []
@@ -241,12 +224,12 @@ def sample_structures(network: AffordanceNetwork, observed: CaseEvidence, option
         searched = [tuple(sorted(p)) if i not in (fixed or {}) else () for i, p in enumerate(start)]
         graph = ArcMoves(allowed, options.max_parents, searched)
         structure = _with_fixed(searched, fixed)
-        cpts = [v.cpt for v in fit(_network_of(network, structure)).variables]
+        cpts = [v.cpt for v in fit(network_of(network, structure)).variables]
         arcs: dict = {}
         for sweep in range(sweeps):
             tree, tables = trees[structure]
             codes = impute(tree, cpts, evidence, rng, evidence_tables=tables)
-            score = FamilyMarginal(codes, network.cards, alpha_of, odds, log_gammas)
+            score = FamilyMarginal(codes, network.cards, alpha_of, odds)
             _walk(graph, score, MOVES_PER_VARIABLE * n, rng)
             structure = _with_fixed(tuple(graph.parent_tuple(v) for v in range(n)), fixed)
             counts = [score.table(i, structure[i]).astype(float) for i in range(n)]
@@ -329,7 +312,7 @@ class _Trees:
         if found is None:
             if len(self._found) >= _MAX_TREES:
                 self._found.clear()
-            tree = JunctionTree(_network_of(self.network, structure))
+            tree = JunctionTree(network_of(self.network, structure))
             found = self._found[structure] = (tree, tree.evidence_tables(self.evidence))
         return found
 
@@ -341,7 +324,8 @@ def _with_fixed(searched: Structure, fixed: Mapping[int, tuple] | None) -> Struc
     return tuple(tuple(sorted(fixed[i])) if fixed and i in fixed else p for i, p in enumerate(searched))
 
 
-def _network_of(network: AffordanceNetwork, structure: Structure) -> AffordanceNetwork:
+def network_of(network: AffordanceNetwork, structure: Structure) -> AffordanceNetwork:
+    """``network`` with the parents of ``structure`` (by index), without CPTs."""
     return network.with_structure({network.names[v]: tuple(network.names[u] for u in ps)
                                    for v, ps in enumerate(structure)})
 
@@ -365,19 +349,11 @@ def dense_structure(network: AffordanceNetwork, codes: np.ndarray, options: Lear
             left = [u for u in candidates if u not in chosen]
             if not left:
                 break
-            gains = [_log_likelihood(counts.table(child, (*chosen, u))) for u in left]
+            gains = [np.sum(max_log_likelihood_rows(counts.table(child, (*chosen, u)).astype(float))) for u in left]
             chosen = (*chosen, left[int(np.argmax(gains))])
         parents[child] = tuple(sorted(chosen))
     return tuple(parents)
 
 
-def _log_likelihood(table: np.ndarray) -> float:
-    """The maximum log-likelihood sum N_jk log(N_jk / N_j) of a family's counts (rows: parent configurations)."""
-    table = table.astype(float)
-    totals = table.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(np.sum(np.where(table > 0, table * np.log(table / totals), 0.0)))
-
-
-__all__ = ["BURN_IN", "STARTS", "THIN", "FamilyMarginal", "LogGammas", "Member", "StructureSample", "dense_structure",
-           "log_marginal", "sample_structures"]
+__all__ = ["BURN_IN", "STARTS", "THIN", "FamilyMarginal", "Member", "StructureSample", "dense_structure",
+           "log_marginal", "network_of", "sample_structures"]
