@@ -100,10 +100,11 @@ class NodeProcess(subprocess.Popen):
 def exit_status(process: subprocess.Popen, timeout: float) -> int:
     """The exit status of ``process`` within ``timeout`` seconds. One still running then gets SIGABRT first (a
     Python started with PYTHONFAULTHANDLER=1, as the tests start the executables, writes every thread's stack
-    to its output), then SIGKILL, and the test fails with the end of its log."""
+    to its output), then SIGKILL, and the test fails with the end of its log (and, called in a ``finally``, with
+    what failed the test before)."""
     try:
         return process.wait(timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as expired:
         process.send_signal(signal.SIGABRT)
         try:
             process.wait(10.0)
@@ -113,7 +114,7 @@ def exit_status(process: subprocess.Popen, timeout: float) -> int:
         log = getattr(process, "log", None)  # a NodeProcess's
         tail = log.read_text(errors="replace")[-6000:] if log is not None and log.exists() else ""
         raise AssertionError(f"{Path(process.args[0]).name} still ran {timeout:g} s on; its stacks at SIGABRT "
-                             f"end its output:\n{tail}") from None
+                             f"end its output:\n{tail}") from expired.__context__
 
 
 @pytest.fixture(autouse=True)

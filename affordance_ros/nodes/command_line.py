@@ -4,7 +4,11 @@ rclpy reads what follows ``--ros-args`` and ignores the rest: a parameter rule w
 (``-p config_path=x.json``) ended in a traceback of rcl's, ``--config x.json`` and a parameter the
 node does not declare (``-p confg_path:=x.json``) were silently ignored, and ``--help`` started the
 node. ``check_command_line`` makes each one line on stderr and exit status 2 (as argparse does) and
-``--help`` print the parameters from the descriptors the node declares (``declared_parameters``).
+``--help`` print the parameters from the descriptors the node declares (``declared_parameters``). A value
+of the wrong type or out of its range is found as the node declares its parameters (``values_checked``).
+
+None of it makes a node of its own: a node is a DDS participant, and Fast DDS deleting one can hang (a
+learner once hung at start in the destroy_node of a node made only to read the declarations).
 """
 
 from __future__ import annotations
@@ -14,12 +18,11 @@ import re
 import sys
 import textwrap
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
-import rclpy
+from rcl_interfaces.msg import ListParametersResult, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.utilities import remove_ros_args
 
@@ -53,7 +56,8 @@ def check_command_line(prog: str, node_name: str, declare: Callable, description
 
     ``--help`` prints the usage, ``description``'s first line and the parameters ``declare(node)`` declares,
     then exits 0. ROS arguments rcl cannot parse, arguments that are not ROS arguments and ``-p`` rules for
-    parameters the node does not declare each exit with status 2 after one line on stderr.
+    parameters the node does not declare each exit with status 2 after one line on stderr. (A value of the
+    wrong type is found as the node itself declares its parameters: ``values_checked``.)
     """
     argv = list(sys.argv if argv is None else argv)
     if "--help" in argv[1:] or "-h" in argv[1:]:
@@ -75,35 +79,23 @@ def check_command_line(prog: str, node_name: str, declare: Callable, description
                 close = difflib.get_close_matches(name, names, n=1)
                 _fail(prog, f"-p {rule}: {node_name} has no parameter '{name}'"
                             + (f" (did you mean {close[0]}?)" if close else "") + f"; {prog} --help lists them")
-    if rules or "--params-file" in argv:
-        problem = parameter_type_problem(node_name, declare, argv)
-        if problem:
-            _fail(prog, f"{problem}; {prog} --help lists the parameters and their types")
 
 
-def parameter_type_problem(node_name: str, declare: Callable, argv: Sequence[str]) -> str:
-    """What is wrong with the type of a value the command line (``-p`` or ``--params-file``) gives a parameter
-    ``declare(node)`` declares, or with an integer out of its declared range, in one line ('' when nothing is):
-    rclpy raises it from the node's constructor (a traceback). Checked on a node of that name in a context of its
-    own with these arguments."""
-    context = rclpy.Context()
-    rclpy.init(args=list(argv), context=context)
+class CommandLineError(Exception):
+    """A mistake on the command line found as the node starts, as its one line for stderr (exit status 2)."""
+
+
+def values_checked(prog: str, make_node: Callable):
+    """``make_node()``, or CommandLineError when rclpy refuses a value the command line (``-p`` or
+    ``--params-file``) gives a parameter as the node declares it: of the wrong type, or an integer out of its
+    declared range (rclpy's own error is a traceback of some 30 lines)."""
     try:
-        node = Node(node_name, context=context, start_parameter_services=False, enable_rosout=False)
-        try:
-            declare(node)
-        except InvalidParameterTypeException as exc:
-            return _type_problem(str(exc.args[0]))
-        except InvalidParameterValueException as exc:  # (out of a declared integer range)
-            return _value_problem(str(exc.args[0]))
-        except ValueError:  # the node's own checks of the values: its start says them, as it does without this
-            pass
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.try_shutdown(context=context)
-        context.destroy()
-    return ""
+        return make_node()
+    except InvalidParameterTypeException as exc:
+        problem = _type_problem(str(exc.args[0]))
+    except InvalidParameterValueException as exc:
+        problem = _value_problem(str(exc.args[0]))
+    raise CommandLineError(f"{prog}: error: {problem}; {prog} --help lists the parameters and their types")
 
 
 def _type_problem(text: str) -> str:
@@ -176,28 +168,51 @@ def parameter_rules(argv: Sequence[str], node_name: str) -> list[tuple[str, str]
 
 
 def declared_parameters(node_name: str, declare: Callable) -> list[DeclaredParameter]:
-    """The parameters ``declare(node)`` declares (ROS's own left out), read from a node of that name in a
-    context of its own (no parameter services, no /rosout), destroyed at once."""
-    context = rclpy.Context()
-    rclpy.init(args=[], context=context)
-    try:
-        node = Node(node_name, context=context, start_parameter_services=False, enable_rosout=False)
-        try:
-            declare(node)
-            out = []
-            for name in node.get_parameters_by_prefix(""):
-                if name in ROS_PARAMETERS:
-                    continue
-                parameter, descriptor = node.get_parameter(name), node.describe_parameter(name)
-                out.append(DeclaredParameter(name, _TYPES.get(parameter.type_, parameter.type_.name.lower()),
-                                             parameter.value, descriptor.description,
-                                             descriptor.additional_constraints, descriptor.read_only))
-            return out
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.try_shutdown(context=context)
-        context.destroy()
+    """The parameters ``declare(node)`` declares (ROS's own left out), read from a ``DeclarationRecorder``."""
+    recorder = DeclarationRecorder(node_name)
+    declare(recorder)
+    return [DeclaredParameter(name, _TYPES.get(parameter.type_, parameter.type_.name.lower()), parameter.value,
+                              descriptor.description, descriptor.additional_constraints, descriptor.read_only)
+            for name, (parameter, descriptor) in recorder.declared.items()]
+
+
+class DeclarationRecorder:
+    """What a node's parameter declarations need of a Node, without one: each parameter with its default and
+    descriptor, in order. Callbacks on set parameters are not called (nothing is set)."""
+
+    def __init__(self, node_name: str, namespace: str = "/"):
+        self.node_name, self.namespace = node_name, namespace
+        self.declared: dict[str, tuple[Parameter, ParameterDescriptor]] = {}
+
+    def declare_parameter(self, name: str, value=None, descriptor: ParameterDescriptor | None = None,
+                          ignore_override: bool = False) -> Parameter:
+        if name in self.declared or name in ROS_PARAMETERS:
+            raise ValueError(f"parameter '{name}' is declared twice")
+        parameter = Parameter(name, value=value)
+        self.declared[name] = parameter, descriptor or ParameterDescriptor()
+        return parameter
+
+    def get_parameter(self, name: str) -> Parameter:
+        return self.declared[name][0]
+
+    def describe_parameter(self, name: str) -> ParameterDescriptor:
+        return self.declared[name][1]
+
+    def list_parameters(self, prefixes: Sequence[str], depth: int) -> ListParametersResult:
+        return ListParametersResult(names=[name for name in self.declared
+                                           if not prefixes or any(name.startswith(p) for p in prefixes)])
+
+    def add_on_set_parameters_callback(self, callback: Callable) -> None:
+        pass
+
+    def add_pre_set_parameters_callback(self, callback: Callable) -> None:
+        pass
+
+    def get_name(self) -> str:
+        return self.node_name
+
+    def get_namespace(self) -> str:
+        return self.namespace
 
 
 def help_text(prog: str, description: str, parameters: Sequence[DeclaredParameter]) -> str:
@@ -223,6 +238,6 @@ def _instead(prog: str, own: Sequence[str], names: Sequence[str]) -> str:
     return f"{prog} --ros-args -p " + (f"{match[0]}:={own[1] if len(own) > 1 else 'VALUE'}" if match else "NAME:=VALUE")
 
 
-def _fail(prog: str, message: str) -> None:
+def _fail(prog: str, message: str) -> NoReturn:
     print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(2)

@@ -100,7 +100,7 @@ def dds_profiles(reader_samples: int | None = None, heartbeat_period: float | No
     all they sent, and its services wait up to ``service_answer_wait`` seconds for a caller's reply reader
     to be matched before they give up on an answer (Fast DDS default profiles, read once, when the
     process's first node is made: rmw_fastrtps makes the DDS participant then, not at ``rclpy.init``; make
-    every node in the block, a command line check's too; later ones keep what the first read). Yields a line
+    every node in the block; later ones keep what the first read). Yields a line
     for the log: what applies.
 
     Why the message size and the announcements: ``MAX_MESSAGE_SIZE``, ``ANNOUNCEMENT_PERIOD``. Why the reader queue

@@ -15,12 +15,15 @@ import gc
 import math
 import os
 import signal
+import sys
 import time
 from typing import Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
+
+from .command_line import CommandLineError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 PROFILE_VARIABLE = "AFFORDANCE_ROS_PROFILE"
@@ -109,7 +112,8 @@ def close(executor, node, context=None) -> None:
 
 def run(make_node: Callable, startup_errors: tuple, name: str, args=None, done: Callable | None = None,
         taken: Callable | None = None, stopped: Callable | None = None, finish: Callable | None = None) -> int:
-    """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``)
+    """An executable's main(): the node from ``make_node()`` (exit 1, the message logged, on ``startup_errors``;
+    exit 2, its line on stderr, on a CommandLineError)
     spins until SIGINT/SIGTERM or ``done(node)``; after a signal, ``taken(node)`` (messages handled so far)
     drains what is queued and ``stopped(node, signal_name)`` runs; then ``finish(node, give_up)`` (e.g. a
     lifecycle node's shutdown transition; ``give_up()``: a second signal came, stop waiting), spinning on until
@@ -134,6 +138,10 @@ def _run(make_node, startup_errors, name, args, done, taken, stopped, finish) ->
     with StopSignals() as stop:
         try:
             node = make_node()
+        except CommandLineError as exc:
+            rclpy.try_shutdown()
+            print(exc, file=sys.stderr)
+            return 2
         except startup_errors as exc:
             rclpy.logging.get_logger(name).fatal(str(exc))
             rclpy.try_shutdown()

@@ -7,13 +7,17 @@ import signal
 import subprocess
 
 import pytest
+import rclpy.context
+import rclpy.node
 from conftest import CLI, NodeProcess, exit_status, wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from test_docs import declared
 
+from affordance_ros.nodes.command_line import check_command_line, declared_parameters
 from affordance_ros.nodes.learner.learner_node import LearnerNode
-from affordance_ros.nodes.simulation.simulated_robot import SimulatedRobot
+from affordance_ros.nodes.learner.parameters import declare_learner_parameters
+from affordance_ros.nodes.simulation.simulated_robot import SimulatedRobot, declare_robot_parameters
 from affordance_ros.share import share_directory
 
 LIB = share_directory().parents[1] / "lib" / "affordance_ros"
@@ -94,6 +98,26 @@ def test_help_lists_every_declared_parameter_with_its_description_and_starts_not
         for name, (_, _, description) in parameters.items():
             assert f" {name} (" in text and " ".join(description.split()) in text, name
         assert not any(tmp_path.iterdir())  # no node ran: no database
+
+
+@pytest.mark.parametrize("node_class, declare", [(LearnerNode, declare_learner_parameters),
+                                                  (SimulatedRobot, declare_robot_parameters)])
+def test_the_check_reads_the_declarations_a_node_makes_without_making_a_node(node_class, declare, monkeypatch):
+    """A node is a DDS participant, and Fast DDS deleting one can hang: the check before the node starts makes
+    none (rclpy.init or a Node would fail here), yet reads each parameter as the node declares it."""
+    real = {name: (kind, default) for name, (kind, default, _) in declared(node_class).items()}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the command line check made a context or a node")
+    monkeypatch.setattr(rclpy.context.Context, "init", refused)
+    monkeypatch.setattr(rclpy.node.Node, "__init__", refused)
+    recorded = declared_parameters(node_class.__name__, declare)
+    assert {p.name: (p.type, p.default) for p in recorded} == {
+        name: ({"integer": "int"}.get(kind, kind), default) for name, (kind, default) in real.items()}
+    name = recorded[0].name
+    check_command_line("prog", "node", declare, "", ["prog", "--ros-args", "-p", f"{name}:=[1, 2]"])  # type: later
+    with pytest.raises(SystemExit):
+        check_command_line("prog", "node", declare, "", ["prog", "--ros-args", "-p", "no_such_parameter:=1"])
 
 
 def test_the_tools_check_their_ros_arguments_too(tmp_path):

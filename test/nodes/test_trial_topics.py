@@ -269,11 +269,7 @@ import sys, time, rclpy
 from affordance_ros.msg import Action
 from affordance_ros.nodes.qos import LEARNER_READER_SAMPLES as SAMPLES, TRIAL_HEARTBEAT_PERIOD as PERIOD
 from affordance_ros.nodes.qos import dds_profiles, take_queued, trial_qos
-from affordance_ros.nodes.command_line import check_command_line
-from affordance_ros.nodes.learner.parameters import declare_learner_parameters
-with dds_profiles(SAMPLES, PERIOD):  # as learner_node main: the command line's check (a context) comes first
-    check_command_line('learner_node', 'affordance_learner', declare_learner_parameters, '', [
-        'learner_node', '--ros-args', '-p', 'autostart:=false'])
+with dds_profiles(SAMPLES, PERIOD):  # as learner_node main
     rclpy.init()
     node = rclpy.create_node('queue_probe')
     reader = node.create_subscription(Action, 'probe_action', lambda msg: None, trial_qos())

@@ -39,7 +39,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from ...data.health import Counters
 from ...data.model_manager import StartupError
 from .. import shutdown
-from ..command_line import check_command_line
+from ..command_line import check_command_line, values_checked
 from ..qos import LEARNER_READER_SAMPLES, SERVICE_ANSWER_WAIT, TRIAL_HEARTBEAT_PERIOD, dds_profiles
 from .learn_endpoints import LearnEndpoints, never
 from .node_state import NodeState
@@ -188,15 +188,14 @@ def parts_received(node: LearnerNode) -> int:
 
 def main(args=None) -> int:
     # Short DDS reader queues: under a flood a good trial's part waits behind fewer parts; answers wait for a new
-    # caller (qos.py). Entered first: Fast DDS reads its profiles once, at the process's first node (the
-    # command line check's).
+    # caller (qos.py). Entered first: Fast DDS reads its profiles once, at the process's first node.
     with dds_profiles(LEARNER_READER_SAMPLES, TRIAL_HEARTBEAT_PERIOD, SERVICE_ANSWER_WAIT) as readers:
         check_command_line("learner_node", NODE_NAME, declare_learner_parameters, __doc__, args)
         # SIGINT/SIGTERM only ask the spin loop to stop: what DDS delivered already is stored, the node goes
         # through its shutdown transition and is destroyed, and only then the context (shutdown.py).
 
         def make_node() -> LearnerNode:
-            node = LearnerNode()
+            node = values_checked("learner_node", LearnerNode)
             node.get_logger().info(readers)
             return node
         return shutdown.run(make_node, (StartupError,), NODE_NAME, args,

@@ -52,7 +52,7 @@ from ...data.spool import SpoolError
 from ...data.trial import trial_topics
 from ...msg import Action, Features
 from .. import shutdown
-from ..command_line import check_command_line
+from ..command_line import check_command_line, values_checked
 from ..contract import KEEP_ALL, STATUS_TOPIC, robot_name_problem, trial_qos
 from ..number_parameters import accept_integers, number_descriptor, number_value
 from ..qos import TRIAL_HEARTBEAT_PERIOD, dds_profiles, publish_waiting
@@ -168,7 +168,7 @@ class SimulatedRobot(Node):
                                                      param["design"])
             if param["exploration"] == "task":
                 wanted_effect(param["wanted_effect"], self.truth)
-        except ValueError:
+        except BaseException:  # (a value rclpy refuses too: values_checked)
             self.destroy_node()
             raise
         self.seed = param["seed"] if param["seed"] >= 0 else int.from_bytes(os.urandom(4), "little") >> 1
@@ -471,10 +471,11 @@ def declare_robot_parameters(node: Node) -> dict:
 
 def main(args=None) -> int:
     # a part refused by the learner's full queue (a flood) is sent again within a heartbeat (qos.py); entered
-    # first: Fast DDS reads its profiles once, at the process's first node (the command line check's)
+    # first: Fast DDS reads its profiles once, at the process's first node
     with dds_profiles(heartbeat_period=TRIAL_HEARTBEAT_PERIOD):
         check_command_line("simulated_robot", NODE_NAME, declare_robot_parameters, __doc__, args)
-        return shutdown.run(SimulatedRobot, (ValueError, SpoolError), NODE_NAME, args,
+        return shutdown.run(lambda: values_checked("simulated_robot", SimulatedRobot), (ValueError, SpoolError),
+                            NODE_NAME, args,
                             done=lambda node: node.done.done(), stopped=_report_unconfirmed)
 
 
