@@ -7,8 +7,7 @@ node. ``check_command_line`` makes each one line on stderr and exit status 2 (as
 ``--help`` print the parameters from the descriptors the node declares (``declared_parameters``). A value
 of the wrong type or out of its range is found as the node declares its parameters (``values_checked``).
 
-None of it makes a node of its own: a node is a DDS participant, and Fast DDS deleting one can hang (a
-learner once hung at start in the destroy_node of a node made only to read the declarations).
+None of it makes a node of its own: a node is a DDS participant, and Fast DDS deleting one can hang.
 """
 
 from __future__ import annotations
@@ -187,7 +186,7 @@ class DeclarationRecorder:
     def declare_parameter(self, name: str, value=None, descriptor: ParameterDescriptor | None = None,
                           ignore_override: bool = False) -> Parameter:
         if name in self.declared or name in ROS_PARAMETERS:
-            raise ValueError(f"parameter '{name}' is declared twice")
+            raise ValueError(f"parameter '{name}' is already declared")
         parameter = Parameter(name, value=value)
         self.declared[name] = parameter, descriptor or ParameterDescriptor()
         return parameter
