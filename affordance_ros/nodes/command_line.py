@@ -94,7 +94,7 @@ def values_checked(prog: str, make_node: Callable):
         problem = _type_problem(str(exc.args[0]))
     except InvalidParameterValueException as exc:
         problem = _value_problem(str(exc.args[0]))
-    raise CommandLineError(f"{prog}: error: {problem}; {prog} --help lists the parameters and their types")
+    raise CommandLineError(_error_line(prog, f"{problem}; {prog} --help lists the parameters and their types"))
 
 
 def _type_problem(text: str) -> str:
@@ -237,6 +237,10 @@ def _instead(prog: str, own: Sequence[str], names: Sequence[str]) -> str:
     return f"{prog} --ros-args -p " + (f"{match[0]}:={own[1] if len(own) > 1 else 'VALUE'}" if match else "NAME:=VALUE")
 
 
+def _error_line(prog: str, message: str) -> str:
+    return f"{prog}: error: {message}"
+
+
 def _fail(prog: str, message: str) -> NoReturn:
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    print(_error_line(prog, message), file=sys.stderr)
     raise SystemExit(2)
